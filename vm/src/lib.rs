@@ -1,1 +1,3 @@
-
+//! Host side of bpfvm. Each module does one step of a run; see the README's "How a run flows".
+pub mod output;
+pub mod paths;

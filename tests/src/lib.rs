@@ -1,1 +1,9 @@
-pub fn x() {}
+//! The guest side of bpfvm: tests (in `tests/`, one module per kernel feature), the benchmark
+//! runner (`src/bin/`), and the helpers they share. Everything here runs inside the guest
+//! kernel as root; `cargo xtask vm-test` builds it and boots the VM.
+pub mod features;
+pub mod skip;
+pub mod sys;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,134 @@
+//! Raw `bpf(2)` for what aya 0.14 cannot express (bad attributes, batch commands, probes).
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd};
+
+pub use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_map_type, bpf_prog_type};
+
+/// `ENOTSUPP` (524): the kernel-internal errno that batch commands return for unsupported maps.
+pub const ENOTSUPP: i32 = 524;
+
+/// Calls `bpf(cmd, attr, sizeof(attr))` and returns its result or the errno.
+pub fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<i64> {
+    // SAFETY: `attr` is a valid, initialised bpf_attr; the kernel reads and writes within it.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd as libc::c_long,
+            attr as *mut bpf_attr,
+            std::mem::size_of::<bpf_attr>(),
+        )
+    };
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// A zeroed attr, the only valid starting point (the kernel rejects non-zero unused tails).
+pub fn zeroed_attr() -> bpf_attr {
+    // SAFETY: bpf_attr is a plain C union of integers; all-zero is valid.
+    unsafe { std::mem::zeroed() }
+}
+
+/// The attributes of `BPF_MAP_CREATE` this suite varies.
+#[derive(Debug, Clone, Copy)]
+pub struct MapAttr {
+    /// A `bpf_map_type` as u32, so tests can also pass types the kernel does not know.
+    pub map_type: u32,
+    pub key_size: u32,
+    pub value_size: u32,
+    pub max_entries: u32,
+    pub map_flags: u32,
+    pub map_extra: u64,
+}
+
+/// Creates a map with exactly the given attributes, bypassing aya's own checks.
+pub fn map_create(a: &MapAttr) -> io::Result<OwnedFd> {
+    let mut attr = zeroed_attr();
+    // SAFETY: writing plain integers into the map-create member of the union.
+    unsafe {
+        let m = &mut attr.__bindgen_anon_1;
+        m.map_type = a.map_type;
+        m.key_size = a.key_size;
+        m.value_size = a.value_size;
+        m.max_entries = a.max_entries;
+        m.map_flags = a.map_flags;
+        m.map_extra = a.map_extra;
+    }
+    let fd = bpf(bpf_cmd::BPF_MAP_CREATE, &mut attr)?;
+    // SAFETY: on success the kernel returned a new fd that we now own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// The result of loading a raw instruction sequence: the program fd, or the errno and the
+/// verifier log.
+pub fn prog_load(prog_type: bpf_prog_type, insns: &[u64]) -> Result<OwnedFd, (io::Error, String)> {
+    let mut log = vec![0u8; 64 * 1024];
+    let license = c"GPL";
+    let mut attr = zeroed_attr();
+    // SAFETY: writing plain integers and pointers that outlive the syscall into the union.
+    unsafe {
+        let p = &mut attr.__bindgen_anon_3;
+        p.prog_type = prog_type as u32;
+        p.insn_cnt = insns.len() as u32;
+        p.insns = insns.as_ptr() as u64;
+        p.license = license.as_ptr() as u64;
+        p.log_level = 1;
+        p.log_size = log.len() as u32;
+        p.log_buf = log.as_mut_ptr() as u64;
+    }
+    match bpf(bpf_cmd::BPF_PROG_LOAD, &mut attr) {
+        // SAFETY: a new fd that we now own.
+        Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) }),
+        Err(e) => {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            Err((e, String::from_utf8_lossy(&log[..end]).into_owned()))
+        }
+    }
+}
+
+/// Kernels before 5.11 charge maps to RLIMIT_MEMLOCK; lift it as libbpf and aya users do.
+pub fn raise_memlock() {
+    let lim = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: setrlimit with a valid struct; failure only matters on old kernels.
+    unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
+}
+
+/// Encodes one 64-bit BPF instruction.
+pub const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
+    (code as u64)
+        | (((dst & 0xf) as u64) << 8)
+        | (((src & 0xf) as u64) << 12)
+        | ((off as u16 as u64) << 16)
+        | ((imm as u32 as u64) << 32)
+}
+
+/// `r0 = imm` (BPF_ALU64 | BPF_MOV | BPF_K).
+pub const fn mov64_imm(dst: u8, imm: i32) -> u64 {
+    insn(0xb7, dst, 0, 0, imm)
+}
+
+/// `call helper` (BPF_JMP | BPF_CALL).
+pub const fn call(helper: i32) -> u64 {
+    insn(0x85, 0, 0, 0, helper)
+}
+
+/// `exit` (BPF_JMP | BPF_EXIT).
+pub const EXIT: u64 = insn(0x95, 0, 0, 0, 0);
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn encodes_instructions_like_the_kernel_macros() {
+        // BPF_MOV64_IMM(BPF_REG_0, 1) = b7 00 0000 01000000 (little-endian fields)
+        assert_eq!(mov64_imm(0, 1), 0x0000_0001_0000_00b7);
+        assert_eq!(EXIT, 0x95);
+        assert_eq!(call(181), 0x0000_00b5_0000_0085);
+    }
+}

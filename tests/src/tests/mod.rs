@@ -1,0 +1,2 @@
+//! One module per kernel feature, as in the kernel's selftests and aya's integration tests.
+mod smoke;

@@ -1,0 +1,105 @@
+//! Child processes that run in their own process group, so that a timeout, a Ctrl-C or a
+//! dropped handle kills the whole tree (vng -> virtme-run -> qemu, virtiofsd), not just the
+//! first process.
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver};
+use std::thread;
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Called from the CLI's Ctrl-C handler: running groups are killed at their next poll.
+pub fn request_interrupt() {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// Which pipe a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// A running process group whose stdout and stderr arrive line by line on `lines`.
+pub struct Group {
+    child: Child,
+    pgid: i32,
+    pub lines: Receiver<(Stream, String)>,
+    readers: Vec<thread::JoinHandle<()>>,
+}
+
+impl Group {
+    /// Spawns `cmd` as the leader of a new process group with piped stdout/stderr and no stdin.
+    pub fn spawn(cmd: &mut Command) -> std::io::Result<Self> {
+        use std::os::unix::process::CommandExt;
+        let mut child = cmd
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let pgid = child.id() as i32;
+        let (tx, rx) = mpsc::channel();
+        let mut readers = Vec::new();
+        let out = child.stdout.take().expect("piped stdout");
+        let err = child.stderr.take().expect("piped stderr");
+        for (stream, pipe) in [
+            (Stream::Stdout, Box::new(out) as Box<dyn Read + Send>),
+            (Stream::Stderr, Box::new(err)),
+        ] {
+            let tx = tx.clone();
+            readers.push(thread::spawn(move || {
+                for line in BufReader::new(pipe).split(b'\n') {
+                    let Ok(line) = line else { break };
+                    let text = String::from_utf8_lossy(&line)
+                        .trim_end_matches('\r')
+                        .to_string();
+                    if tx.send((stream, text)).is_err() {
+                        break;
+                    }
+                }
+            }));
+        }
+        Ok(Self {
+            child,
+            pgid,
+            lines: rx,
+            readers,
+        })
+    }
+
+    /// The leader's exit status, if it has exited.
+    pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        self.child.try_wait()
+    }
+
+    /// Kills every process of the group (leftovers too, after the leader exited) and reaps
+    /// the leader. Safe to call more than once.
+    pub fn kill(&mut self) {
+        // SAFETY: killpg on our own group id; ESRCH (already gone) is fine.
+        unsafe { libc::killpg(self.pgid, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+
+    /// Kills leftovers and waits until both pipes are drained; returns the remaining lines.
+    pub fn finish(mut self) -> Vec<(Stream, String)> {
+        self.kill();
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+        self.lines.try_iter().collect()
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if !self.readers.is_empty() {
+            self.kill();
+        }
+    }
+}

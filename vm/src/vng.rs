@@ -1,0 +1,254 @@
+//! Runs one guest through virtme-ng: its own process group, piped output, a timeout, Ctrl-C,
+//! and a console log kept apart from the guest's stdout/stderr for diagnosing a dead VM.
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::accel::Accel;
+use crate::output::{Events, Output};
+use crate::proc::{self, Group, Stream};
+
+/// What to boot and what to run in it.
+#[derive(Debug, Clone)]
+pub struct VmSpec {
+    pub vmlinuz: PathBuf,
+    pub accel: Accel,
+    pub cpus: u32,
+    /// qemu's `-m` syntax, e.g. `1G`.
+    pub memory: String,
+    /// Extra kernel command line, e.g. `spectre_v2=retpoline`.
+    pub append: Vec<String>,
+    /// A host directory the guest can write (results, the exit status).
+    pub rwdir: PathBuf,
+    /// A shell script the guest runs as root (long commands overflow the kernel command line).
+    pub script: PathBuf,
+    pub timeout: Duration,
+}
+
+/// How the VM ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// The guest script ran to its end and wrote this exit status.
+    Exited(i32),
+    /// The kernel panicked (the console says so).
+    Panic,
+    /// Still running when the timeout struck (a hang, or too short a timeout).
+    Timeout(Duration),
+    /// Ctrl-C.
+    Interrupted,
+    /// vng/qemu ended without the guest script finishing (boot failure).
+    VmFailed(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub ending: Ending,
+    /// The last lines of the kernel console and of vng's own stderr.
+    pub console_tail: Vec<String>,
+    pub elapsed: Duration,
+}
+
+impl RunOutcome {
+    /// A one-line description plus the console tail, for errors shown to the user.
+    pub fn diagnosis(&self) -> String {
+        let what = match &self.ending {
+            Ending::Exited(code) => format!("guest command exited with status {code}"),
+            Ending::Panic => "the guest kernel panicked".into(),
+            Ending::Timeout(t) => format!(
+                "the guest did not finish within {} s (a hang, or raise --timeout)",
+                t.as_secs()
+            ),
+            Ending::Interrupted => "interrupted (Ctrl-C); the VM was killed".into(),
+            Ending::VmFailed(why) => format!("the VM failed before the guest finished: {why}"),
+        };
+        format!(
+            "{what}\n--- last {} lines of the console ---\n{}",
+            self.console_tail.len(),
+            self.console_tail.join("\n")
+        )
+    }
+}
+
+/// Lines of console kept for diagnosis.
+const TAIL: usize = 60;
+/// The name of the file where the guest script writes its exit status, inside `rwdir`.
+pub const STATUS_FILE: &str = "exit-status";
+
+/// Boots the VM, forwards guest output as events, and returns how it ended.
+pub fn run(
+    spec: &VmSpec,
+    vng: &Path,
+    path_prefix: &[PathBuf],
+    events: &Events,
+) -> Result<RunOutcome> {
+    let console_log = spec.rwdir.with_extension("console.log");
+    let status_file = spec.rwdir.join(STATUS_FILE);
+    let _ = std::fs::remove_file(&status_file);
+    let args = vng_args(spec, &console_log);
+    events.command(format!("{} {}", vng.display(), crate::shell::join(&args)));
+    let mut cmd = Command::new(vng);
+    cmd.args(&args).env("PATH", path_with(path_prefix));
+    let mut group = Group::spawn(&mut cmd).with_context(|| {
+        format!(
+            "cannot start {} (run `cargo xtask setup` to install virtme-ng)",
+            vng.display()
+        )
+    })?;
+
+    let start = Instant::now();
+    let mut vng_tail = VecDeque::new();
+    let forward = |stream: Stream, line: String, tail: &mut VecDeque<String>| match stream {
+        Stream::Stdout => events.emit(Output::GuestStdout(line)),
+        Stream::Stderr => {
+            if tail.len() == TAIL {
+                tail.pop_front();
+            }
+            tail.push_back(line.clone());
+            events.emit(Output::GuestStderr(line));
+        }
+    };
+    let ending = loop {
+        if let Ok((stream, line)) = group.lines.recv_timeout(Duration::from_millis(100)) {
+            forward(stream, line, &mut vng_tail);
+            continue;
+        }
+        if proc::interrupted() {
+            break Ending::Interrupted;
+        }
+        if start.elapsed() > spec.timeout {
+            break Ending::Timeout(spec.timeout);
+        }
+        if console_says_panic(&console_log) {
+            break Ending::Panic;
+        }
+        if let Some(status) = group.try_wait()? {
+            break match read_status(&status_file) {
+                Some(code) => Ending::Exited(code),
+                None => Ending::VmFailed(format!("vng exited with {status}")),
+            };
+        }
+    };
+    for (stream, line) in group.finish() {
+        forward(stream, line, &mut vng_tail);
+    }
+    let mut console_tail = tail_of(&console_log, TAIL);
+    console_tail.extend(vng_tail);
+    Ok(RunOutcome {
+        ending,
+        console_tail,
+        elapsed: start.elapsed(),
+    })
+}
+
+/// The vng command line. The console goes to a second serial port backed by a file, so the
+/// guest's stderr stays clean and a dead VM's last words survive.
+fn vng_args(spec: &VmSpec, console_log: &Path) -> Vec<String> {
+    let mut args = vec![
+        "--user".to_string(),
+        "root".into(),
+        "--cpus".into(),
+        spec.cpus.to_string(),
+        "--memory".into(),
+        spec.memory.clone(),
+        format!("--rwdir={}", spec.rwdir.display()),
+        "--qemu-opts".into(),
+        format!("-serial file:{}", console_log.display()),
+    ];
+    if !spec.accel.is_kvm() {
+        args.push("--disable-kvm".into());
+    }
+    let append = ["console=ttyS1".to_string(), "panic=-1".into()]
+        .into_iter()
+        .chain(spec.append.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    args.extend([
+        "--append".into(),
+        append,
+        "--run".into(),
+        spec.vmlinuz.display().to_string(),
+        "--exec".into(),
+        format!("sh {}", spec.script.display()),
+    ]);
+    args
+}
+
+fn path_with(prefix: &[PathBuf]) -> std::ffi::OsString {
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = prefix.to_vec();
+    dirs.extend(std::env::split_paths(&rest));
+    std::env::join_paths(dirs).expect("PATH entries contain no ':'")
+}
+
+fn read_status(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn console_says_panic(console_log: &Path) -> bool {
+    tail_of(console_log, 20)
+        .iter()
+        .any(|l| l.contains("Kernel panic - not syncing"))
+}
+
+fn tail_of(path: &Path, n: usize) -> Vec<String> {
+    let text = std::fs::read(path).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| l.trim_end_matches('\r').to_string())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(accel: &'static str) -> VmSpec {
+        VmSpec {
+            vmlinuz: "/k/boot/vmlinuz-6.1".into(),
+            accel: Accel {
+                name: accel,
+                reason: String::new(),
+            },
+            cpus: 2,
+            memory: "1G".into(),
+            append: vec!["spectre_v2=off".into()],
+            rwdir: "/run/out".into(),
+            script: "/run/guest.sh".into(),
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    #[test]
+    fn tcg_runs_disable_kvm_and_append_the_mode() {
+        let args = vng_args(&spec("tcg"), Path::new("/run/out.console.log"));
+        assert!(args.contains(&"--disable-kvm".to_string()));
+        let append = &args[args.iter().position(|a| a == "--append").unwrap() + 1];
+        assert_eq!(append, "console=ttyS1 panic=-1 spectre_v2=off");
+        assert_eq!(args.last().unwrap(), "sh /run/guest.sh");
+    }
+
+    #[test]
+    fn kvm_runs_keep_kvm() {
+        let args = vng_args(&spec("kvm"), Path::new("/c"));
+        assert!(!args.contains(&"--disable-kvm".to_string()));
+    }
+
+    #[test]
+    fn a_panic_line_in_the_console_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("c.log");
+        std::fs::write(
+            &log,
+            "x\nKernel panic - not syncing: sysrq triggered crash\n",
+        )
+        .unwrap();
+        assert!(console_says_panic(&log));
+        std::fs::write(&log, "all fine\n").unwrap();
+        assert!(!console_says_panic(&log));
+    }
+}

@@ -1,0 +1,484 @@
+//! Pinned Debian kernels: the pin files in `kernels/*.toml`, fetching their `.deb`s through a
+//! private apt (no root, host apt untouched), sha256 verification, and the extracted-tree cache.
+//!
+//! Layout under `cache_dir()`:
+//! - `apt/<suites>-<hash>/`: sources.list, lists and apt cache of one set of sources;
+//! - `debs/<name>_<version>_amd64.deb`: verified packages;
+//! - `kernels/<version>-<short sha>/`: extracted trees (complete once renamed into place);
+//! - `kernels/.lock`: taken by whoever downloads, extracts or bumps.
+mod apt;
+mod cache;
+mod debver;
+mod pin;
+
+pub use pin::{release_from_package, Package, Pin, Source};
+
+use crate::output::Events;
+use anyhow::{bail, Context, Result};
+use cache::Cache;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Debian architecture of every pinned kernel (the guest is x86_64).
+pub const ARCH: &str = "amd64";
+
+/// The directory holding the pin files: `<workspace>/kernels`.
+pub fn pins_dir() -> PathBuf {
+    crate::paths::workspace_root().join("kernels")
+}
+
+/// All pins in `kernels/*.toml`, sorted by version numerically.
+pub fn pins() -> Result<Vec<Pin>> {
+    pins_in(&pins_dir())
+}
+
+fn pins_in(dir: &Path) -> Result<Vec<Pin>> {
+    let rd = std::fs::read_dir(dir)
+        .with_context(|| format!("reading the kernel pins in {}", dir.display()))?;
+    let mut pins = vec![];
+    for e in rd {
+        let path = e?.path();
+        if path.extension().is_some_and(|x| x == "toml") {
+            pins.push(Pin::load(&path)?);
+        }
+    }
+    pins.sort_by(|a, b| pin::compare_versions(&a.version, &b.version));
+    Ok(pins)
+}
+
+/// The pin for `version` ("6.1"), or an error listing the pins there are.
+pub fn resolve(version: &str) -> Result<Pin> {
+    resolve_in(&pins_dir(), version)
+}
+
+fn resolve_in(dir: &Path, version: &str) -> Result<Pin> {
+    // The pin's own file first, so one broken pin does not stop the others from resolving.
+    let own = dir.join(format!("{version}.toml"));
+    if pin::version_key(version).is_some() && own.is_file() {
+        return Pin::load(&own);
+    }
+    let all = pins_in(dir)?;
+    if let Some(p) = all.iter().find(|p| p.version == version) {
+        return Ok(p.clone());
+    }
+    let list: Vec<&str> = all.iter().map(|p| p.version.as_str()).collect();
+    bail!(
+        "unknown kernel {version}; pinned: {} ({}/*.toml); add a pin with a new {}/{version}.toml \
+         (copy an existing one, point it at the Debian suite that has the kernel, then run \
+         `cargo xtask kernels bump {version}` to fill in the package and sha256)",
+        if list.is_empty() {
+            "none".to_string()
+        } else {
+            list.join(", ")
+        },
+        dir.display(),
+        dir.display()
+    )
+}
+
+/// An extracted kernel, ready to boot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelTree {
+    /// The extracted tree (`kernels/<version>-<short sha>/`).
+    pub root: PathBuf,
+    /// `boot/vmlinuz-<release>` or `usr/lib/modules/<release>/vmlinuz` inside `root`.
+    pub vmlinuz: PathBuf,
+    /// `uname -r` of this kernel.
+    pub release: String,
+}
+
+impl KernelTree {
+    /// `lib/modules/<release>` or `usr/lib/modules/<release>` inside `root`.
+    pub fn modules_dir(&self) -> Option<PathBuf> {
+        cache::modules_dir(&self.root, &self.release)
+    }
+}
+
+fn cache() -> Cache {
+    Cache {
+        root: crate::paths::cache_dir(),
+    }
+}
+
+/// The cached tree of `pin`, if it was fetched before (no network, no lock).
+pub fn cached(pin: &Pin) -> Option<KernelTree> {
+    cache().cached(pin)
+}
+
+/// The extracted kernel of `pin`: from the cache without any network access, else downloaded
+/// (private apt), verified against the pin's sha256s, extracted and cached.
+pub fn fetch(pin: &Pin, events: &Events) -> Result<KernelTree> {
+    fetch_in(&cache(), pin, events)
+}
+
+fn fetch_in(cache: &Cache, pin: &Pin, events: &Events) -> Result<KernelTree> {
+    if let Some(tree) = cache.cached(pin) {
+        events.note(format!(
+            "kernel {} ({}): cached at {}",
+            pin.version,
+            pin.release,
+            tree.root.display()
+        ));
+        return Ok(tree);
+    }
+    events.step(format!("fetching kernel {} ({})", pin.version, pin.release));
+    let _lock = cache.lock(events)?;
+    if let Some(tree) = cache.cached(pin) {
+        events.note(format!(
+            "kernel {} was fetched by another run meanwhile: {}",
+            pin.version,
+            tree.root.display()
+        ));
+        return Ok(tree);
+    }
+    cache.clean_stale(events);
+    let apt = apt::Apt::for_pin(&cache.root, pin);
+    let mut updated = false;
+    let mut debs = vec![];
+    for pkg in &pin.packages {
+        debs.push(cache.deb(pin, pkg, &apt, &mut updated, events)?);
+    }
+    let tree = cache.extract(pin, &debs, events)?;
+    events.note(format!(
+        "kernel {} ({}) cached at {}",
+        pin.version,
+        pin.release,
+        tree.root.display()
+    ));
+    Ok(tree)
+}
+
+/// One package a bump changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackageBump {
+    pub old_name: String,
+    pub old_version: String,
+    pub new_name: String,
+    pub new_version: String,
+    pub new_sha256: String,
+}
+
+/// What [`bump`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BumpOutcome {
+    pub version: String,
+    pub path: PathBuf,
+    pub old_release: String,
+    pub new_release: String,
+    /// Empty when the pin was already the newest.
+    pub changes: Vec<PackageBump>,
+}
+
+impl BumpOutcome {
+    pub fn already_newest(&self) -> bool {
+        self.changes.is_empty()
+    }
+}
+
+impl fmt::Display for BumpOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.already_newest() {
+            return write!(
+                f,
+                "kernel {}: already newest ({})",
+                self.version, self.old_release
+            );
+        }
+        write!(f, "kernel {}: ", self.version)?;
+        if self.old_release != self.new_release {
+            write!(f, "release {} -> {}; ", self.old_release, self.new_release)?;
+        }
+        let parts: Vec<String> = self
+            .changes
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}={} -> {}={}",
+                    c.old_name, c.old_version, c.new_name, c.new_version
+                )
+            })
+            .collect();
+        write!(f, "{} (rewrote {})", parts.join(", "), self.path.display())
+    }
+}
+
+/// The newest `(name, version)` among candidates (Debian version order, then name).
+pub fn newest(candidates: &[(String, String)]) -> Option<&(String, String)> {
+    candidates
+        .iter()
+        .max_by(|a, b| debver::compare(&a.1, &b.1).then_with(|| a.0.cmp(&b.0)))
+}
+
+/// Re-pins `version` to the newest packages in its suites that match each package's `bump`
+/// regex, rewriting the pin file in place (comments kept). The new `.deb`s are downloaded and
+/// verified before the file changes, so a bumped pin is known to fetch.
+pub fn bump(version: &str, events: &Events) -> Result<BumpOutcome> {
+    bump_in(&cache(), &resolve(version)?, events)
+}
+
+fn bump_in(cache: &Cache, pin: &Pin, events: &Events) -> Result<BumpOutcome> {
+    if pin.packages.iter().all(|p| p.bump.is_none()) {
+        bail!(
+            "pin {} has no `bump` regex in any [[package]] of {}; add one to say which package \
+             names are newer ABIs of the same kernel",
+            pin.version,
+            pin.path.display()
+        );
+    }
+    events.step(format!(
+        "looking for newer packages for kernel {}",
+        pin.version
+    ));
+    let _lock = cache.lock(events)?;
+    cache.clean_stale(events);
+    let apt = apt::Apt::for_pin(&cache.root, pin);
+    apt.update(events)?;
+    let names = apt.pkgnames(events)?;
+    let mut updates = vec![];
+    let mut changes = vec![];
+    let mut releases = vec![];
+    for (index, pkg) in pin.packages.iter().enumerate() {
+        let Some(re) = &pkg.bump else { continue };
+        let re = regex::Regex::new(re).expect("validated when the pin was parsed");
+        let matching: Vec<String> = names.iter().filter(|n| re.is_match(n)).cloned().collect();
+        let candidates = apt.madison(&matching, events)?;
+        let Some((name, ver)) = newest(&candidates).cloned() else {
+            bail!(
+                "no package in {} matches the bump regex {:?} of {} in {}; the kernel series may \
+                 have left these suites: edit the pin's [[source]]s or regex",
+                pin.sources
+                    .iter()
+                    .map(|s| s.suite.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                re.as_str(),
+                pkg.name,
+                pin.path.display()
+            );
+        };
+        if let Some(r) = release_from_package(&name) {
+            releases.push(r);
+        }
+        if name == pkg.name && ver == pkg.version {
+            continue;
+        }
+        let sha256 = apt.sha256(&name, &ver, events)?;
+        updates.push(pin::PackageUpdate {
+            index,
+            name: name.clone(),
+            version: ver.clone(),
+            sha256: sha256.clone(),
+        });
+        changes.push(PackageBump {
+            old_name: pkg.name.clone(),
+            old_version: pkg.version.clone(),
+            new_name: name,
+            new_version: ver,
+            new_sha256: sha256,
+        });
+    }
+    releases.sort();
+    releases.dedup();
+    let new_release = match releases.as_slice() {
+        [] => pin.release.clone(),
+        [one] => one.clone(),
+        many => bail!(
+            "the newest packages for kernel {} are for different releases ({}); tighten the \
+             bump regexes in {}",
+            pin.version,
+            many.join(", "),
+            pin.path.display()
+        ),
+    };
+    let outcome = BumpOutcome {
+        version: pin.version.clone(),
+        path: pin.path.clone(),
+        old_release: pin.release.clone(),
+        new_release: new_release.clone(),
+        changes,
+    };
+    if outcome.already_newest() && new_release == pin.release {
+        return Ok(outcome);
+    }
+    // Prove the new packages download and verify before rewriting the pin.
+    let text = std::fs::read_to_string(&pin.path)
+        .with_context(|| format!("reading {}", pin.path.display()))?;
+    let new_text = pin::rewrite(&text, &pin.path, &new_release, &updates)?;
+    let new_pin = Pin::parse(&new_text, &pin.path)?;
+    let mut updated = true;
+    for pkg in &new_pin.packages {
+        cache
+            .deb(&new_pin, pkg, &apt, &mut updated, events)
+            .with_context(|| {
+                format!(
+                    "the new package {} did not fetch; {} is unchanged",
+                    pkg.spec(),
+                    pin.path.display()
+                )
+            })?;
+    }
+    let tmp = pin.path.with_extension("toml.tmp");
+    std::fs::write(&tmp, &new_text).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &pin.path)
+        .with_context(|| format!("replacing {}", pin.path.display()))?;
+    events.note(outcome.to_string());
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_pins_parse() {
+        let all = pins().unwrap();
+        assert!(
+            all.iter().any(|p| p.version == "6.1"),
+            "kernels/6.1.toml is missing"
+        );
+        let versions: Vec<&str> = all.iter().map(|p| p.version.as_str()).collect();
+        let mut sorted = versions.clone();
+        sorted.sort_by(|a, b| pin::compare_versions(a, b));
+        assert_eq!(versions, sorted);
+        for p in &all {
+            for pkg in &p.packages {
+                if let Some(re) = &pkg.bump {
+                    let re = regex::Regex::new(re).unwrap();
+                    assert!(
+                        re.is_match(&pkg.name),
+                        "{}: bump regex does not match {}",
+                        p.version,
+                        pkg.name
+                    );
+                }
+            }
+            let derived: Vec<String> = p
+                .packages
+                .iter()
+                .filter_map(|k| release_from_package(&k.name))
+                .collect();
+            assert!(
+                derived.iter().all(|r| r == &p.release),
+                "{}: release {} but packages say {derived:?}",
+                p.version,
+                p.release
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_version_lists_pins() {
+        let t = tempfile::tempdir().unwrap();
+        for v in ["6.12", "5.10", "6.1"] {
+            let text = std::fs::read_to_string(pins_dir().join("6.1.toml"))
+                .unwrap()
+                .replacen("version = \"6.1\"", &format!("version = \"{v}\""), 1);
+            std::fs::write(t.path().join(format!("{v}.toml")), text).unwrap();
+        }
+        let e = resolve_in(t.path(), "9.9").unwrap_err().to_string();
+        assert!(
+            e.starts_with("unknown kernel 9.9; pinned: 5.10, 6.1, 6.12 ("),
+            "{e}"
+        );
+        assert!(e.contains("kernels bump 9.9"), "{e}");
+        assert_eq!(resolve_in(t.path(), "6.12").unwrap().version, "6.12");
+    }
+
+    #[test]
+    fn picks_newest() {
+        let c = |v: &[(&str, &str)]| {
+            v.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let cands = c(&[
+            ("linux-image-6.1.0-56-cloud-amd64-unsigned", "6.1.170-1"),
+            ("linux-image-6.1.0-57-cloud-amd64-unsigned", "6.1.192-3"),
+            ("linux-image-6.1.0-9-cloud-amd64-unsigned", "6.1.27-1"),
+            ("linux-image-6.1.0-57-cloud-amd64-unsigned", "6.1.192-10"),
+        ]);
+        assert_eq!(newest(&cands).unwrap().1, "6.1.192-10");
+        let cands = c(&[
+            ("linux-image-6.12.115+deb13-cloud-amd64", "6.12.115-1"),
+            (
+                "linux-image-6.12.115+deb13.1-cloud-amd64",
+                "6.12.115-1+deb13u1",
+            ),
+        ]);
+        assert_eq!(
+            newest(&cands).unwrap().0,
+            "linux-image-6.12.115+deb13.1-cloud-amd64"
+        );
+        assert_eq!(newest(&[]), None);
+    }
+
+    #[test]
+    fn bump_outcome_text() {
+        let mut o = BumpOutcome {
+            version: "6.1".into(),
+            path: "kernels/6.1.toml".into(),
+            old_release: "6.1.0-57-cloud-amd64".into(),
+            new_release: "6.1.0-57-cloud-amd64".into(),
+            changes: vec![],
+        };
+        assert_eq!(
+            o.to_string(),
+            "kernel 6.1: already newest (6.1.0-57-cloud-amd64)"
+        );
+        o.new_release = "6.1.0-58-cloud-amd64".into();
+        o.changes.push(PackageBump {
+            old_name: "a".into(),
+            old_version: "1".into(),
+            new_name: "b".into(),
+            new_version: "2".into(),
+            new_sha256: "0".repeat(64),
+        });
+        assert_eq!(
+            o.to_string(),
+            "kernel 6.1: release 6.1.0-57-cloud-amd64 -> 6.1.0-58-cloud-amd64; a=1 -> b=2 (rewrote kernels/6.1.toml)"
+        );
+    }
+
+    /// Real network fetch of the 6.1 pin into a fresh cache, then the cached second call.
+    /// `cargo test -p vm -- --ignored --nocapture real_fetch_6_1_cold_then_warm`
+    #[test]
+    #[ignore = "downloads ~27 MB from the Debian mirror"]
+    fn real_fetch_6_1_cold_then_warm() {
+        real_fetch("6.1");
+    }
+
+    /// Real fetch of every pin (set BPFVM_FETCH_PINS="5.10 7.2" to choose).
+    #[test]
+    #[ignore = "downloads every pinned kernel from the Debian mirror"]
+    fn real_fetch_all_pins() {
+        let list = std::env::var("BPFVM_FETCH_PINS").unwrap_or_default();
+        let all = pins().unwrap();
+        for p in all {
+            if list.is_empty() || list.split_whitespace().any(|v| v == p.version) {
+                real_fetch(&p.version);
+            }
+        }
+    }
+
+    fn real_fetch(version: &str) {
+        let t = tempfile::tempdir().unwrap();
+        let c = Cache {
+            root: t.path().to_path_buf(),
+        };
+        let pin = resolve(version).unwrap();
+        let ev = Events::new(|o| eprintln!("{o:?}"));
+        let start = std::time::Instant::now();
+        let tree = fetch_in(&c, &pin, &ev).unwrap();
+        let cold = start.elapsed();
+        assert!(tree.vmlinuz.is_file());
+        assert!(tree.modules_dir().is_some());
+        let start = std::time::Instant::now();
+        let again = fetch_in(&c, &pin, &ev).unwrap();
+        let warm = start.elapsed();
+        assert_eq!(tree, again);
+        eprintln!(
+            "kernel {version}: cold fetch {cold:?}, cached fetch {warm:?}, vmlinuz {}",
+            tree.vmlinuz.display()
+        );
+    }
+}

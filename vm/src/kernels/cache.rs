@@ -1,0 +1,436 @@
+//! The kernel cache: verified `.deb`s in `debs/`, extracted trees in `kernels/<version>-<id>/`,
+//! and a lock so concurrent runs take turns.
+//!
+//! Everything lands under a temporary name first and is renamed into place once complete, so
+//! a crash never leaves a half file or half tree where a later run would trust it.
+use super::apt::{says_not_on_mirror, Apt};
+use super::pin::{Package, Pin};
+use super::KernelTree;
+use crate::output::Events;
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Where the cache lives; `cache_dir()` in normal use, a temp dir in tests.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    pub root: PathBuf,
+}
+
+impl Cache {
+    pub fn debs(&self) -> PathBuf {
+        self.root.join("debs")
+    }
+
+    pub fn kernels(&self) -> PathBuf {
+        self.root.join("kernels")
+    }
+
+    /// The extracted tree of a pin: `kernels/<version>-<short id>`.
+    pub fn tree_dir(&self, pin: &Pin) -> PathBuf {
+        self.kernels()
+            .join(format!("{}-{}", pin.version, pin.short_id()))
+    }
+
+    /// The complete tree for `pin`, if one is in place.
+    pub fn cached(&self, pin: &Pin) -> Option<KernelTree> {
+        let dir = self.tree_dir(pin);
+        dir.is_dir()
+            .then(|| find_tree(&dir, &pin.release).ok())
+            .flatten()
+    }
+
+    /// Takes the cache lock, waiting (and saying so) while another run holds it.
+    pub fn lock(&self, events: &Events) -> Result<File> {
+        let dir = self.kernels();
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = dir.join(".lock");
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                events.note(format!(
+                    "another bpfvm run is fetching kernels; waiting for its lock ({})",
+                    path.display()
+                ));
+                file.lock()
+                    .with_context(|| format!("locking {}", path.display()))?;
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("locking {}", path.display()));
+            }
+        }
+        Ok(file)
+    }
+
+    /// Removes temporary files and trees left by runs that died. Call with the lock held.
+    pub fn clean_stale(&self, events: &Events) {
+        for dir in [self.debs(), self.kernels()] {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().starts_with(".tmp") {
+                    let p = e.path();
+                    let r = if p.is_dir() {
+                        std::fs::remove_dir_all(&p)
+                    } else {
+                        std::fs::remove_file(&p)
+                    };
+                    match r {
+                        Ok(()) => events.note(format!("removed leftover {}", p.display())),
+                        Err(err) => events.warn(format!("cannot remove {}: {err}", p.display())),
+                    }
+                }
+            }
+        }
+    }
+
+    /// The verified `.deb` of `pkg`, downloading it (after one `apt-get update`, tracked by
+    /// `updated`) when it is not in `debs/` yet.
+    pub fn deb(
+        &self,
+        pin: &Pin,
+        pkg: &Package,
+        apt: &Apt,
+        updated: &mut bool,
+        events: &Events,
+    ) -> Result<PathBuf> {
+        let debs = self.debs();
+        std::fs::create_dir_all(&debs).with_context(|| format!("creating {}", debs.display()))?;
+        let dest = debs.join(pkg.deb_file_name());
+        if dest.is_file() {
+            let actual = sha256_file(&dest)?;
+            if actual == pkg.sha256 {
+                events.note(format!("using cached {}", dest.display()));
+                return Ok(dest);
+            }
+            events.warn(format!(
+                "cached {} has sha256 {actual}, the pin wants {}; downloading it again",
+                dest.display(),
+                pkg.sha256
+            ));
+            std::fs::remove_file(&dest).with_context(|| format!("removing {}", dest.display()))?;
+        }
+        if !*updated {
+            apt.update(events)?;
+            *updated = true;
+        }
+        events.step(format!("downloading {}", pkg.spec()));
+        let tmp = tempfile::Builder::new()
+            .prefix(".tmp-download-")
+            .tempdir_in(&debs)
+            .with_context(|| format!("creating a temp dir in {}", debs.display()))?;
+        let out = apt.download(pkg, tmp.path(), events)?;
+        if !out.ok {
+            let stderr = out.stderr.trim();
+            if says_not_on_mirror(stderr) {
+                bail!(
+                    "pin {} ({}) is no longer on the Debian mirror; run `cargo xtask kernels bump {}` \
+                     to re-pin to the newest package in its suites ({})\napt-get said:\n{stderr}",
+                    pin.version,
+                    pkg.spec(),
+                    pin.version,
+                    suites(pin)
+                );
+            }
+            bail!("apt-get download {} failed:\n{stderr}", pkg.spec());
+        }
+        let got = single_deb(tmp.path())?;
+        let actual = sha256_file(&got)?;
+        if actual != pkg.sha256 {
+            // The temp dir and the bad file in it go away when `tmp` drops.
+            bail!(
+                "sha256 mismatch for {} from the mirror:\n  expected {} (pin {})\n  actual   {actual}\n\
+                 the bad file was deleted. If the mirror rebuilt the package, re-pin with \
+                 `cargo xtask kernels bump {}`",
+                pkg.spec(),
+                pkg.sha256,
+                pin.path.display(),
+                pin.version
+            );
+        }
+        std::fs::rename(&got, &dest)
+            .with_context(|| format!("moving {} to {}", got.display(), dest.display()))?;
+        Ok(dest)
+    }
+
+    /// Extracts `debs` into a temp tree, checks it holds the kernel, and renames it to
+    /// [`Cache::tree_dir`]. Call with the lock held.
+    pub fn extract(&self, pin: &Pin, debs: &[PathBuf], events: &Events) -> Result<KernelTree> {
+        let kernels = self.kernels();
+        std::fs::create_dir_all(&kernels)
+            .with_context(|| format!("creating {}", kernels.display()))?;
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".tmp-{}-", pin.version))
+            .tempdir_in(&kernels)
+            .with_context(|| format!("creating a temp dir in {}", kernels.display()))?;
+        for deb in debs {
+            events.step(format!(
+                "extracting {}",
+                deb.file_name().unwrap_or_default().to_string_lossy()
+            ));
+            let argv = ["dpkg-deb", "-x"];
+            events.command(format!(
+                "{} {} {}",
+                argv.join(" "),
+                deb.display(),
+                tmp.path().display()
+            ));
+            let out = Command::new(argv[0])
+                .args(&argv[1..])
+                .arg(deb)
+                .arg(tmp.path())
+                .env("LC_ALL", "C")
+                .output()
+                .map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        anyhow::anyhow!("`dpkg-deb` not found: install the Debian package `dpkg`")
+                    } else {
+                        anyhow::Error::new(e).context("running dpkg-deb")
+                    }
+                })?;
+            if !out.status.success() {
+                bail!(
+                    "dpkg-deb -x {} failed:\n{}",
+                    deb.display(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+        }
+        find_tree(tmp.path(), &pin.release).with_context(|| {
+            format!(
+                "the packages of pin {} do not hold the kernel it names; check `release` in {}",
+                pin.version,
+                pin.path.display()
+            )
+        })?;
+        let dest = self.tree_dir(pin);
+        if dest.exists() {
+            // Only reachable if someone left a broken tree there by hand.
+            events.warn(format!("replacing incomplete {}", dest.display()));
+            std::fs::remove_dir_all(&dest)
+                .with_context(|| format!("removing {}", dest.display()))?;
+        }
+        let tmp_path = tmp.keep();
+        std::fs::rename(&tmp_path, &dest)
+            .with_context(|| format!("moving {} to {}", tmp_path.display(), dest.display()))?;
+        find_tree(&dest, &pin.release)
+    }
+}
+
+fn suites(pin: &Pin) -> String {
+    pin.sources
+        .iter()
+        .map(|s| s.suite.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The one `.deb` apt-get download left in `dir`.
+fn single_deb(dir: &Path) -> Result<PathBuf> {
+    let debs: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "deb"))
+        .collect();
+    match debs.as_slice() {
+        [one] => Ok(one.clone()),
+        _ => bail!(
+            "apt-get download left {} .deb files in {}, expected one",
+            debs.len(),
+            dir.display()
+        ),
+    }
+}
+
+/// Lowercase hex sha256 of a file.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let mut f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// Finds the kernel image and modules of `release` in an extracted tree.
+pub fn find_tree(root: &Path, release: &str) -> Result<KernelTree> {
+    let vmlinuz = [
+        root.join("boot").join(format!("vmlinuz-{release}")),
+        root.join("usr/lib/modules").join(release).join("vmlinuz"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file());
+    let Some(vmlinuz) = vmlinuz else {
+        bail!(
+            "no kernel image for release {release} in {}: looked for boot/vmlinuz-{release} and \
+             usr/lib/modules/{release}/vmlinuz; found {}",
+            root.display(),
+            describe(root)
+        );
+    };
+    if modules_dir(root, release).is_none() {
+        bail!(
+            "no modules for release {release} in {}: looked for lib/modules/{release} and \
+             usr/lib/modules/{release}; found {}",
+            root.display(),
+            describe(root)
+        );
+    }
+    Ok(KernelTree {
+        root: root.to_path_buf(),
+        vmlinuz,
+        release: release.to_string(),
+    })
+}
+
+/// `lib/modules/<release>` or `usr/lib/modules/<release>` (the one holding `kernel/`).
+pub fn modules_dir(root: &Path, release: &str) -> Option<PathBuf> {
+    let cands = [
+        root.join("lib/modules").join(release),
+        root.join("usr/lib/modules").join(release),
+    ];
+    cands
+        .iter()
+        .find(|p| p.join("kernel").is_dir())
+        .or_else(|| cands.iter().find(|p| p.is_dir()))
+        .cloned()
+}
+
+/// What kernels a tree does hold, for error messages.
+fn describe(root: &Path) -> String {
+    let mut found = vec![];
+    for (dir, strip) in [
+        ("boot", Some("vmlinuz-")),
+        ("lib/modules", None),
+        ("usr/lib/modules", None),
+    ] {
+        if let Ok(rd) = std::fs::read_dir(root.join(dir)) {
+            for e in rd.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if strip.is_none_or(|s| n.starts_with(s)) {
+                    found.push(format!("{dir}/{n}"));
+                }
+            }
+        }
+    }
+    found.sort();
+    if found.is_empty() {
+        "nothing of that kind".to_string()
+    } else {
+        found.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touch(p: &Path) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, b"x").unwrap();
+    }
+
+    #[test]
+    fn finds_boot_layout() {
+        let t = tempfile::tempdir().unwrap();
+        let r = "6.1.0-57-cloud-amd64";
+        touch(&t.path().join(format!("boot/vmlinuz-{r}")));
+        touch(&t.path().join(format!("lib/modules/{r}/kernel/fs/x.ko")));
+        let tree = find_tree(t.path(), r).unwrap();
+        assert_eq!(tree.vmlinuz, t.path().join(format!("boot/vmlinuz-{r}")));
+        assert_eq!(tree.release, r);
+        assert_eq!(
+            tree.modules_dir().unwrap(),
+            t.path().join(format!("lib/modules/{r}"))
+        );
+    }
+
+    #[test]
+    fn finds_usr_lib_modules_layout() {
+        let t = tempfile::tempdir().unwrap();
+        let r = "7.2.13+deb14-cloud-amd64";
+        touch(&t.path().join(format!("usr/lib/modules/{r}/vmlinuz")));
+        touch(&t.path().join(format!("usr/lib/modules/{r}/kernel/x.ko")));
+        let tree = find_tree(t.path(), r).unwrap();
+        assert_eq!(
+            tree.vmlinuz,
+            t.path().join(format!("usr/lib/modules/{r}/vmlinuz"))
+        );
+    }
+
+    #[test]
+    fn missing_kernel_names_what_is_there() {
+        let t = tempfile::tempdir().unwrap();
+        touch(&t.path().join("boot/vmlinuz-6.1.0-56-cloud-amd64"));
+        touch(
+            &t.path()
+                .join("lib/modules/6.1.0-56-cloud-amd64/kernel/x.ko"),
+        );
+        let e = find_tree(t.path(), "6.1.0-57-cloud-amd64")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("boot/vmlinuz-6.1.0-57-cloud-amd64"), "{e}");
+        assert!(e.contains("found boot/vmlinuz-6.1.0-56-cloud-amd64"), "{e}");
+        // vmlinuz but no modules
+        touch(&t.path().join("boot/vmlinuz-6.1.0-57-cloud-amd64"));
+        let e = find_tree(t.path(), "6.1.0-57-cloud-amd64")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no modules"), "{e}");
+    }
+
+    #[test]
+    fn hashes_files() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("f");
+        std::fs::write(&p, b"abc").unwrap();
+        assert_eq!(
+            sha256_file(&p).unwrap(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn lock_is_exclusive_and_stale_temps_go() {
+        let t = tempfile::tempdir().unwrap();
+        let c = Cache {
+            root: t.path().to_path_buf(),
+        };
+        let first = c.lock(&Events::silent()).unwrap();
+        let other = File::options()
+            .write(true)
+            .open(c.kernels().join(".lock"))
+            .unwrap();
+        assert!(matches!(
+            other.try_lock(),
+            Err(std::fs::TryLockError::WouldBlock)
+        ));
+        drop(first);
+        other.try_lock().unwrap();
+        std::fs::create_dir_all(c.kernels().join(".tmp-6.1-abc/boot")).unwrap();
+        touch(&c.debs().join(".tmp-download-x/a.deb"));
+        touch(&c.debs().join("keep.deb"));
+        c.clean_stale(&Events::silent());
+        assert!(!c.kernels().join(".tmp-6.1-abc").exists());
+        assert!(!c.debs().join(".tmp-download-x").exists());
+        assert!(c.debs().join("keep.deb").exists());
+        assert!(c.kernels().join(".lock").exists());
+    }
+}

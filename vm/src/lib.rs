@@ -2,3 +2,5 @@
 pub mod kernels;
 pub mod output;
 pub mod paths;
+pub mod build;
+pub mod provision;

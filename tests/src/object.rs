@@ -1,0 +1,143 @@
+//! The BPF objects built from `ebpf/` (one per feature), embedded at build time from
+//! `$BPFVM_EBPF_DIR` (set by `cargo xtask`), and helpers to load them with aya.
+//!
+//! To add a feature: add `ebpf/src/<feature>.rs` as a `[[bin]]` of `ebpf/Cargo.toml`, then a
+//! line here.
+use anyhow::{anyhow, Context, Result};
+use aya::programs::{Program, ProgramError};
+use aya::Ebpf;
+
+/// `ebpf/src/smoke.rs`: a socket filter writing into a BTF hash map and a BTF bloom filter.
+pub static SMOKE: &[u8] = aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/smoke"));
+
+/// Every embedded object with its feature name.
+pub fn all() -> Vec<(&'static str, &'static [u8])> {
+    vec![("smoke", SMOKE)]
+}
+
+/// Lifts RLIMIT_MEMLOCK: kernels before 5.11 charge BPF maps to it (as libbpf and aya users
+/// do). Best effort: on newer kernels it does not matter.
+pub fn raise_memlock_rlimit() {
+    let lim = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: setrlimit reads a valid rlimit struct.
+    unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
+}
+
+/// Parses `bytes` and creates its maps (programs are not loaded yet).
+pub fn load(bytes: &[u8]) -> Result<Ebpf> {
+    raise_memlock_rlimit();
+    Ebpf::load(bytes)
+        .map_err(|e| anyhow!("{}", error_chain(&e)))
+        .context("loading BPF object")
+}
+
+/// Formats an error and its sources on one line each.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        let cs = c.to_string();
+        if !s.contains(&cs) {
+            s.push_str(": ");
+            s.push_str(&cs);
+        }
+        src = c.source();
+    }
+    s
+}
+
+/// Turns a program error into one that carries the whole verifier log.
+pub fn program_error(name: &str, e: ProgramError) -> anyhow::Error {
+    match e {
+        ProgramError::LoadError { io_error, verifier_log } => anyhow!(
+            "the verifier rejected program `{name}` (BPF_PROG_LOAD: {io_error}); verifier log:\n{verifier_log}"
+        ),
+        other => anyhow!("program `{name}`: {}", error_chain(&other)),
+    }
+}
+
+/// Program types whose `load` takes no argument.
+pub trait LoadProgram {
+    fn load_program(&mut self) -> Result<(), ProgramError>;
+}
+
+macro_rules! argless_load {
+    ($($t:ident),+ $(,)?) => {$(
+        impl LoadProgram for aya::programs::$t {
+            fn load_program(&mut self) -> Result<(), ProgramError> {
+                self.load()
+            }
+        }
+    )+};
+}
+argless_load!(
+    SocketFilter,
+    Xdp,
+    SchedClassifier,
+    KProbe,
+    TracePoint,
+    RawTracePoint,
+    CgroupSkb,
+    CgroupSock,
+    CgroupSockAddr,
+    CgroupSockopt,
+    CgroupSysctl,
+    CgroupDevice,
+    SockOps,
+    SkMsg,
+    SkSkb,
+    SkLookup,
+    PerfEvent,
+    FlowDissector,
+);
+
+/// Loads program `name` as a `T` and returns it. A verifier rejection's error holds the full
+/// verifier log.
+pub fn load_program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T>
+where
+    T: LoadProgram + 'a,
+    &'a mut T: TryFrom<&'a mut Program, Error = ProgramError>,
+{
+    let prog = ebpf
+        .program_mut(name)
+        .with_context(|| format!("no program `{name}` in the object"))?;
+    let prog: &mut T = prog.try_into().map_err(|e| program_error(name, e))?;
+    prog.load_program().map_err(|e| program_error(name, e))?;
+    Ok(prog)
+}
+
+/// Loads any program whose type needs no attach target (BTF-attached kinds such as fentry
+/// must be loaded by hand with their target). Used to check that the verifier accepts every
+/// program of an object.
+pub fn load_any(name: &str, prog: &mut Program) -> Result<()> {
+    let r = match prog {
+        Program::SocketFilter(p) => p.load(),
+        Program::Xdp(p) => p.load(),
+        Program::SchedClassifier(p) => p.load(),
+        Program::KProbe(p) => p.load(),
+        Program::TracePoint(p) => p.load(),
+        Program::RawTracePoint(p) => p.load(),
+        Program::CgroupSkb(p) => p.load(),
+        Program::CgroupSock(p) => p.load(),
+        Program::CgroupSockAddr(p) => p.load(),
+        Program::CgroupSockopt(p) => p.load(),
+        Program::CgroupSysctl(p) => p.load(),
+        Program::CgroupDevice(p) => p.load(),
+        Program::SockOps(p) => p.load(),
+        Program::SkMsg(p) => p.load(),
+        Program::SkSkb(p) => p.load(),
+        Program::SkLookup(p) => p.load(),
+        Program::PerfEvent(p) => p.load(),
+        Program::FlowDissector(p) => p.load(),
+        other => {
+            return Err(anyhow!(
+                "program `{name}` ({:?}) needs an attach target to load: load it by hand",
+                other.prog_type()
+            ))
+        }
+    };
+    r.map_err(|e| program_error(name, e))
+}

@@ -1,0 +1,127 @@
+//! The embedded BPF objects: they load with aya 0.14, the verifier accepts every program, the
+//! smoke object's bloom filter carries its `map_extra`, and its program runs through
+//! `BPF_PROG_TEST_RUN`. Needs root (Debian kernels set `unprivileged_bpf_disabled=2`).
+use std::os::fd::{AsFd, AsRawFd};
+
+use anyhow::{bail, Context, Result};
+use aya::maps::{HashMap, Map, MapData};
+use aya::programs::{SocketFilter, TestRun, TestRunOptions};
+use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_map_info};
+use bpfvm_common::smoke;
+
+use crate::object;
+
+/// `BPF_OBJ_GET_INFO_BY_FD` on a map (aya 0.14's `MapInfo` does not expose `map_extra`).
+fn map_info(map: &MapData) -> Result<bpf_map_info> {
+    // SAFETY: plain-old-data kernel structs; all-zero is valid.
+    let mut info: bpf_map_info = unsafe { std::mem::zeroed() };
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    attr.info.bpf_fd = map.fd().as_fd().as_raw_fd() as u32;
+    attr.info.info_len = std::mem::size_of::<bpf_map_info>() as u32;
+    attr.info.info = &mut info as *mut bpf_map_info as u64;
+    // SAFETY: attr points at a live, correctly sized buffer.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            bpf_cmd::BPF_OBJ_GET_INFO_BY_FD as libc::c_long,
+            &mut attr as *mut bpf_attr,
+            std::mem::size_of::<bpf_attr>(),
+        )
+    };
+    if ret < 0 {
+        return Err(std::io::Error::last_os_error()).context("BPF_OBJ_GET_INFO_BY_FD");
+    }
+    Ok(info)
+}
+
+fn map_data<'a>(ebpf: &'a aya::Ebpf, name: &str) -> Result<&'a MapData> {
+    match ebpf
+        .map(name)
+        .with_context(|| format!("no map `{name}` in the object"))?
+    {
+        Map::BloomFilter(d) | Map::HashMap(d) => Ok(d),
+        other => bail!("map `{name}` has an unexpected type: {other:?}"),
+    }
+}
+
+#[test]
+fn every_object_loads() -> Result<()> {
+    for (feature, bytes) in object::all() {
+        object::load(bytes).with_context(|| format!("object `{feature}`"))?;
+    }
+    Ok(())
+}
+
+#[test]
+fn verifier_accepts_every_program() -> Result<()> {
+    for (feature, bytes) in object::all() {
+        let mut ebpf = object::load(bytes).with_context(|| format!("object `{feature}`"))?;
+        let mut n = 0;
+        for (name, prog) in ebpf.programs_mut() {
+            object::load_any(name, prog).with_context(|| format!("object `{feature}`"))?;
+            n += 1;
+        }
+        assert!(n > 0, "object `{feature}` has no program");
+    }
+    Ok(())
+}
+
+#[test]
+fn smoke_bloom_filter_carries_map_extra() -> Result<()> {
+    let ebpf = object::load(object::SMOKE)?;
+    let info = map_info(map_data(&ebpf, smoke::BLOOM)?)?;
+    assert_eq!(
+        info.type_,
+        aya_obj::generated::bpf_map_type::BPF_MAP_TYPE_BLOOM_FILTER as u32
+    );
+    assert_eq!(
+        info.map_extra,
+        smoke::BLOOM_HASH_FUNCS as u64,
+        "map_extra = nr_hash_funcs"
+    );
+    assert_eq!(info.max_entries, smoke::BLOOM_MAX_ENTRIES as u32);
+    assert_eq!(info.key_size, 0);
+    assert_eq!(info.value_size, 8);
+    let hash = map_info(map_data(&ebpf, smoke::HASH)?)?;
+    assert_eq!(hash.map_extra, 0);
+    assert_eq!(hash.max_entries, smoke::HASH_MAX_ENTRIES as u32);
+    Ok(())
+}
+
+#[test]
+fn smoke_program_test_run() -> Result<()> {
+    let mut ebpf = object::load(object::SMOKE)?;
+    let prog: &mut SocketFilter = object::load_program(&mut ebpf, smoke::PROG)?;
+    // A socket filter's test run needs at least an Ethernet header of data.
+    let data = [0u8; 64];
+    let res = prog
+        .test_run(TestRunOptions {
+            data_in: Some(&data),
+            ..Default::default()
+        })
+        .context("BPF_PROG_TEST_RUN")?;
+    assert_eq!(res.return_value, smoke::RETVAL);
+    let hash: HashMap<_, u32, u64> =
+        HashMap::try_from(ebpf.map(smoke::HASH).context("no hash map")?)?;
+    assert_eq!(hash.get(&smoke::KEY_VALUE, 0)?, smoke::VALUE);
+    assert_eq!(
+        hash.get(&smoke::KEY_BLOOM_HIT, 0)?,
+        1,
+        "bloom filter holds the pushed value"
+    );
+    Ok(())
+}
+
+#[test]
+fn verifier_rejection_carries_the_log() {
+    // A socket filter that returns without setting r0: "R0 !read_ok".
+    let err = object::program_error(
+        "demo",
+        aya::programs::ProgramError::LoadError {
+            io_error: std::io::Error::from_raw_os_error(libc::EACCES),
+            verifier_log: aya_obj::VerifierLog::new("0: (95) exit\nR0 !read_ok\n".into()),
+        },
+    )
+    .to_string();
+    assert!(err.contains("R0 !read_ok") && err.contains("demo"), "{err}");
+}

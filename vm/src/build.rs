@@ -1,0 +1,383 @@
+//! Building: the BPF objects in `ebpf/`, then the guest tests (which embed those objects).
+//!
+//! `build_ebpf` returns the directory holding one object per feature; `build_guest_tests` and
+//! `build_guest_bin` pass it to the `bpfvm-tests` build as `BPFVM_EBPF_DIR`, whose build script
+//! and `include_bytes!` dep-info make cargo rebuild the tests whenever an object changes.
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+
+use crate::output::Events;
+use crate::paths::{target_dir, workspace_root};
+use crate::provision::{display_command, run_logged, scrub_cargo_env, tail_lines, EbpfToolchain};
+
+/// The BPF target.
+pub const BPF_TARGET: &str = "bpfel-unknown-none";
+/// Flags for the BPF crate: debug info and `--btf` so BTF maps (and `map_extra`) are emitted.
+pub const EBPF_RUSTFLAGS: &str = "-C debuginfo=2 -C link-arg=--btf";
+
+/// The cargo invocation that builds `ebpf/`: program, args, env to set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EbpfCommand {
+    pub program: String,
+    pub args: Vec<String>,
+    pub env: Vec<(&'static str, String)>,
+}
+
+/// The command line for `tc` (pure: unit-tested). `path` is the PATH to start from.
+pub fn ebpf_command(tc: &EbpfToolchain, target_dir: &Path, path: &str) -> EbpfCommand {
+    let mut args: Vec<String> = Vec::new();
+    let program = match tc {
+        EbpfToolchain::RustupNightly { .. } => {
+            args.push("+nightly".into());
+            "cargo".to_string()
+        }
+        EbpfToolchain::Debian { cargo, .. } => cargo.display().to_string(),
+    };
+    args.extend(
+        [
+            "build",
+            "--release",
+            "-Z",
+            "build-std=core",
+            "--target",
+            BPF_TARGET,
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    let linker_dir = tc.bpf_linker_dir().display().to_string();
+    let path = if path.is_empty() {
+        linker_dir
+    } else {
+        format!("{linker_dir}:{path}")
+    };
+    let mut env = vec![
+        ("CARGO_TARGET_DIR", target_dir.display().to_string()),
+        ("RUSTFLAGS", EBPF_RUSTFLAGS.to_string()),
+        ("PATH", path),
+    ];
+    if let EbpfToolchain::Debian { rustc, .. } = tc {
+        env.push(("RUSTC", rustc.display().to_string()));
+        env.push(("RUSTC_BOOTSTRAP", "1".to_string()));
+    }
+    EbpfCommand { program, args, env }
+}
+
+/// Builds `ebpf/` and returns the directory with one object per feature
+/// (`target/ebpf/bpfel-unknown-none/release`).
+pub fn build_ebpf(tc: &EbpfToolchain, events: &Events) -> Result<PathBuf> {
+    events.step("building BPF objects (ebpf/)");
+    events.note(tc.describe());
+    let target = target_dir().join("ebpf");
+    let path = std::env::var("PATH").unwrap_or_default();
+    let c = ebpf_command(tc, &target, &path);
+    // Show the command without the (long) inherited PATH.
+    let shown_env: Vec<(&str, String)> = c
+        .env
+        .iter()
+        .map(|(k, v)| {
+            if *k == "PATH" {
+                (*k, format!("{}:$PATH", tc.bpf_linker_dir().display()))
+            } else {
+                (*k, v.clone())
+            }
+        })
+        .collect();
+    let shown = format!(
+        "cd ebpf && {}",
+        display_command(&shown_env, &c.program, &c.args)
+    );
+    events.command(&shown);
+    let mut cmd = Command::new(&c.program);
+    scrub_cargo_env(&mut cmd);
+    cmd.args(&c.args).current_dir(workspace_root().join("ebpf"));
+    for (k, v) in &c.env {
+        cmd.env(k, v);
+    }
+    std::fs::create_dir_all(&target)?;
+    run_logged(&mut cmd, &shown, &target.join("build.log"))?;
+    let dir = target.join(BPF_TARGET).join("release");
+    let objects = list_objects(&dir)?;
+    if objects.is_empty() {
+        bail!(
+            "the eBPF build succeeded but {} holds no BPF object",
+            dir.display()
+        );
+    }
+    events.note(format!(
+        "BPF objects in {}: {}",
+        dir.display(),
+        objects
+            .iter()
+            .map(|p| file_name(p))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    Ok(dir)
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The BPF objects (ELF files) directly in `dir`.
+pub fn list_objects(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let p = e?.path();
+        if !p.is_file() {
+            continue;
+        }
+        let mut magic = [0u8; 4];
+        let is_elf = std::fs::File::open(&p)
+            .and_then(|mut f| f.read_exact(&mut magic))
+            .map(|()| &magic == b"\x7fELF")
+            .unwrap_or(false);
+        if is_elf {
+            out.push(p);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// A test executable of `bpfvm-tests`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestBinary {
+    /// The test target's name (`bpfvm_tests` for the lib's unit tests, else the file stem).
+    pub name: String,
+    pub path: PathBuf,
+}
+
+/// One artifact of `cargo --message-format=json`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    pub name: String,
+    pub kinds: Vec<String>,
+    pub test: bool,
+    pub executable: PathBuf,
+}
+
+/// Parses cargo's JSON messages: the artifacts with an executable, and the rendered compiler
+/// errors.
+pub fn parse_cargo_messages(stdout: &str) -> (Vec<Artifact>, Vec<String>) {
+    let mut arts = Vec::new();
+    let mut errors = Vec::new();
+    for line in stdout.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        match v["reason"].as_str() {
+            Some("compiler-artifact") => {
+                let Some(exe) = v["executable"].as_str() else {
+                    continue;
+                };
+                arts.push(Artifact {
+                    name: v["target"]["name"].as_str().unwrap_or_default().to_string(),
+                    kinds: v["target"]["kind"]
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|k| k.as_str().map(String::from))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    test: v["profile"]["test"].as_bool().unwrap_or(false),
+                    executable: PathBuf::from(exe),
+                });
+            }
+            Some("compiler-message") if v["message"]["level"].as_str() == Some("error") => {
+                if let Some(r) = v["message"]["rendered"].as_str() {
+                    errors.push(r.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    (arts, errors)
+}
+
+/// Runs a cargo JSON build of the root workspace with `BPFVM_EBPF_DIR` set.
+fn cargo_json(args: &[&str], ebpf_dir: &Path, events: &Events) -> Result<Vec<Artifact>> {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let shown = display_command(
+        &[("BPFVM_EBPF_DIR", ebpf_dir.display().to_string())],
+        "cargo",
+        &args,
+    );
+    events.command(&shown);
+    // The normal rustup cargo (the parent's toolchain, so the shared target dir stays warm).
+    let out = Command::new("cargo")
+        .args(&args)
+        .current_dir(workspace_root())
+        .env("BPFVM_EBPF_DIR", ebpf_dir)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("starting `{shown}`"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (arts, errors) = parse_cargo_messages(&stdout);
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let mut msg = format!("`{shown}` failed ({})", out.status);
+        if !errors.is_empty() {
+            msg.push_str(":\n");
+            msg.push_str(&errors.join("\n"));
+        }
+        msg.push_str("\nlast lines of cargo's stderr:\n");
+        msg.push_str(&tail_lines(&stderr, 30));
+        bail!(msg);
+    }
+    Ok(arts)
+}
+
+/// Builds the guest tests (`cargo test --no-run -p bpfvm-tests`) embedding the objects in
+/// `ebpf_dir`, and returns their executables.
+pub fn build_guest_tests(ebpf_dir: &Path, events: &Events) -> Result<Vec<TestBinary>> {
+    events.step("building guest tests (bpfvm-tests)");
+    let arts = cargo_json(
+        &[
+            "test",
+            "--no-run",
+            "--message-format=json",
+            "-p",
+            "bpfvm-tests",
+        ],
+        ebpf_dir,
+        events,
+    )?;
+    let bins = test_binaries(&arts);
+    if bins.is_empty() {
+        bail!("cargo built bpfvm-tests but reported no test executable");
+    }
+    Ok(bins)
+}
+
+/// The test executables among `arts` (deduplicated, in cargo's order).
+pub fn test_binaries(arts: &[Artifact]) -> Vec<TestBinary> {
+    let mut out: Vec<TestBinary> = Vec::new();
+    for a in arts.iter().filter(|a| a.test) {
+        if !out.iter().any(|b| b.path == a.executable) {
+            out.push(TestBinary {
+                name: a.name.clone(),
+                path: a.executable.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// Builds the `[[bin]]` `bin` of `bpfvm-tests` in release mode (benchmarks) embedding the
+/// objects in `ebpf_dir`, and returns its path.
+pub fn build_guest_bin(ebpf_dir: &Path, bin: &str, events: &Events) -> Result<PathBuf> {
+    events.step(format!(
+        "building guest binary {bin} (bpfvm-tests, release)"
+    ));
+    let arts = cargo_json(
+        &[
+            "build",
+            "--release",
+            "--message-format=json",
+            "-p",
+            "bpfvm-tests",
+            "--bin",
+            bin,
+        ],
+        ebpf_dir,
+        events,
+    )?;
+    arts.into_iter()
+        .find(|a| !a.test && a.name == bin && a.kinds.iter().any(|k| k == "bin"))
+        .map(|a| a.executable)
+        .with_context(|| {
+            format!("cargo built bpfvm-tests but reported no executable for bin {bin}")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debian_command() {
+        let tc = EbpfToolchain::Debian {
+            cargo: "/usr/bin/cargo".into(),
+            rustc: "/usr/bin/rustc".into(),
+            bpf_linker: "/c/tools/bin/bpf-linker".into(),
+        };
+        let c = ebpf_command(&tc, Path::new("/t/ebpf"), "/usr/bin");
+        assert_eq!(c.program, "/usr/bin/cargo");
+        assert_eq!(
+            c.args.join(" "),
+            "build --release -Z build-std=core --target bpfel-unknown-none"
+        );
+        let env: std::collections::BTreeMap<_, _> = c.env.into_iter().collect();
+        assert_eq!(env["PATH"], "/c/tools/bin:/usr/bin");
+        assert_eq!(env["RUSTC"], "/usr/bin/rustc");
+        assert_eq!(env["RUSTC_BOOTSTRAP"], "1");
+        assert_eq!(env["CARGO_TARGET_DIR"], "/t/ebpf");
+        assert_eq!(env["RUSTFLAGS"], "-C debuginfo=2 -C link-arg=--btf");
+    }
+
+    #[test]
+    fn nightly_command() {
+        let tc = EbpfToolchain::RustupNightly {
+            bpf_linker: "/c/tools/bin/bpf-linker".into(),
+        };
+        let c = ebpf_command(&tc, Path::new("/t/ebpf"), "");
+        assert_eq!(c.program, "cargo");
+        assert_eq!(c.args[0], "+nightly");
+        assert!(c.args.iter().any(|a| a == "build-std=core"));
+        assert!(!c
+            .env
+            .iter()
+            .any(|(k, _)| *k == "RUSTC" || *k == "RUSTC_BOOTSTRAP"));
+        assert!(c.env.contains(&("PATH", "/c/tools/bin".to_string())));
+    }
+
+    #[test]
+    fn cargo_json_parsing() {
+        let out = r#"{"reason":"compiler-artifact","package_id":"x","target":{"kind":["lib"],"crate_types":["lib"],"name":"bpfvm_tests","src_path":"/w/tests/src/lib.rs","test":true},"profile":{"test":true},"filenames":["/w/target/debug/deps/bpfvm_tests-1"],"executable":"/w/target/debug/deps/bpfvm_tests-1","fresh":false}
+{"reason":"compiler-artifact","target":{"kind":["lib"],"name":"aya","test":true},"profile":{"test":false},"filenames":["/w/x.rlib"],"executable":null}
+{"reason":"compiler-artifact","target":{"kind":["test"],"name":"bloom","test":true},"profile":{"test":true},"executable":"/w/target/debug/deps/bloom-2"}
+{"reason":"compiler-artifact","target":{"kind":["bin"],"name":"bench","test":true},"profile":{"test":false},"executable":"/w/target/release/bench"}
+{"reason":"compiler-message","message":{"level":"error","rendered":"error[E0425]: nope"}}
+{"reason":"compiler-message","message":{"level":"warning","rendered":"warning: meh"}}
+{"reason":"build-finished","success":false}
+not json
+"#;
+        let (arts, errors) = parse_cargo_messages(out);
+        assert_eq!(arts.len(), 3);
+        assert_eq!(errors, vec!["error[E0425]: nope".to_string()]);
+        let bins = test_binaries(&arts);
+        assert_eq!(
+            bins,
+            vec![
+                TestBinary {
+                    name: "bpfvm_tests".into(),
+                    path: "/w/target/debug/deps/bpfvm_tests-1".into()
+                },
+                TestBinary {
+                    name: "bloom".into(),
+                    path: "/w/target/debug/deps/bloom-2".into()
+                },
+            ]
+        );
+        assert!(arts.iter().any(|a| a.name == "bench" && !a.test));
+    }
+
+    #[test]
+    fn objects_are_elf_files_only() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("smoke"), b"\x7fELF\x02\x01").unwrap();
+        std::fs::write(d.path().join("smoke.d"), b"smoke: src/smoke.rs").unwrap();
+        std::fs::write(d.path().join("libx.rlib"), b"!<arch>\n").unwrap();
+        std::fs::create_dir(d.path().join("deps")).unwrap();
+        let objs = list_objects(d.path()).unwrap();
+        assert_eq!(objs, vec![d.path().join("smoke")]);
+    }
+}

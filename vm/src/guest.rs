@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 
 use crate::build::TestBinary;
 use crate::shell::{join, quote};
-use crate::vng::STATUS_FILE;
+use crate::vng::{START_MARKER, STATUS_FILE};
 
 /// Files the guest writes into the shared directory, read back by `report`.
 pub mod files {
@@ -25,6 +25,7 @@ fn preamble(out: &Path) -> String {
     format!(
         "#!/bin/sh\n\
          # Written by bpfvm; runs inside the guest as root.\n\
+         echo '{START_MARKER}' >&2\n\
          OUT={o}\n\
          export BPFVM_RESULTS=\"$OUT\"\n\
          mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf\n\

@@ -17,8 +17,14 @@ pub enum Output {
     GuestStdout(String),
     /// A line the guest (or qemu/virtme-ng) wrote to stderr.
     GuestStderr(String),
+    /// A kernel console line (shown with --verbose; its tail is kept for diagnosis).
+    Console(String),
     /// Progress of a long step: `done` of `total` units, with a label.
-    Progress { label: String, done: u64, total: u64 },
+    Progress {
+        label: String,
+        done: u64,
+        total: u64,
+    },
     /// A test finished in the guest.
     TestDone { name: String, outcome: String },
 }

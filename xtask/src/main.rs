@@ -1,1 +1,205 @@
-fn main() {}
+//! `cargo xtask`: arguments in, one call into the `vm` library, its result out as an exit code.
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+use vm::accel::Choice;
+use vm::run::{TestOptions, VmOptions};
+use vm::vng::Ending;
+
+#[derive(Parser)]
+#[command(
+    name = "cargo xtask",
+    about = "bpfvm: BPF integration tests in pinned kernels"
+)]
+struct Cli {
+    /// Also show the commands run and the kernel console.
+    #[arg(long, short, global = true)]
+    verbose: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Install what is missing (Debian packages, virtme-ng, virtiofsd, the eBPF toolchain).
+    Setup {
+        /// Only report what is present and what is missing.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Kernel pins (`kernels/*.toml`) and the download cache.
+    Kernels {
+        #[command(subcommand)]
+        cmd: KernelsCmd,
+    },
+    /// Build the BPF programs in `ebpf/`.
+    BuildEbpf,
+    /// Run a command as root in the guest; exits with its status.
+    VmRun {
+        #[command(flatten)]
+        vm: VmArgs,
+        /// Seconds before the VM is killed.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Build and run the test suite in the guest; exits non-zero on any failure.
+    VmTest {
+        #[command(flatten)]
+        vm: VmArgs,
+        /// Seconds before the VM is killed.
+        #[arg(long, default_value_t = 2400)]
+        timeout: u64,
+        /// Run only tests whose name contains this.
+        #[arg(long)]
+        filter: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum KernelsCmd {
+    /// Show the pins and what is cached.
+    List,
+    /// Download, verify and extract a pinned kernel.
+    Fetch { version: String },
+    /// Re-pin to the newest package in the pin's suites.
+    Bump { version: String },
+}
+
+#[derive(Args)]
+struct VmArgs {
+    /// A pinned kernel version (see `cargo xtask kernels list`).
+    #[arg(long, default_value = "6.1")]
+    kernel: String,
+    #[arg(long, value_enum, default_value_t = Choice::Auto)]
+    accel: Choice,
+    /// Extra kernel command line (repeatable).
+    #[arg(long)]
+    append: Vec<String>,
+    #[arg(long, default_value_t = 2)]
+    cpus: u32,
+    /// Guest memory, qemu syntax.
+    #[arg(long, default_value = "2G")]
+    memory: String,
+}
+
+impl VmArgs {
+    fn options(self, timeout: u64) -> VmOptions {
+        VmOptions {
+            kernel: self.kernel,
+            accel: self.accel,
+            append: self.append,
+            timeout: Duration::from_secs(timeout),
+            cpus: self.cpus,
+            memory: self.memory,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Ctrl-C: the runner kills its VM's whole process group, then we exit.
+    let _ = ctrlc::set_handler(vm::proc::request_interrupt);
+    let events = vm::ui::terminal(cli.verbose);
+    match run(cli.cmd, &events) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
+    match cmd {
+        Cmd::Setup { check: true } => {
+            let items = vm::provision::check();
+            for i in &items {
+                let mark = if i.present { "ok     " } else { "MISSING" };
+                println!("{mark} {:<28} {}", i.name, i.detail);
+            }
+            Ok(exit_if(items.iter().all(|i| i.present)))
+        }
+        Cmd::Setup { check: false } => {
+            vm::provision::ensure(events)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Kernels { cmd } => kernels(cmd, events),
+        Cmd::BuildEbpf => {
+            let tools = vm::provision::ensure(events)?;
+            let dir = vm::build::build_ebpf(&tools.ebpf, events)?;
+            println!("{}", dir.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::VmRun {
+            vm,
+            timeout,
+            command,
+        } => {
+            let outcome = vm::run::vm_run(&vm.options(timeout), &command, events)?;
+            match outcome.ending {
+                Ending::Exited(code) => Ok(ExitCode::from(code.clamp(0, 255) as u8)),
+                _ => anyhow::bail!("{}", outcome.diagnosis()),
+            }
+        }
+        Cmd::VmTest {
+            vm,
+            timeout,
+            filter,
+        } => {
+            let opts = TestOptions {
+                vm: vm.options(timeout),
+                filter,
+            };
+            let (report, dir) = vm::run::vm_test(&opts, events)?;
+            println!("{}", vm::report::summary_table(&report));
+            println!("report: {}", dir.join("report.json").display());
+            Ok(exit_if(report.ok()))
+        }
+    }
+}
+
+fn kernels(cmd: KernelsCmd, events: &vm::output::Events) -> Result<ExitCode> {
+    match cmd {
+        KernelsCmd::List => {
+            for pin in vm::kernels::pins()? {
+                let cached = vm::kernels::cached(&pin).map_or("not cached".to_string(), |t| {
+                    format!("cached at {}", t.root.display())
+                });
+                println!(
+                    "{:<6} {:<28} {}  ({cached})",
+                    pin.version, pin.release, pin.description
+                );
+            }
+        }
+        KernelsCmd::Fetch { version } => {
+            let tree = vm::kernels::fetch(&vm::kernels::resolve(&version)?, events)?;
+            println!("{}", tree.vmlinuz.display());
+        }
+        KernelsCmd::Bump { version } => {
+            let b = vm::kernels::bump(&version, events)?;
+            if b.already_newest() {
+                println!("{version}: already the newest ({})", b.old_release);
+            }
+            for c in &b.changes {
+                println!(
+                    "{version}: {} {} -> {} {} (sha256 {})",
+                    c.old_name, c.old_version, c.new_name, c.new_version, c.new_sha256
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn exit_if(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,211 @@
+//! The user-facing flows: `vm-run` (any command in the guest) and `vm-test` (the suite).
+//! Each is the chain provision -> kernel -> accelerator -> build -> guest script -> vng -> report.
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::accel::{self, Accel, Choice};
+use crate::build;
+use crate::guest;
+use crate::kernels::{self, KernelTree};
+use crate::output::{Events, Output};
+use crate::paths::target_dir;
+use crate::provision::{self, Tools};
+use crate::report::{self, AccelInfo, KernelInfo, Report, VmInfo};
+use crate::vng::{self, Ending, RunOutcome, VmSpec};
+
+/// VM settings shared by every flow.
+#[derive(Debug, Clone)]
+pub struct VmOptions {
+    /// A pinned version (`6.1`).
+    pub kernel: String,
+    pub accel: Choice,
+    pub append: Vec<String>,
+    pub timeout: Duration,
+    pub cpus: u32,
+    pub memory: String,
+}
+
+/// A booted-to-be kernel: the tools, the extracted tree and the accelerator chosen for it.
+struct Prepared {
+    tools: Tools,
+    tree: KernelTree,
+    accel: Accel,
+}
+
+fn prepare(opts: &VmOptions, events: &Events) -> Result<Prepared> {
+    // The pin first: a typo in --kernel should fail before any installing.
+    let pin = kernels::resolve(&opts.kernel)?;
+    events.step("checking host tools");
+    let tools = provision::ensure(events)?;
+    events.step(format!("kernel {} ({})", pin.version, pin.description));
+    let tree = kernels::fetch(&pin, events)?;
+    events.step("choosing the accelerator");
+    let accel = accel::decide(opts.accel, &tree.vmlinuz)?;
+    events.note(format!("accelerator: {}", accel.describe()));
+    Ok(Prepared { tools, tree, accel })
+}
+
+fn boot(
+    p: &Prepared,
+    opts: &VmOptions,
+    rwdir: &Path,
+    script: &Path,
+    events: &Events,
+) -> Result<RunOutcome> {
+    let spec = VmSpec {
+        vmlinuz: p.tree.vmlinuz.clone(),
+        accel: p.accel.clone(),
+        cpus: opts.cpus,
+        memory: opts.memory.clone(),
+        append: opts.append.clone(),
+        rwdir: rwdir.to_path_buf(),
+        script: script.to_path_buf(),
+        timeout: opts.timeout,
+    };
+    events.step(format!(
+        "booting {} under {}",
+        p.tree.release,
+        p.accel.name.to_uppercase()
+    ));
+    let outcome = vng::run(&spec, &p.tools.vng, &p.tools.path_prefix, events)?;
+    events.note(format!(
+        "VM finished in {:.1} s",
+        outcome.elapsed.as_secs_f64()
+    ));
+    Ok(outcome)
+}
+
+/// A fresh directory under `parent` for one run's shared files (two runs never share one).
+fn run_dir(parent: &Path) -> Result<tempfile::TempDir> {
+    std::fs::create_dir_all(parent).with_context(|| format!("create {}", parent.display()))?;
+    tempfile::Builder::new()
+        .prefix("run-")
+        .tempdir_in(parent)
+        .with_context(|| format!("create a run directory in {}", parent.display()))
+}
+
+/// `vm-run`: runs `argv` as root in the guest from the current directory; returns how the VM
+/// ended (the caller exits with the command's status).
+pub fn vm_run(opts: &VmOptions, argv: &[String], events: &Events) -> Result<RunOutcome> {
+    let p = prepare(opts, events)?;
+    let dir = run_dir(&target_dir().join("vm-run"))?;
+    let script = dir.path().join("guest.sh");
+    let shared = dir.path().join("shared");
+    std::fs::create_dir_all(&shared)?;
+    let cwd = std::env::current_dir().context("the current directory")?;
+    guest::write(&script, &guest::command_script(&shared, &cwd, argv))?;
+    boot(&p, opts, &shared, &script, events)
+}
+
+/// `vm-test` options beyond the VM's.
+#[derive(Debug, Clone)]
+pub struct TestOptions {
+    pub vm: VmOptions,
+    /// libtest's name filter (a substring of the test name).
+    pub filter: Option<String>,
+}
+
+/// `vm-test`: builds the BPF objects and the guest tests, boots once, runs every test binary,
+/// and writes `target/vm-test/<kernel>/{report.json,junit.xml}`.
+pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)> {
+    let p = prepare(&opts.vm, events)?;
+    let ebpf_dir = build::build_ebpf(&p.tools.ebpf, events)?;
+    let binaries = build::build_guest_tests(&ebpf_dir, events)?;
+    let probe = build::build_guest_bin(&ebpf_dir, "probe", events)?;
+
+    let out_dir = target_dir().join("vm-test").join(&opts.vm.kernel);
+    let dir = run_dir(&out_dir)?;
+    let shared = dir.path().join("shared");
+    std::fs::create_dir_all(&shared)?;
+    let script = dir.path().join("guest.sh");
+    let pinned_release = p.tree.release.clone();
+    guest::write(
+        &script,
+        &guest::test_script(
+            &shared,
+            &pinned_release,
+            &probe,
+            &binaries,
+            opts.filter.as_deref(),
+        ),
+    )?;
+
+    let live = with_test_progress(events.clone());
+    let outcome = boot(&p, &opts.vm, &shared, &script, &live)?;
+
+    let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
+    let tests = report::collect_tests(&shared, &names);
+    let vm_ok = outcome.ending == Ending::Exited(0);
+    let report = Report {
+        kernel: KernelInfo {
+            version: opts.vm.kernel.clone(),
+            pinned_release: Some(pinned_release),
+            release: report::read_fact(&shared, guest::files::RELEASE),
+        },
+        accel: AccelInfo::from(&p.accel),
+        cmdline: report::read_fact(&shared, guest::files::CMDLINE),
+        spectre_v2: report::read_fact(&shared, guest::files::SPECTRE_V2),
+        features: report::read_features(&shared),
+        vm: VmInfo {
+            ending: if vm_ok {
+                "exited".into()
+            } else {
+                outcome.diagnosis().lines().next().unwrap_or("").to_string()
+            },
+            wall_time_s: outcome.elapsed.as_secs_f64(),
+            console_tail: if vm_ok {
+                vec![]
+            } else {
+                outcome.console_tail.clone()
+            },
+        },
+        summary: report::summarize(&tests),
+        tests,
+    };
+    report::write(&report, &out_dir)?;
+    keep_guest_files(dir, &out_dir.join("guest"))?;
+    if !vm_ok {
+        events.warn(outcome.diagnosis());
+    }
+    Ok((report, out_dir))
+}
+
+/// Keeps the last run's raw guest files (JSON events, stderr) next to the report.
+fn keep_guest_files(dir: tempfile::TempDir, dest: &Path) -> Result<()> {
+    let _ = std::fs::remove_dir_all(dest);
+    let kept = dir.keep();
+    std::fs::rename(&kept, dest).with_context(|| format!("move guest files to {}", dest.display()))
+}
+
+/// Turns libtest's JSON events on the guest's stdout into per-test progress; other guest
+/// output passes through unchanged.
+fn with_test_progress(events: Events) -> Events {
+    Events::new(move |o| match o {
+        Output::GuestStdout(line) => match test_event(&line) {
+            Some((name, outcome)) => events.emit(Output::TestDone { name, outcome }),
+            None if line.starts_with("{ \"type\"") => {}
+            None => events.emit(Output::GuestStdout(line)),
+        },
+        other => events.emit(other),
+    })
+}
+
+fn test_event(line: &str) -> Option<(String, String)> {
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    if v["type"] != "test" {
+        return None;
+    }
+    let outcome = match v["event"].as_str()? {
+        "ok" => "ok",
+        "failed" => "FAILED",
+        "ignored" => "ignored",
+        _ => return None,
+    };
+    let name = v["name"].as_str()?;
+    Some((
+        name.strip_prefix("tests::").unwrap_or(name).to_string(),
+        outcome.to_string(),
+    ))
+}

@@ -47,6 +47,8 @@ const BASE_PACKAGES: &[&str] = &[
     "qemu-system-x86",
     "kmod",
     "udev",
+    // vng builds an initramfs (to load virtio/virtiofs modules of the cloud kernels) from it.
+    "busybox-static",
     "python3",
     "python3-venv",
     // virtiofsd.

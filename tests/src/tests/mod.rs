@@ -1,2 +1,3 @@
 //! One module per kernel feature, as in the kernel's selftests and aya's integration tests.
+mod ebpf;
 mod smoke;

@@ -12,3 +12,4 @@ pub mod run;
 pub mod shell;
 pub mod ui;
 pub mod vng;
+pub mod custom;

@@ -83,6 +83,31 @@ pub struct VmInfo {
 }
 
 impl Report {
+    /// The report of a kernel whose run could not start (fetch or build failed).
+    pub fn not_run(version: &str, why: &str) -> Self {
+        Self {
+            kernel: KernelInfo {
+                version: version.to_string(),
+                pinned_release: None,
+                release: None,
+            },
+            accel: AccelInfo {
+                name: "none".into(),
+                reason: "not booted".into(),
+            },
+            cmdline: None,
+            spectre_v2: None,
+            features: BTreeMap::new(),
+            vm: VmInfo {
+                ending: format!("not run: {why}"),
+                wall_time_s: 0.0,
+                console_tail: vec![],
+            },
+            tests: vec![],
+            summary: Summary::default(),
+        }
+    }
+
     /// Failed tests, or a VM that did not end normally, make the run fail.
     pub fn ok(&self) -> bool {
         self.summary.failed == 0 && self.vm.ending == "exited" && !self.tests.is_empty()
@@ -298,6 +323,49 @@ pub fn summary_table(report: &Report) -> String {
     )
 }
 
+/// The `--kernel all` matrix: one row per test, one column per kernel, then each kernel's
+/// totals and wall time.
+pub fn matrix_table(reports: &[Report]) -> String {
+    let mut names: Vec<&str> = reports
+        .iter()
+        .flat_map(|r| r.tests.iter().map(|t| t.name.as_str()))
+        .collect();
+    names.sort();
+    names.dedup();
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_BORDERS_ONLY);
+    let mut header = vec!["test".to_string()];
+    header.extend(reports.iter().map(|r| r.kernel.version.clone()));
+    t.set_header(header);
+    for name in names {
+        let mut row = vec![name.to_string()];
+        for r in reports {
+            let cell = match r.tests.iter().find(|t| t.name == name).map(|t| t.outcome) {
+                Some(Outcome::Pass) => "pass",
+                Some(Outcome::Fail) => "FAIL",
+                Some(Outcome::Skip) => "skip",
+                None => "-",
+            };
+            row.push(cell.to_string());
+        }
+        t.add_row(row);
+    }
+    let mut totals = vec!["pass/fail/skip".to_string()];
+    let mut walls = vec!["VM wall time".to_string()];
+    for r in reports {
+        let s = &r.summary;
+        totals.push(format!("{}/{}/{}", s.passed, s.failed, s.skipped));
+        walls.push(if r.vm.ending == "exited" {
+            format!("{:.0} s", r.vm.wall_time_s)
+        } else {
+            r.vm.ending.chars().take(40).collect()
+        });
+    }
+    t.add_row(totals);
+    t.add_row(walls);
+    t.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,6 +440,9 @@ mod tests {
             summary: summarize(&tests),
             tests,
         };
+        let matrix = matrix_table(&[report.clone(), Report::not_run("5.10", "offline")]);
+        assert!(matrix.contains("bloom::b"), "{matrix}");
+        assert!(matrix.contains("2/2/0"), "{matrix}");
         let xml = junit(&report).unwrap();
         assert!(xml.contains("<failure"), "{xml}");
         assert!(!report.ok());

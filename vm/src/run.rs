@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 
 use crate::accel::{self, Accel, Choice};
 use crate::build;
+use crate::custom;
 use crate::guest;
 use crate::kernels::{self, KernelTree};
 use crate::output::{Events, Output};
@@ -18,8 +19,10 @@ use crate::vng::{self, Ending, RunOutcome, VmSpec};
 /// VM settings shared by every flow.
 #[derive(Debug, Clone)]
 pub struct VmOptions {
-    /// A pinned version (`6.1`).
+    /// A pinned version (`6.1`) or the path of a kernel image the user built.
     pub kernel: String,
+    /// Modules for a custom kernel image (an `INSTALL_MOD_PATH` root).
+    pub modules: Option<PathBuf>,
     pub accel: Choice,
     pub append: Vec<String>,
     pub timeout: Duration,
@@ -28,26 +31,61 @@ pub struct VmOptions {
 }
 
 /// A booted-to-be kernel: the tools, the extracted tree and the accelerator chosen for it.
-struct Prepared {
-    tools: Tools,
-    tree: KernelTree,
-    accel: Accel,
+pub(crate) struct Prepared {
+    pub tools: Tools,
+    pub tree: KernelTree,
+    pub accel: Accel,
+    /// Names the kernel in reports and output directories: the pin version or `custom-<release>`.
+    pub label: String,
+    /// The release the pin promises (none for a custom image).
+    pub pinned_release: Option<String>,
 }
 
-fn prepare(opts: &VmOptions, events: &Events) -> Result<Prepared> {
+pub(crate) fn prepare(opts: &VmOptions, events: &Events) -> Result<Prepared> {
+    if custom::is_path(&opts.kernel) {
+        events.step("checking host tools");
+        let tools = provision::ensure(events)?;
+        let staging = target_dir().join("custom-kernels");
+        let tree = custom::stage(Path::new(&opts.kernel), opts.modules.as_deref(), &staging)?;
+        events.step(format!("custom kernel {} ({})", opts.kernel, tree.release));
+        return finish_prepare(opts, tools, tree, None, events);
+    }
+    if opts.modules.is_some() {
+        anyhow::bail!("--modules is for a kernel image you built (--kernel PATH); pinned kernels bring their own");
+    }
     // The pin first: a typo in --kernel should fail before any installing.
     let pin = kernels::resolve(&opts.kernel)?;
     events.step("checking host tools");
     let tools = provision::ensure(events)?;
     events.step(format!("kernel {} ({})", pin.version, pin.description));
     let tree = kernels::fetch(&pin, events)?;
+    finish_prepare(opts, tools, tree, Some(pin.release), events)
+}
+
+fn finish_prepare(
+    opts: &VmOptions,
+    tools: Tools,
+    tree: KernelTree,
+    pinned_release: Option<String>,
+    events: &Events,
+) -> Result<Prepared> {
+    let label = match pinned_release {
+        Some(_) => opts.kernel.clone(),
+        None => format!("custom-{}", tree.release),
+    };
     events.step("choosing the accelerator");
     let accel = accel::decide(opts.accel, &tree.vmlinuz)?;
     events.note(format!("accelerator: {}", accel.describe()));
-    Ok(Prepared { tools, tree, accel })
+    Ok(Prepared {
+        tools,
+        tree,
+        accel,
+        label,
+        pinned_release,
+    })
 }
 
-fn boot(
+pub(crate) fn boot(
     p: &Prepared,
     opts: &VmOptions,
     rwdir: &Path,
@@ -78,7 +116,7 @@ fn boot(
 }
 
 /// A fresh directory under `parent` for one run's shared files (two runs never share one).
-fn run_dir(parent: &Path) -> Result<tempfile::TempDir> {
+pub(crate) fn run_dir(parent: &Path) -> Result<tempfile::TempDir> {
     std::fs::create_dir_all(parent).with_context(|| format!("create {}", parent.display()))?;
     tempfile::Builder::new()
         .prefix("run-")
@@ -115,17 +153,16 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     let binaries = build::build_guest_tests(&ebpf_dir, events)?;
     let probe = build::build_guest_bin(&ebpf_dir, "probe", events)?;
 
-    let out_dir = target_dir().join("vm-test").join(&opts.vm.kernel);
+    let out_dir = target_dir().join("vm-test").join(&p.label);
     let dir = run_dir(&out_dir)?;
     let shared = dir.path().join("shared");
     std::fs::create_dir_all(&shared)?;
     let script = dir.path().join("guest.sh");
-    let pinned_release = p.tree.release.clone();
     guest::write(
         &script,
         &guest::test_script(
             &shared,
-            &pinned_release,
+            &p.tree.release,
             &probe,
             &binaries,
             opts.filter.as_deref(),
@@ -140,8 +177,8 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     let vm_ok = outcome.ending == Ending::Exited(0);
     let report = Report {
         kernel: KernelInfo {
-            version: opts.vm.kernel.clone(),
-            pinned_release: Some(pinned_release),
+            version: p.label.clone(),
+            pinned_release: p.pinned_release.clone(),
             release: report::read_fact(&shared, guest::files::RELEASE),
         },
         accel: AccelInfo::from(&p.accel),
@@ -170,6 +207,29 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         events.warn(outcome.diagnosis());
     }
     Ok((report, out_dir))
+}
+
+/// `vm-test --kernel all`: every pin in turn, then `target/vm-test/matrix.json`. A kernel
+/// whose run fails to start is recorded as such and the others still run.
+pub fn vm_test_all(opts: &TestOptions, events: &Events) -> Result<Vec<Report>> {
+    let mut reports = Vec::new();
+    for pin in kernels::pins()? {
+        let mut one = opts.clone();
+        one.vm.kernel = pin.version.clone();
+        events.step(format!("=== kernel {} ===", pin.version));
+        match vm_test(&one, events) {
+            Ok((r, _)) => reports.push(r),
+            Err(e) => {
+                events.warn(format!("kernel {}: {e:#}", pin.version));
+                reports.push(Report::not_run(&pin.version, &format!("{e:#}")));
+            }
+        }
+    }
+    let path = target_dir().join("vm-test").join("matrix.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&reports)? + "\n")
+        .with_context(|| format!("write {}", path.display()))?;
+    events.note(format!("combined report: {}", path.display()));
+    Ok(reports)
 }
 
 /// Keeps the last run's raw guest files (JSON events, stderr) next to the report.

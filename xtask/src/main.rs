@@ -1,4 +1,5 @@
 //! `cargo xtask`: arguments in, one call into the `vm` library, its result out as an exit code.
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -72,9 +73,13 @@ enum KernelsCmd {
 
 #[derive(Args)]
 struct VmArgs {
-    /// A pinned kernel version (see `cargo xtask kernels list`).
+    /// A pinned kernel version (see `cargo xtask kernels list`), `all` (vm-test only), or the
+    /// path of a kernel image you built (e.g. arch/x86/boot/bzImage).
     #[arg(long, default_value = "6.1")]
     kernel: String,
+    /// Modules for a kernel image you built: the INSTALL_MOD_PATH of `make modules_install`.
+    #[arg(long)]
+    modules: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = Choice::Auto)]
     accel: Choice,
     /// Extra kernel command line (repeatable).
@@ -91,6 +96,7 @@ impl VmArgs {
     fn options(self, timeout: u64) -> VmOptions {
         VmOptions {
             kernel: self.kernel,
+            modules: self.modules,
             accel: self.accel,
             append: self.append,
             timeout: Duration::from_secs(timeout),
@@ -155,6 +161,11 @@ fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
                 vm: vm.options(timeout),
                 filter,
             };
+            if opts.vm.kernel == "all" {
+                let reports = vm::run::vm_test_all(&opts, events)?;
+                println!("{}", vm::report::matrix_table(&reports));
+                return Ok(exit_if(reports.iter().all(|r| r.ok())));
+            }
             let (report, dir) = vm::run::vm_test(&opts, events)?;
             println!("{}", vm::report::summary_table(&report));
             println!("report: {}", dir.join("report.json").display());

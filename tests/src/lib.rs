@@ -1,6 +1,7 @@
 //! The guest side of bpfvm: tests (in `tests/`, one module per kernel feature), the benchmark
 //! runner (`src/bin/`), and the helpers they share. Everything here runs inside the guest
 //! kernel as root; `cargo xtask vm-test` builds it and boots the VM.
+pub mod batch;
 pub mod features;
 pub mod object;
 pub mod skip;

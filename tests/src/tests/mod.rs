@@ -1,3 +1,4 @@
 //! One module per kernel feature, as in the kernel's selftests and aya's integration tests.
+mod batch;
 mod ebpf;
 mod smoke;

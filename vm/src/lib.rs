@@ -13,3 +13,4 @@ pub mod shell;
 pub mod ui;
 pub mod vng;
 pub mod custom;
+pub mod ci;

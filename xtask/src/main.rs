@@ -48,6 +48,12 @@ enum Cmd {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// The project's whole check as CI runs it: rustfmt, clippy, host tests, the guest suite.
+    Ci {
+        /// The kernel the guest steps boot.
+        #[arg(long, default_value = "6.1")]
+        kernel: String,
+    },
     /// Build and run the test suite in the guest; exits non-zero on any failure.
     VmTest {
         #[command(flatten)]
@@ -135,6 +141,11 @@ fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Kernels { cmd } => kernels(cmd, events),
+        Cmd::Ci { kernel } => {
+            let results = vm::ci::run(&kernel, events);
+            println!("{}", vm::ci::summary(&results));
+            Ok(exit_if(results.iter().all(|r| r.result.is_ok())))
+        }
         Cmd::BuildEbpf => {
             let tools = vm::provision::ensure(events)?;
             let dir = vm::build::build_ebpf(&tools.ebpf, events)?;

@@ -1,6 +1,8 @@
 //! Host side of bpfvm. Each module does one step of a run; see the README's "How a run flows".
 pub mod accel;
 pub mod build;
+pub mod ci;
+pub mod custom;
 pub mod guest;
 pub mod kernels;
 pub mod output;
@@ -12,5 +14,3 @@ pub mod run;
 pub mod shell;
 pub mod ui;
 pub mod vng;
-pub mod custom;
-pub mod ci;

@@ -460,6 +460,39 @@ mod tests {
         }
     }
 
+    /// Two runs fetching the same pin into one empty cache at once: the lock makes one wait,
+    /// both get the same complete tree, and no temporary file or second tree is left behind.
+    /// `cargo test -p vm -- --ignored two_concurrent_fetches_share_one_cache` (run by `xtask ci`).
+    #[test]
+    #[ignore = "downloads ~27 MB from the Debian mirror"]
+    fn two_concurrent_fetches_share_one_cache() {
+        let t = tempfile::tempdir().unwrap();
+        let pin = resolve("6.1").unwrap();
+        let trees: Vec<KernelTree> = std::thread::scope(|s| {
+            let runs: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        let c = Cache {
+                            root: t.path().to_path_buf(),
+                        };
+                        fetch_in(&c, &pin, &Events::silent()).unwrap()
+                    })
+                })
+                .collect();
+            runs.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        assert_eq!(trees[0], trees[1]);
+        assert!(trees[0].vmlinuz.is_file());
+        let entries: Vec<String> = std::fs::read_dir(t.path().join("kernels"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != ".lock")
+            .collect();
+        assert_eq!(entries.len(), 1, "one tree, no leftovers: {entries:?}");
+        let debs: Vec<_> = std::fs::read_dir(t.path().join("debs")).unwrap().collect();
+        assert_eq!(debs.len(), pin.packages.len(), "no temporary .debs left");
+    }
+
     fn real_fetch(version: &str) {
         let t = tempfile::tempdir().unwrap();
         let c = Cache {

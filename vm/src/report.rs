@@ -258,14 +258,24 @@ pub fn read_features(dir: &Path) -> BTreeMap<String, bool> {
         .unwrap_or_default()
 }
 
-/// Writes `report.json` and `junit.xml` into `dir`.
+/// Writes `report.json` and `junit.xml` into `dir`, each atomically (two runs at once never
+/// leave a torn file: the last one wins whole).
 pub fn write(report: &Report, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)?;
-    let json = serde_json::to_string_pretty(report)?;
-    std::fs::write(dir.join("report.json"), json + "\n")
-        .with_context(|| format!("write {}", dir.join("report.json").display()))?;
-    std::fs::write(dir.join("junit.xml"), junit(report)?)
-        .with_context(|| format!("write {}", dir.join("junit.xml").display()))?;
+    let json = serde_json::to_string_pretty(report)? + "\n";
+    write_atomic(&dir.join("report.json"), json.as_bytes())?;
+    write_atomic(&dir.join("junit.xml"), junit(report)?.as_bytes())
+}
+
+/// Writes `bytes` to a temporary file beside `path`, then renames it over `path`.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("create a temporary file in {}", dir.display()))?;
+    tmp.write_all(bytes)?;
+    tmp.persist(path)
+        .with_context(|| format!("write {}", path.display()))?;
     Ok(())
 }
 

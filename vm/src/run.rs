@@ -202,7 +202,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         tests,
     };
     report::write(&report, &out_dir)?;
-    keep_guest_files(dir, &out_dir.join("guest"))?;
+    keep_guest_files(dir, &out_dir.join("guest"), events);
     if !vm_ok {
         events.warn(outcome.diagnosis());
     }
@@ -226,17 +226,26 @@ pub fn vm_test_all(opts: &TestOptions, events: &Events) -> Result<Vec<Report>> {
         }
     }
     let path = target_dir().join("vm-test").join("matrix.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&reports)? + "\n")
-        .with_context(|| format!("write {}", path.display()))?;
+    report::write_atomic(
+        &path,
+        (serde_json::to_string_pretty(&reports)? + "\n").as_bytes(),
+    )?;
     events.note(format!("combined report: {}", path.display()));
     Ok(reports)
 }
 
-/// Keeps the last run's raw guest files (JSON events, stderr) next to the report.
-fn keep_guest_files(dir: tempfile::TempDir, dest: &Path) -> Result<()> {
+/// Keeps the last run's raw guest files (JSON events, stderr) next to the report. When another
+/// run moved its files there at the same moment, this run's stay in their own directory.
+fn keep_guest_files(dir: tempfile::TempDir, dest: &Path, events: &Events) {
     let _ = std::fs::remove_dir_all(dest);
     let kept = dir.keep();
-    std::fs::rename(&kept, dest).with_context(|| format!("move guest files to {}", dest.display()))
+    if let Err(e) = std::fs::rename(&kept, dest) {
+        events.warn(format!(
+            "guest files stay in {} (could not move them to {}: {e})",
+            kept.display(),
+            dest.display()
+        ));
+    }
 }
 
 /// Turns libtest's JSON events on the guest's stdout into per-test progress; other guest

@@ -43,11 +43,12 @@ pub(crate) struct Prepared {
 
 pub(crate) fn prepare(opts: &VmOptions, events: &Events) -> Result<Prepared> {
     if custom::is_path(&opts.kernel) {
-        events.step("checking host tools");
-        let tools = provision::ensure(events)?;
+        // The image first: a wrong path should fail before any installing.
         let staging = target_dir().join("custom-kernels");
         let tree = custom::stage(Path::new(&opts.kernel), opts.modules.as_deref(), &staging)?;
         events.step(format!("custom kernel {} ({})", opts.kernel, tree.release));
+        events.step("checking host tools");
+        let tools = provision::ensure(events)?;
         return finish_prepare(opts, tools, tree, None, events);
     }
     if opts.modules.is_some() {

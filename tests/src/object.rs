@@ -9,10 +9,12 @@ use aya::Ebpf;
 
 /// `ebpf/src/smoke.rs`: a socket filter writing into a BTF hash map and a BTF bloom filter.
 pub static SMOKE: &[u8] = aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/smoke"));
+/// `ebpf/src/bloom_filter.rs`: socket filters peeking and pushing through array-of-maps slots.
+pub static BLOOM_FILTER: &[u8] = aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bloom_filter"));
 
 /// Every embedded object with its feature name.
 pub fn all() -> Vec<(&'static str, &'static [u8])> {
-    vec![("smoke", SMOKE)]
+    vec![("smoke", SMOKE), ("bloom_filter", BLOOM_FILTER)]
 }
 
 /// Lifts RLIMIT_MEMLOCK: kernels before 5.11 charge BPF maps to it (as libbpf and aya users

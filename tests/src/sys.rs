@@ -1,8 +1,8 @@
 //! Raw `bpf(2)` for what aya 0.14 cannot express (bad attributes, batch commands, probes).
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-pub use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_map_type, bpf_prog_type};
+pub use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_map_info, bpf_map_type, bpf_prog_type};
 
 /// `ENOTSUPP` (524): the kernel-internal errno that batch commands return for unsupported maps.
 pub const ENOTSUPP: i32 = 524;
@@ -59,6 +59,19 @@ pub fn map_create(a: &MapAttr) -> io::Result<OwnedFd> {
     let fd = bpf(bpf_cmd::BPF_MAP_CREATE, &mut attr)?;
     // SAFETY: on success the kernel returned a new fd that we now own.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// `BPF_OBJ_GET_INFO_BY_FD` on a map (aya 0.14's `MapInfo` does not expose `map_extra`).
+pub fn map_info(map: BorrowedFd<'_>) -> io::Result<bpf_map_info> {
+    // SAFETY: a plain-old-data kernel struct; all-zero is valid.
+    let mut info: bpf_map_info = unsafe { std::mem::zeroed() };
+    let mut attr = zeroed_attr();
+    // `info` outlives the syscall.
+    attr.info.bpf_fd = map.as_raw_fd() as u32;
+    attr.info.info_len = std::mem::size_of::<bpf_map_info>() as u32;
+    attr.info.info = &mut info as *mut bpf_map_info as u64;
+    bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+    Ok(info)
 }
 
 /// The result of loading a raw instruction sequence: the program fd, or the errno and the

@@ -1,37 +1,18 @@
 //! The embedded BPF objects: they load with aya 0.14, the verifier accepts every program, the
 //! smoke object's bloom filter carries its `map_extra`, and its program runs through
 //! `BPF_PROG_TEST_RUN`. Needs root (Debian kernels set `unprivileged_bpf_disabled=2`).
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 
 use anyhow::{bail, Context, Result};
 use aya::maps::{HashMap, Map, MapData};
 use aya::programs::{SocketFilter, TestRun, TestRunOptions};
-use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_map_info};
+use aya_obj::generated::bpf_map_info;
 use bpfvm_common::smoke;
 
-use crate::object;
+use crate::{object, sys};
 
-/// `BPF_OBJ_GET_INFO_BY_FD` on a map (aya 0.14's `MapInfo` does not expose `map_extra`).
 fn map_info(map: &MapData) -> Result<bpf_map_info> {
-    // SAFETY: plain-old-data kernel structs; all-zero is valid.
-    let mut info: bpf_map_info = unsafe { std::mem::zeroed() };
-    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
-    attr.info.bpf_fd = map.fd().as_fd().as_raw_fd() as u32;
-    attr.info.info_len = std::mem::size_of::<bpf_map_info>() as u32;
-    attr.info.info = &mut info as *mut bpf_map_info as u64;
-    // SAFETY: attr points at a live, correctly sized buffer.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            bpf_cmd::BPF_OBJ_GET_INFO_BY_FD as libc::c_long,
-            &mut attr as *mut bpf_attr,
-            std::mem::size_of::<bpf_attr>(),
-        )
-    };
-    if ret < 0 {
-        return Err(std::io::Error::last_os_error()).context("BPF_OBJ_GET_INFO_BY_FD");
-    }
-    Ok(info)
+    sys::map_info(map.fd().as_fd()).context("BPF_OBJ_GET_INFO_BY_FD")
 }
 
 fn map_data<'a>(ebpf: &'a aya::Ebpf, name: &str) -> Result<&'a MapData> {

@@ -1,4 +1,5 @@
 //! One module per kernel feature, as in the kernel's selftests and aya's integration tests.
 mod batch;
+mod bloom_filter;
 mod ebpf;
 mod smoke;

@@ -1,0 +1,701 @@
+//! Bloom filter maps (`BPF_MAP_TYPE_BLOOM_FILTER`, 5.16): no false negatives from userspace
+//! and from BPF programs over a grid of hash counts, value sizes and seeds; the attributes and
+//! flags the kernel rejects; the false-positive rate against the theory; bloom filters as inner
+//! maps. References: the kernel's `prog_tests/bloom_filter_map.c` and
+//! `progs/bloom_filter_map.c`, NOTES.md section 5.
+//!
+//! Filters are created at run time with raw `BPF_MAP_CREATE` (aya 0.14 cannot set `map_extra`)
+//! and reach the programs of the `bloom_filter` object through slot 0 of an array of maps
+//! (ebpf/src/bloom_filter.rs says why). Element commands whose errno aya hides or cannot
+//! express are raw `bpf(2)` calls.
+use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+use anyhow::{Context, Result};
+use aya::maps::{Array, ArrayOfMaps, BloomFilter, Map, MapData, MapError};
+use aya::programs::{SocketFilter, TestRun, TestRunOptions};
+use aya::Ebpf;
+use aya_obj::generated::{
+    BPF_EXIST, BPF_F_LOCK, BPF_F_MMAPABLE, BPF_F_NO_COMMON_LRU, BPF_F_NO_PREALLOC, BPF_F_RDONLY,
+    BPF_F_RDONLY_PROG, BPF_F_WRONLY, BPF_F_ZERO_SEED, BPF_NOEXIST, BPF_PSEUDO_MAP_FD,
+};
+use bpfvm_common::bloom_filter::{
+    self as common, value, ARG_COUNT, ARG_FIRST, OUT_COUNT, OUT_NO_INNER, OUT_VISITED, VALUES,
+};
+use rstest::{fixture, rstest};
+use test_case::test_case;
+
+use crate::bloom_filter::{bitmap_bits, entries_filling, false_positive_rate, tolerance};
+use crate::features::Feature;
+use crate::object;
+use crate::sys::{self, bpf_cmd, bpf_map_type, bpf_prog_type, MapAttr};
+
+const N: u32 = VALUES as u32;
+
+/// Index of the first value never inserted: inserted values are `value(i)` for small `i`, and
+/// [`value`] is a bijection, so probes from here on are distinct from all of them.
+const PROBE_BASE: u64 = 1 << 40;
+
+fn attr(value_size: u32, max_entries: u32, map_extra: u64, map_flags: u32) -> MapAttr {
+    MapAttr {
+        map_type: bpf_map_type::BPF_MAP_TYPE_BLOOM_FILTER as u32,
+        key_size: 0,
+        value_size,
+        max_entries,
+        map_flags,
+        map_extra,
+    }
+}
+
+type Bloom<const S: usize> = BloomFilter<MapData, [u8; S]>;
+
+/// A filter of `S`-byte values with `map_extra` hash functions, as aya's handle plus a raw fd
+/// for the commands aya cannot issue.
+fn create<const S: usize>(
+    max_entries: u32,
+    map_extra: u64,
+    flags: u32,
+) -> Result<(Bloom<S>, OwnedFd)> {
+    sys::raise_memlock();
+    let fd =
+        sys::map_create(&attr(S as u32, max_entries, map_extra, flags)).with_context(|| {
+            format!("BPF_MAP_CREATE bloom filter value_size {S} map_extra {map_extra}")
+        })?;
+    let raw = fd.try_clone()?;
+    let bloom = BloomFilter::try_from(Map::BloomFilter(MapData::from_fd(fd)?))?;
+    Ok((bloom, raw))
+}
+
+/// The `i`-th test value of `S` bytes, made of 8-byte [`value`]s.
+fn value_bytes<const S: usize>(i: u64) -> [u8; S] {
+    let mut out = [0u8; S];
+    for (j, chunk) in out.chunks_mut(8).enumerate() {
+        let v = value(i * 8 + j as u64).to_ne_bytes();
+        chunk.copy_from_slice(&v[..chunk.len()]);
+    }
+    out
+}
+
+/// Inserts values `0..n` from userspace.
+fn insert_all<const S: usize>(bloom: &mut Bloom<S>, n: u32) -> Result<()> {
+    for i in 0..u64::from(n) {
+        bloom
+            .insert(value_bytes::<S>(i), 0)
+            .context("BPF_MAP_UPDATE_ELEM (push)")?;
+    }
+    Ok(())
+}
+
+/// How many of the values `range` `contains` does not find.
+fn missing<const S: usize>(bloom: &Bloom<S>, range: std::ops::Range<u64>) -> Result<usize> {
+    let mut missing = 0;
+    for i in range {
+        match bloom.contains(value_bytes::<S>(i), 0) {
+            Ok(()) => {}
+            Err(MapError::ElementNotFound) => missing += 1,
+            Err(e) => return Err(e).context("BPF_MAP_LOOKUP_ELEM (peek)"),
+        }
+    }
+    Ok(missing)
+}
+
+/// Which hash seed a filter gets; the programs' outer maps exist for both.
+#[derive(Debug, Clone, Copy)]
+enum Seed {
+    Random,
+    Zero,
+}
+
+use Seed::*;
+
+impl Seed {
+    fn flags(self) -> u32 {
+        match self {
+            Random => 0,
+            Zero => BPF_F_ZERO_SEED,
+        }
+    }
+
+    fn suffix(self) -> &'static str {
+        match self {
+            Random => "",
+            Zero => "_zero_seed",
+        }
+    }
+
+    fn outer(self, size: usize) -> String {
+        format!("OUTER_{size}{}", self.suffix().to_uppercase())
+    }
+
+    fn check(self, size: usize) -> String {
+        format!("check_{size}{}", self.suffix())
+    }
+}
+
+/// The `bloom_filter` object with its maps created; tests load the programs they run. A
+/// `Result`, so that a test skips before using it where the kernel has no bloom filter.
+#[fixture]
+fn bloom_object() -> Result<Ebpf> {
+    object::load(object::BLOOM_FILTER)
+}
+
+/// Writes values `0..VALUES` into `VALUES_<S>`, the array the programs walk.
+fn fill_values<const S: usize>(ebpf: &mut Ebpf) -> Result<()> {
+    let name = format!("VALUES_{S}");
+    let map = ebpf
+        .map_mut(&name)
+        .with_context(|| format!("no map {name}"))?;
+    let mut values: Array<&mut MapData, [u8; S]> = Array::try_from(map)?;
+    for i in 0..N {
+        values.set(i, value_bytes::<S>(u64::from(i)), 0)?;
+    }
+    Ok(())
+}
+
+/// Puts `bloom` into slot 0 of the outer map `outer`.
+fn plug<const S: usize>(ebpf: &mut Ebpf, outer: &str, bloom: &Bloom<S>) -> Result<(), MapError> {
+    let map = ebpf
+        .map_mut(outer)
+        .ok_or(MapError::InvalidName { name: outer.into() })?;
+    let mut outer: ArrayOfMaps<&mut MapData, Bloom<S>> = ArrayOfMaps::try_from(map)?;
+    outer.set(0, bloom, 0)
+}
+
+/// What a program of the object recorded in `BLOOM_STATE`.
+#[derive(Debug, PartialEq, Eq)]
+struct Outcome {
+    visited: u64,
+    count: u64,
+    no_inner: u64,
+}
+
+fn set_arg(ebpf: &mut Ebpf, slot: u32, v: u64) -> Result<()> {
+    let map = ebpf.map_mut(common::STATE).context("no state map")?;
+    Array::<&mut MapData, u64>::try_from(map)?.set(slot, v, 0)?;
+    Ok(())
+}
+
+/// Runs program `name` once through `BPF_PROG_TEST_RUN`.
+fn run(ebpf: &mut Ebpf, name: &str) -> Result<Outcome> {
+    let prog: &mut SocketFilter = object::load_program(ebpf, name)?;
+    // A socket filter's test run needs at least an Ethernet header of data.
+    prog.test_run(TestRunOptions {
+        data_in: Some(&[0u8; 64]),
+        ..Default::default()
+    })
+    .with_context(|| format!("BPF_PROG_TEST_RUN {name}"))?;
+    let state: Array<&MapData, u64> =
+        Array::try_from(ebpf.map(common::STATE).context("no state map")?)?;
+    Ok(Outcome {
+        visited: state.get(&OUT_VISITED, 0)?,
+        count: state.get(&OUT_COUNT, 0)?,
+        no_inner: state.get(&OUT_NO_INNER, 0)?,
+    })
+}
+
+/// A raw element command on a keyless map: `key` NULL, `value` as given.
+fn elem_cmd(cmd: bpf_cmd, map: BorrowedFd<'_>, value: u64, flags: u64) -> io::Result<i64> {
+    let mut attr = sys::zeroed_attr();
+    // SAFETY: plain integers; `value` points at a buffer the caller keeps alive.
+    unsafe {
+        let e = &mut attr.__bindgen_anon_2;
+        e.map_fd = map.as_raw_fd() as u32;
+        e.__bindgen_anon_1.value = value;
+        e.flags = flags;
+    }
+    sys::bpf(cmd, &mut attr)
+}
+
+fn errno(r: io::Result<i64>) -> Option<i32> {
+    r.err().and_then(|e| e.raw_os_error())
+}
+
+// ---- 1. No false negatives, from userspace and from BPF ----
+
+#[test_case(1, 4, Random ; "k_1_value_size_4_random_seed")]
+#[test_case(1, 4, Zero ; "k_1_value_size_4_zero_seed")]
+#[test_case(1, 8, Random ; "k_1_value_size_8_random_seed")]
+#[test_case(1, 8, Zero ; "k_1_value_size_8_zero_seed")]
+#[test_case(1, 11, Random ; "k_1_value_size_11_random_seed")]
+#[test_case(1, 11, Zero ; "k_1_value_size_11_zero_seed")]
+#[test_case(1, 64, Random ; "k_1_value_size_64_random_seed")]
+#[test_case(1, 64, Zero ; "k_1_value_size_64_zero_seed")]
+#[test_case(3, 4, Random ; "k_3_value_size_4_random_seed")]
+#[test_case(3, 4, Zero ; "k_3_value_size_4_zero_seed")]
+#[test_case(3, 8, Random ; "k_3_value_size_8_random_seed")]
+#[test_case(3, 8, Zero ; "k_3_value_size_8_zero_seed")]
+#[test_case(3, 11, Random ; "k_3_value_size_11_random_seed")]
+#[test_case(3, 11, Zero ; "k_3_value_size_11_zero_seed")]
+#[test_case(3, 64, Random ; "k_3_value_size_64_random_seed")]
+#[test_case(3, 64, Zero ; "k_3_value_size_64_zero_seed")]
+#[test_case(5, 4, Random ; "k_5_value_size_4_random_seed")]
+#[test_case(5, 4, Zero ; "k_5_value_size_4_zero_seed")]
+#[test_case(5, 8, Random ; "k_5_value_size_8_random_seed")]
+#[test_case(5, 8, Zero ; "k_5_value_size_8_zero_seed")]
+#[test_case(5, 11, Random ; "k_5_value_size_11_random_seed")]
+#[test_case(5, 11, Zero ; "k_5_value_size_11_zero_seed")]
+#[test_case(5, 64, Random ; "k_5_value_size_64_random_seed")]
+#[test_case(5, 64, Zero ; "k_5_value_size_64_zero_seed")]
+#[test_case(10, 4, Random ; "k_10_value_size_4_random_seed")]
+#[test_case(10, 4, Zero ; "k_10_value_size_4_zero_seed")]
+#[test_case(10, 8, Random ; "k_10_value_size_8_random_seed")]
+#[test_case(10, 8, Zero ; "k_10_value_size_8_zero_seed")]
+#[test_case(10, 11, Random ; "k_10_value_size_11_random_seed")]
+#[test_case(10, 11, Zero ; "k_10_value_size_11_zero_seed")]
+#[test_case(10, 64, Random ; "k_10_value_size_64_random_seed")]
+#[test_case(10, 64, Zero ; "k_10_value_size_64_zero_seed")]
+#[test_case(15, 4, Random ; "k_15_value_size_4_random_seed")]
+#[test_case(15, 4, Zero ; "k_15_value_size_4_zero_seed")]
+#[test_case(15, 8, Random ; "k_15_value_size_8_random_seed")]
+#[test_case(15, 8, Zero ; "k_15_value_size_8_zero_seed")]
+#[test_case(15, 11, Random ; "k_15_value_size_11_random_seed")]
+#[test_case(15, 11, Zero ; "k_15_value_size_11_zero_seed")]
+#[test_case(15, 64, Random ; "k_15_value_size_64_random_seed")]
+#[test_case(15, 64, Zero ; "k_15_value_size_64_zero_seed")]
+fn no_false_negatives(k: u64, value_size: usize, seed: Seed) -> Result<()> {
+    crate::require!(Feature::BloomFilter);
+    match value_size {
+        4 => no_false_negatives_of::<4>(k, seed),
+        8 => no_false_negatives_of::<8>(k, seed),
+        11 => no_false_negatives_of::<11>(k, seed),
+        64 => no_false_negatives_of::<64>(k, seed),
+        other => panic!("no values array for size {other}"),
+    }
+}
+
+/// Every value inserted from userspace is found by `contains` and by `bpf_map_peek_elem` in a
+/// program walking the same values.
+fn no_false_negatives_of<const S: usize>(k: u64, seed: Seed) -> Result<()> {
+    let mut ebpf = bloom_object()?;
+    let (mut bloom, _) = create::<S>(N, k, seed.flags())?;
+    insert_all(&mut bloom, N)?;
+    assert_eq!(
+        missing(&bloom, 0..u64::from(N))?,
+        0,
+        "inserted values not found by contains"
+    );
+    fill_values::<S>(&mut ebpf)?;
+    plug(&mut ebpf, &seed.outer(S), &bloom)?;
+    let out = run(&mut ebpf, &seed.check(S))?;
+    assert_eq!(
+        out,
+        Outcome {
+            visited: u64::from(N),
+            count: 0,
+            no_inner: 0
+        },
+        "count = inserted values that bpf_map_peek_elem did not find"
+    );
+    Ok(())
+}
+
+// ---- 2. Map creation ----
+
+#[test_case(attr(8, 100, 16, 0) ; "map_extra_16")]
+#[test_case(attr(8, 100, 0x1f, 0) ; "map_extra_0x1f")]
+#[test_case(attr(8, 100, 0xff, 0) ; "map_extra_0xff")]
+#[test_case(attr(8, 100, 1 << 32, 0) ; "map_extra_1_shl_32")]
+#[test_case(attr(8, 100, u64::MAX, 0) ; "map_extra_u64_max")]
+#[test_case(MapAttr { key_size: 4, ..attr(8, 100, 3, 0) } ; "key_size_4")]
+#[test_case(attr(0, 100, 3, 0) ; "value_size_0")]
+#[test_case(attr(8, 0, 3, 0) ; "max_entries_0")]
+#[test_case(attr(8, 100, 3, BPF_F_NO_PREALLOC) ; "flag_no_prealloc")]
+#[test_case(attr(8, 100, 3, BPF_F_NO_COMMON_LRU) ; "flag_no_common_lru")]
+#[test_case(attr(8, 100, 3, BPF_F_MMAPABLE) ; "flag_mmapable")]
+#[test_case(attr(8, 100, 3, BPF_F_RDONLY | BPF_F_WRONLY) ; "flags_rdonly_and_wronly")]
+fn creation_with_bad_attribute_is_einval(a: MapAttr) {
+    crate::require!(Feature::BloomFilter);
+    sys::raise_memlock();
+    let err = sys::map_create(&a).expect_err("BPF_MAP_CREATE accepted the attributes");
+    assert_eq!(err.raw_os_error(), Some(libc::EINVAL), "{a:?}: {err}");
+}
+
+/// The control for the table above: the same base attributes with allowed flags. The access
+/// flags `BPF_F_RDONLY` / `BPF_F_WRONLY` belong to the returned fd, not the map: the map's
+/// flags read back without them, and the fd cannot push.
+#[test_case(0, 0 ; "no_flags")]
+#[test_case(BPF_F_ZERO_SEED, BPF_F_ZERO_SEED ; "flag_zero_seed")]
+#[test_case(BPF_F_RDONLY_PROG, BPF_F_RDONLY_PROG ; "flag_rdonly_prog")]
+#[test_case(BPF_F_RDONLY, 0 ; "flag_rdonly")]
+fn creation_with_allowed_flags_succeeds(flags: u32, map_flags: u32) -> Result<()> {
+    crate::require!(Feature::BloomFilter);
+    sys::raise_memlock();
+    let fd = sys::map_create(&attr(8, 100, 3, flags))?;
+    assert_eq!(sys::map_info(fd.as_fd())?.map_flags, map_flags);
+    let v = value(1).to_ne_bytes();
+    let push = elem_cmd(
+        bpf_cmd::BPF_MAP_UPDATE_ELEM,
+        fd.as_fd(),
+        v.as_ptr() as u64,
+        0,
+    );
+    if flags & BPF_F_RDONLY != 0 {
+        assert_eq!(
+            errno(push),
+            Some(libc::EPERM),
+            "push through a read-only fd"
+        );
+    } else {
+        push.context("push")?;
+    }
+    Ok(())
+}
+
+#[test_case(0 ; "map_extra_0")]
+#[test_case(1 ; "map_extra_1")]
+#[test_case(2 ; "map_extra_2")]
+#[test_case(3 ; "map_extra_3")]
+#[test_case(4 ; "map_extra_4")]
+#[test_case(5 ; "map_extra_5")]
+#[test_case(6 ; "map_extra_6")]
+#[test_case(7 ; "map_extra_7")]
+#[test_case(8 ; "map_extra_8")]
+#[test_case(9 ; "map_extra_9")]
+#[test_case(10 ; "map_extra_10")]
+#[test_case(11 ; "map_extra_11")]
+#[test_case(12 ; "map_extra_12")]
+#[test_case(13 ; "map_extra_13")]
+#[test_case(14 ; "map_extra_14")]
+#[test_case(15 ; "map_extra_15")]
+fn map_extra_reads_back_unchanged(map_extra: u64) -> Result<()> {
+    crate::require!(Feature::BloomFilter);
+    sys::raise_memlock();
+    let fd = sys::map_create(&attr(11, 100, map_extra, 0))?;
+    let info = sys::map_info(fd.as_fd())?;
+    assert_eq!(info.type_, bpf_map_type::BPF_MAP_TYPE_BLOOM_FILTER as u32);
+    assert_eq!(info.map_extra, map_extra);
+    assert_eq!(
+        (info.key_size, info.value_size, info.max_entries),
+        (0, 11, 100)
+    );
+    Ok(())
+}
+
+/// `map_extra` 0 reads back as 0, so its meaning shows in behaviour: with a zero seed, filters
+/// with the same hash count and bitmap set the same bits, so they answer every probe alike.
+#[test]
+fn map_extra_0_hashes_like_map_extra_5() -> Result<()> {
+    crate::require!(Feature::BloomFilter);
+    const INSERTED: u32 = 1_000;
+    const PROBES: u64 = 5_000;
+    let answers = |map_extra: u64| -> Result<Vec<bool>> {
+        let (mut bloom, _) = create::<8>(INSERTED, map_extra, BPF_F_ZERO_SEED)?;
+        insert_all(&mut bloom, INSERTED)?;
+        assert_eq!(missing(&bloom, 0..u64::from(INSERTED))?, 0);
+        (PROBE_BASE..PROBE_BASE + PROBES)
+            .map(|i| match bloom.contains(value_bytes::<8>(i), 0) {
+                Ok(()) => Ok(true),
+                Err(MapError::ElementNotFound) => Ok(false),
+                Err(e) => Err(e.into()),
+            })
+            .collect()
+    };
+    let default = answers(0)?;
+    assert!(
+        default.contains(&true),
+        "no false positive at all: the comparison shows nothing"
+    );
+    assert_eq!(
+        default,
+        answers(5)?,
+        "map_extra 0 answers unlike map_extra 5"
+    );
+    assert_ne!(default, answers(4)?, "map_extra 0 answers like map_extra 4");
+    assert_ne!(default, answers(6)?, "map_extra 0 answers like map_extra 6");
+    Ok(())
+}
+
+// ---- 3. Element commands ----
+
+#[test_case(BPF_NOEXIST as u64 ; "bpf_noexist")]
+#[test_case(BPF_EXIST as u64 ; "bpf_exist")]
+#[test_case(BPF_F_LOCK as u64 ; "bpf_f_lock")]
+#[test_case(1 << 10 ; "unknown_flag")]
+fn push_with_flag_is_einval(flags: u64) -> Result<()> {
+    crate::require!(Feature::BloomFilter);
+    let (_, fd) = create::<8>(100, 3, 0)?;
+    let v = value(1).to_ne_bytes();
+    let push = |flags| {
+        elem_cmd(
+            bpf_cmd::BPF_MAP_UPDATE_ELEM,
+            fd.as_fd(),
+            v.as_ptr() as u64,
+            flags,
+        )
+    };
+    let peek = || {
+        elem_cmd(
+            bpf_cmd::BPF_MAP_LOOKUP_ELEM,
+            fd.as_fd(),
+            v.as_ptr() as u64,
+            0,
+        )
+    };
+    assert_eq!(errno(push(flags)), Some(libc::EINVAL));
+    assert_eq!(
+        errno(peek()),
+        Some(libc::ENOENT),
+        "the rejected push set bits"
+    );
+    push(0).context("push with BPF_ANY")?;
+    peek().context("peek after push with BPF_ANY")?;
+    Ok(())
+}
+
+#[test]
+fn lookup_miss_is_enoent() -> Result<()> {
+    crate::require!(Feature::BloomFilter);
+    let (_, fd) = create::<8>(100, 3, 0)?;
+    let v = value(1).to_ne_bytes();
+    let r = elem_cmd(
+        bpf_cmd::BPF_MAP_LOOKUP_ELEM,
+        fd.as_fd(),
+        v.as_ptr() as u64,
+        0,
+    );
+    assert_eq!(errno(r), Some(libc::ENOENT));
+    Ok(())
+}
+
+#[test]
+fn delete_is_eopnotsupp() -> Result<()> {
+    crate::require!(Feature::BloomFilter);
+    let (_, fd) = create::<8>(100, 3, 0)?;
+    let r = elem_cmd(bpf_cmd::BPF_MAP_DELETE_ELEM, fd.as_fd(), 0, 0);
+    assert_eq!(errno(r), Some(libc::EOPNOTSUPP));
+    Ok(())
+}
+
+/// `value` lies past `BPF_MAP_DELETE_ELEM`'s last field (`key`): `CHECK_ATTR` rejects the attr
+/// before the map is asked.
+#[test]
+fn delete_with_value_pointer_set_is_einval() -> Result<()> {
+    crate::require!(Feature::BloomFilter);
+    let (_, fd) = create::<8>(100, 3, 0)?;
+    let v = value(1).to_ne_bytes();
+    let r = elem_cmd(
+        bpf_cmd::BPF_MAP_DELETE_ELEM,
+        fd.as_fd(),
+        v.as_ptr() as u64,
+        0,
+    );
+    assert_eq!(errno(r), Some(libc::EINVAL));
+    Ok(())
+}
+
+#[test]
+fn get_next_key_is_eopnotsupp() -> Result<()> {
+    crate::require!(Feature::BloomFilter);
+    let (_, fd) = create::<8>(100, 3, 0)?;
+    let mut next = [0u8; 8];
+    let r = elem_cmd(
+        bpf_cmd::BPF_MAP_GET_NEXT_KEY,
+        fd.as_fd(),
+        next.as_mut_ptr() as u64,
+        0,
+    );
+    assert_eq!(errno(r), Some(libc::EOPNOTSUPP));
+    Ok(())
+}
+
+/// Pop from userspace is `BPF_MAP_LOOKUP_AND_DELETE_ELEM`, which only queues, stacks and hash
+/// maps implement: the kernel-internal ENOTSUPP (524), not the map's EOPNOTSUPP.
+#[test]
+fn pop_from_userspace_is_enotsupp() -> Result<()> {
+    crate::require!(Feature::BloomFilter);
+    let (_, fd) = create::<8>(100, 3, 0)?;
+    let mut out = [0u8; 8];
+    let r = elem_cmd(
+        bpf_cmd::BPF_MAP_LOOKUP_AND_DELETE_ELEM,
+        fd.as_fd(),
+        out.as_mut_ptr() as u64,
+        0,
+    );
+    assert_eq!(errno(r), Some(sys::ENOTSUPP));
+    Ok(())
+}
+
+/// A socket filter calling `helper(map, fp - 8, 0)` on `map`, with the 8 stack bytes zeroed.
+fn helper_on_map(map: BorrowedFd<'_>, helper: i32) -> Vec<u64> {
+    let fd = map.as_raw_fd();
+    vec![
+        sys::insn(0x18, 1, BPF_PSEUDO_MAP_FD as u8, 0, fd), // r1 = map (ld_imm64, first half)
+        0,                                                  // (second half)
+        sys::insn(0x7a, 10, 0, -8, 0),                      // *(u64 *)(r10 - 8) = 0
+        sys::insn(0xbf, 2, 10, 0, 0),                       // r2 = r10
+        sys::insn(0x07, 2, 0, 0, -8),                       // r2 += -8
+        sys::mov64_imm(3, 0),                               // r3 = 0 (flags, for push)
+        sys::call(helper),
+        sys::mov64_imm(0, 0),
+        sys::EXIT,
+    ]
+}
+
+/// From BPF, pop never reaches the map: the verifier allows only push and peek on a bloom
+/// filter. Peek and push through the same program are the control.
+#[test]
+fn bpf_map_pop_elem_is_rejected_by_the_verifier() -> Result<()> {
+    crate::require!(Feature::BloomFilter);
+    const PUSH: i32 = 87;
+    const POP: i32 = 88;
+    const PEEK: i32 = 89;
+    let (_, fd) = create::<8>(100, 3, 0)?;
+    let load = |helper| {
+        sys::prog_load(
+            bpf_prog_type::BPF_PROG_TYPE_SOCKET_FILTER,
+            &helper_on_map(fd.as_fd(), helper),
+        )
+    };
+    for helper in [PUSH, PEEK] {
+        if let Err((e, log)) = load(helper) {
+            panic!("helper {helper} on a bloom filter rejected: {e}\n{log}");
+        }
+    }
+    let Err((e, log)) = load(POP) else {
+        panic!("the verifier accepted bpf_map_pop_elem on a bloom filter");
+    };
+    assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{log}");
+    assert!(log.contains("bpf_map_pop_elem"), "{log}");
+    Ok(())
+}
+
+#[test]
+fn insert_past_max_entries_succeeds() -> Result<()> {
+    crate::require!(Feature::BloomFilter);
+    const MAX_ENTRIES: u32 = 10;
+    const INSERTED: u32 = 1_000;
+    let (mut bloom, _) = create::<8>(MAX_ENTRIES, 3, 0)?;
+    insert_all(&mut bloom, INSERTED)?;
+    assert_eq!(missing(&bloom, 0..u64::from(INSERTED))?, 0);
+    Ok(())
+}
+
+// ---- 4. False-positive rate ----
+
+/// Probes per rate: enough for about 40 false positives at k = 15.
+const FP_PROBES: u64 = 1 << 20;
+
+/// With `BPF_F_ZERO_SEED` (so the rate is the same on every run of a kernel), n values in a
+/// filter of max_entries n: n is the largest count whose bitmap is the power of two just
+/// below 7/5 * 10,000 * k, so the bitmap is filled at the load the kernel sizes for and the
+/// rate is measurable at every k. Probes run in a BPF loop, not one syscall each.
+#[test_case(1 ; "k_1")]
+#[test_case(3 ; "k_3")]
+#[test_case(5 ; "k_5")]
+#[test_case(10 ; "k_10")]
+#[test_case(15 ; "k_15")]
+fn false_positive_rate_matches_theory(k: u32) -> Result<()> {
+    crate::require!(Feature::BloomFilter);
+    crate::require!(Feature::BpfLoop);
+    let bits = bitmap_bits(10_000, k) / 2;
+    let n = entries_filling(bits, k);
+    let mut ebpf = bloom_object()?;
+    let (mut bloom, _) = create::<8>(n, u64::from(k), BPF_F_ZERO_SEED)?;
+    insert_all(&mut bloom, n)?;
+    plug(&mut ebpf, &Zero.outer(8), &bloom)?;
+    set_arg(&mut ebpf, ARG_FIRST, PROBE_BASE)?;
+    set_arg(&mut ebpf, ARG_COUNT, FP_PROBES)?;
+    let out = run(&mut ebpf, common::FALSE_POSITIVES)?;
+    assert_eq!((out.visited, out.no_inner), (FP_PROBES, 0));
+    let measured = out.count as f64 / FP_PROBES as f64;
+    let expected = false_positive_rate(u64::from(n), bits, k);
+    let tol = tolerance(u64::from(n), bits, k, FP_PROBES, 5.0);
+    let line = format!(
+        "bloom false positives k={k} n={n} m={bits}: measured {measured:.6} ({}/{FP_PROBES}), \
+         theory {expected:.6}, tolerance ±{tol:.6}",
+        out.count
+    );
+    // stdout reaches the report when the test fails; a direct write to stderr bypasses
+    // libtest's capture (which takes only the print macros) and lands in the guest's
+    // `bpfvm_tests.stderr` on every run.
+    println!("{line}");
+    let _ = writeln!(io::stderr(), "{line}");
+    assert!((measured - expected).abs() <= tol, "{line}");
+    Ok(())
+}
+
+// ---- 5. Bloom filters as inner maps ----
+
+/// Values pushed by a BPF program into the inner filter are found from userspace and by
+/// another program peeking through the outer map.
+#[rstest]
+fn inner_map_filled_from_bpf_has_no_false_negatives(bloom_object: Result<Ebpf>) -> Result<()> {
+    crate::require!(Feature::BloomFilter);
+    let mut ebpf = bloom_object?;
+    let (bloom, _) = create::<8>(N, 3, 0)?;
+    fill_values::<8>(&mut ebpf)?;
+    plug(&mut ebpf, &Random.outer(8), &bloom)?;
+    let pushed = run(&mut ebpf, common::PUSH_8)?;
+    assert_eq!(
+        pushed,
+        Outcome {
+            visited: u64::from(N),
+            count: 0,
+            no_inner: 0
+        },
+        "count = failed pushes"
+    );
+    assert_eq!(
+        missing(&bloom, 0..u64::from(N))?,
+        0,
+        "pushed values not found by contains"
+    );
+    let checked = run(&mut ebpf, &Random.check(8))?;
+    assert_eq!(
+        checked,
+        Outcome {
+            visited: u64::from(N),
+            count: 0,
+            no_inner: 0
+        },
+        "count = pushed values that bpf_map_peek_elem did not find"
+    );
+    Ok(())
+}
+
+/// The control for the BPF walks: in an empty filter every peek misses, so a walk that
+/// reports no miss has really found the values.
+#[rstest]
+fn peeks_through_an_empty_inner_map_all_miss(bloom_object: Result<Ebpf>) -> Result<()> {
+    crate::require!(Feature::BloomFilter);
+    let mut ebpf = bloom_object?;
+    let (bloom, _) = create::<8>(N, 3, 0)?;
+    fill_values::<8>(&mut ebpf)?;
+    plug(&mut ebpf, &Random.outer(8), &bloom)?;
+    let out = run(&mut ebpf, &Random.check(8))?;
+    assert_eq!(
+        out,
+        Outcome {
+            visited: u64::from(N),
+            count: u64::from(N),
+            no_inner: 0
+        }
+    );
+    Ok(())
+}
+
+/// The verifier checked the programs against the template's value size and flags, so the
+/// kernel refuses inner filters that differ there (`bpf_map_meta_equal`), while hash count and
+/// capacity may differ (as every other test here relies on).
+#[rstest]
+fn inner_map_with_other_value_size_or_flags_is_einval(bloom_object: Result<Ebpf>) -> Result<()> {
+    crate::require!(Feature::BloomFilter);
+    let mut ebpf = bloom_object?;
+    let (size_4, _) = create::<4>(N, 3, 0)?;
+    let (zero_seed, _) = create::<8>(N, 3, BPF_F_ZERO_SEED)?;
+    let (other_k_and_capacity, _) = create::<8>(N / 2, 7, 0)?;
+    let errno = |r: Result<(), MapError>| match r {
+        Err(MapError::SyscallError(e)) => e.io_error.raw_os_error(),
+        other => panic!("expected a syscall error, got {other:?}"),
+    };
+    assert_eq!(
+        errno(plug(&mut ebpf, &Random.outer(8), &size_4)),
+        Some(libc::EINVAL)
+    );
+    assert_eq!(
+        errno(plug(&mut ebpf, &Random.outer(8), &zero_seed)),
+        Some(libc::EINVAL)
+    );
+    plug(&mut ebpf, &Random.outer(8), &other_k_and_capacity)?;
+    Ok(())
+}

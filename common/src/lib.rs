@@ -73,3 +73,69 @@ pub mod bloom_filter {
         z ^ (z >> 31)
     }
 }
+
+/// `bench` object (ebpf/src/bench.rs): the programs `cargo xtask bench-vm` measures, each an
+/// fentry program on [`bench::TRIGGER_FN`], run by a producer thread calling `getpgid(2)`.
+pub mod bench {
+    /// The syscall the producer calls; the programs attach to its entry (fentry).
+    pub const TRIGGER_FN: &str = "__x64_sys_getpgid";
+
+    /// Walks a chunk of the value set, pushing each value into the bloom filter.
+    pub const BLOOM_UPDATE: &str = "bloom_update";
+    /// Walks a chunk of the value set, checking each value is in the bloom filter.
+    pub const BLOOM_LOOKUP: &str = "bloom_lookup";
+    /// Probes values never pushed; counts those the filter reports (false positives).
+    pub const BLOOM_FP: &str = "bloom_fp";
+    /// Hash map lookups of half members, half non-members.
+    pub const HASH_LOOKUP: &str = "hash_lookup";
+    /// The same lookups, each checked in the bloom filter first.
+    pub const HASH_BLOOM_LOOKUP: &str = "hash_bloom_lookup";
+    /// `bpf_loop(NR_LOOPS, empty callback)`, `OUTER` times per trigger.
+    pub const BPF_LOOP: &str = "bpf_loop_bench";
+
+    /// The bloom filter (user space creates it with the size, value size and hash count it
+    /// wants, and hands it to the loader by pin path).
+    pub const BLOOM: &str = "BENCH_BLOOM";
+    /// `u64 -> u64` hash map for the hash lookups (max_entries set at load).
+    pub const HASH: &str = "BENCH_HASH";
+    /// Per-CPU counters: one `[u64; STATS_LEN]` entry.
+    pub const STATS: &str = "BENCH_STATS";
+
+    /// Index in the stats entry: operations done (the throughput counter).
+    pub const OPS: usize = 0;
+    /// Index: hits (bloom: values reported present; hash: keys found).
+    pub const HITS: usize = 1;
+    /// Index: errors (a lookup miss in the bloom filter is a false negative: a bug).
+    pub const ERRORS: usize = 2;
+    /// Index: where this CPU's walk over the value set continues.
+    pub const CURSOR: usize = 3;
+    pub const STATS_LEN: usize = 4;
+
+    /// Global (read-only data): entries in the value set.
+    pub const NR_ENTRIES: &str = "NR_ENTRIES";
+    /// Global: bytes of a bloom value (8 or 64).
+    pub const VALUE_SIZE: &str = "VALUE_SIZE";
+    /// Global: values walked per trigger (keeps one program run short under emulation).
+    pub const CHUNK: &str = "CHUNK";
+    /// Global: `bpf_loop` iterations per call.
+    pub const NR_LOOPS: &str = "NR_LOOPS";
+    /// Global: `bpf_loop` calls per trigger.
+    pub const OUTER: &str = "OUTER";
+    /// Upper bound of [`OUTER`] (the kernel's bench makes 1000 calls per trigger).
+    pub const MAX_OUTER: u32 = 1000;
+    /// Largest bloom value in bytes.
+    pub const MAX_VALUE_SIZE: usize = 64;
+
+    /// The `i`-th value of the set: a bijection of `i`, so distinct indices give distinct
+    /// values and values at indices `>= NR_ENTRIES` are never members.
+    #[inline(always)]
+    pub const fn value(i: u64) -> u64 {
+        (i.wrapping_add(1)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+
+    /// Word `lane` of a 64-byte value (lane 0 is [`value`]).
+    #[inline(always)]
+    pub const fn lane(v: u64, lane: u64) -> u64 {
+        v ^ lane.wrapping_mul(0x0101_0101_0101_0101)
+    }
+}

@@ -2,6 +2,7 @@
 //! runner (`src/bin/`), and the helpers they share. Everything here runs inside the guest
 //! kernel as root; `cargo xtask vm-test` builds it and boots the VM.
 pub mod batch;
+pub mod bench;
 pub mod bloom_filter;
 pub mod features;
 pub mod object;

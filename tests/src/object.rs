@@ -9,6 +9,9 @@ use aya::Ebpf;
 
 /// `ebpf/src/smoke.rs`: a socket filter writing into a BTF hash map and a BTF bloom filter.
 pub static SMOKE: &[u8] = aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/smoke"));
+/// `ebpf/src/bench.rs`: the fentry programs of `cargo xtask bench-vm` (not in [`all`]: fentry
+/// programs need their attach target to load; the `bench --smoke` run exercises them).
+pub static BENCH: &[u8] = aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bench"));
 /// `ebpf/src/bloom_filter.rs`: socket filters peeking and pushing through array-of-maps slots.
 pub static BLOOM_FILTER: &[u8] = aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bloom_filter"));
 

@@ -80,6 +80,33 @@ pub fn test_script(
     s
 }
 
+/// The `bench-vm` script: run the guest benchmark binary with plan `size` (progress lines on
+/// stdout), its results to `results`, its exit status to `rc`.
+pub fn bench_script(
+    out: &Path,
+    bin: &Path,
+    size: &str,
+    only: &[String],
+    results: &Path,
+    rc: &Path,
+) -> String {
+    let mut s = preamble(out);
+    let mut argv = vec![bin.display().to_string(), size.to_string()];
+    if !only.is_empty() {
+        argv.extend(["--only".to_string(), only.join(",")]);
+    }
+    argv.extend(["--out".to_string(), results.display().to_string()]);
+    writeln!(
+        s,
+        "{}; echo $? > {}",
+        join(&argv),
+        quote(&rc.display().to_string())
+    )
+    .unwrap();
+    writeln!(s, "echo 0 > \"$OUT/{STATUS_FILE}\"").unwrap();
+    s
+}
+
 /// The `vm-run` script: run one command from `cwd` and hand its status back.
 pub fn command_script(out: &Path, cwd: &Path, argv: &[String]) -> String {
     let mut s = preamble(out);

@@ -1,5 +1,6 @@
 //! Host side of bpfvm. Each module does one step of a run; see the README's "How a run flows".
 pub mod accel;
+pub mod bench;
 pub mod build;
 pub mod ci;
 pub mod custom;

@@ -237,7 +237,7 @@ pub fn vm_test_all(opts: &TestOptions, events: &Events) -> Result<Vec<Report>> {
 
 /// Keeps the last run's raw guest files (JSON events, stderr) next to the report. When another
 /// run moved its files there at the same moment, this run's stay in their own directory.
-fn keep_guest_files(dir: tempfile::TempDir, dest: &Path, events: &Events) {
+pub(crate) fn keep_guest_files(dir: tempfile::TempDir, dest: &Path, events: &Events) {
     let _ = std::fs::remove_dir_all(dest);
     let kept = dir.keep();
     if let Err(e) = std::fs::rename(&kept, dest) {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use vm::accel::Choice;
+use vm::bench::{BenchOptions, Size};
 use vm::run::{TestOptions, VmOptions};
 use vm::vng::Ending;
 
@@ -64,6 +65,27 @@ enum Cmd {
         /// Run only tests whose name contains this.
         #[arg(long)]
         filter: Option<String>,
+    },
+    /// Benchmark retpoline against spectre_v2=off in the guest (bloom, bpf_loop, batch);
+    /// writes target/bench-vm/<kernel>/report.{json,md} and plots.
+    BenchVm {
+        #[command(flatten)]
+        vm: VmArgs,
+        /// Seconds before each VM is killed.
+        #[arg(long, default_value_t = 7200)]
+        timeout: u64,
+        /// A subset that fits in 10 minutes under TCG (the default).
+        #[arg(long, conflicts_with_all = ["full", "smoke"])]
+        quick: bool,
+        /// The threads' whole tables (hours under TCG).
+        #[arg(long, conflicts_with = "smoke")]
+        full: bool,
+        /// One size per benchmark and one boot per mode (CI).
+        #[arg(long)]
+        smoke: bool,
+        /// Only these benchmarks: bloom, bpf_loop, batch (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
 }
 
@@ -180,6 +202,28 @@ fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
             let (report, dir) = vm::run::vm_test(&opts, events)?;
             println!("{}", vm::report::summary_table(&report));
             println!("report: {}", dir.join("report.json").display());
+            Ok(exit_if(report.ok()))
+        }
+        Cmd::BenchVm {
+            vm,
+            timeout,
+            quick: _,
+            full,
+            smoke,
+            only,
+        } => {
+            let size = match (full, smoke) {
+                (true, _) => Size::Full,
+                (_, true) => Size::Smoke,
+                _ => Size::Quick,
+            };
+            let opts = BenchOptions {
+                vm: vm.options(timeout),
+                size,
+                only,
+            };
+            let (report, dir) = vm::bench::bench_vm(&opts, events)?;
+            println!("report: {}", dir.join("report.md").display());
             Ok(exit_if(report.ok()))
         }
     }

@@ -1,0 +1,68 @@
+//! The bpf_loop thread's benchmark (003): throughput and ns per loop iteration.
+use anyhow::{Context, Result};
+use aya::Btf;
+use bpfvm_common::bench::{self as names, MAX_OUTER, OPS};
+use serde::Serialize;
+
+use super::prog::{self, Globals};
+use super::sample::{self, Stat};
+use super::{Plan, Progress};
+use crate::features::{self, Feature};
+
+/// Loop iterations per trigger at most: the kernel's 1000 calls per trigger, fewer for long
+/// loops so one program run stays short under emulation.
+const ITERATIONS_PER_TRIGGER: u32 = 1_000_000;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LoopRow {
+    pub nr_loops: u32,
+    /// bpf_loop calls per trigger.
+    pub calls_per_trigger: u32,
+    /// Loop iterations, M ops/s.
+    pub throughput: Stat,
+    /// 1000 / mean throughput.
+    pub ns_per_op: f64,
+}
+
+/// `bpf_loop` calls per trigger for `nr_loops`.
+pub fn outer(nr_loops: u32) -> u32 {
+    (ITERATIONS_PER_TRIGGER / nr_loops.max(1)).clamp(1, MAX_OUTER)
+}
+
+pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<LoopRow>) -> Result<()> {
+    features::require(Feature::BpfLoop).map_err(anyhow::Error::msg)?;
+    let btf = Btf::from_sys_fs().context("read the kernel's BTF")?;
+    for &nr in &plan.nr_loops {
+        progress.start(&format!("bpf_loop nr_loops={nr}"));
+        let g = Globals {
+            nr_loops: nr,
+            outer: outer(nr),
+            ..Globals::default()
+        };
+        let mut ebpf = prog::load(&g, None, None)?;
+        let throughput = prog::with_attached(&mut ebpf, names::BPF_LOOP, &btf, |e| {
+            sample::measure(&plan.sampling, || prog::counter(e, OPS))
+        })?;
+        out.push(LoopRow {
+            nr_loops: nr,
+            calls_per_trigger: g.outer,
+            ns_per_op: 1000.0 / throughput.mean,
+            throughput,
+        });
+        progress.finish();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn short_loops_get_the_kernels_1000_calls_and_long_ones_fewer() {
+        assert_eq!(outer(1), 1000);
+        assert_eq!(outer(1000), 1000);
+        assert_eq!(outer(10_000), 100);
+        assert_eq!(outer(1_000_000), 1);
+    }
+}

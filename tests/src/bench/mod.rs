@@ -1,0 +1,74 @@
+//! The guest side of `cargo xtask bench-vm`: the benchmarks of the bloom filter, bpf_loop and
+//! batch threads, measured the way the kernel's `bench` tool measures (NOTES section 6), and
+//! their results as JSON for the host's report.
+//!
+//! The BPF programs are in `ebpf/src/bench.rs`; `src/bin/bench.rs` runs a [`Plan`].
+pub mod batch;
+pub mod bloom;
+pub mod bpf_loop;
+pub mod plan;
+pub mod prog;
+pub mod sample;
+
+use std::io::Write as _;
+
+use serde::Serialize;
+
+pub use plan::{Group, Plan};
+pub use sample::Stat;
+
+/// What one guest run measured.
+#[derive(Debug, Default, Serialize)]
+pub struct Results {
+    pub bloom: Vec<bloom::BloomRow>,
+    pub bloom_hashmap: Vec<bloom::HashRow>,
+    pub bpf_loop: Vec<bpf_loop::LoopRow>,
+    pub batch: Vec<batch::BatchRow>,
+    /// Benchmarks that could not run, with the reason (a missing feature, an error).
+    pub errors: Vec<String>,
+}
+
+/// The prefix of the progress lines the host turns into a progress bar.
+pub const PROGRESS: &str = "bpfvm-bench-progress";
+
+/// Counts measured units and prints `PROGRESS done total label` lines on stdout.
+pub struct Progress {
+    done: u64,
+    total: u64,
+}
+
+impl Progress {
+    pub fn new(total: u64) -> Self {
+        Self { done: 0, total }
+    }
+
+    /// Announces the unit about to run.
+    pub fn start(&self, label: &str) {
+        println!("{PROGRESS} {} {} {label}", self.done, self.total);
+        let _ = std::io::stdout().flush();
+    }
+
+    pub fn finish(&mut self) {
+        self.done += 1;
+        if self.done == self.total {
+            println!("{PROGRESS} {0} {0} done", self.total);
+        }
+    }
+}
+
+/// Runs every group of `plan`; a group that fails is recorded in `errors` and the others run.
+pub fn run(plan: &Plan) -> Results {
+    let mut results = Results::default();
+    let mut progress = Progress::new(plan.units());
+    for group in &plan.groups {
+        let r = match group {
+            Group::Bloom => bloom::run(plan, &mut progress, &mut results),
+            Group::BpfLoop => bpf_loop::run(plan, &mut progress, &mut results.bpf_loop),
+            Group::Batch => batch::run(plan, &mut progress, &mut results.batch),
+        };
+        if let Err(e) = r {
+            results.errors.push(format!("{}: {e:#}", group.name()));
+        }
+    }
+    results
+}

@@ -1,0 +1,161 @@
+//! What a run measures: `--smoke` (one size each, for CI), `--quick` (a subset that fits
+//! the time budget under TCG) or `--full` (the threads' whole tables).
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+
+use super::sample::Sampling;
+
+/// A benchmark group, as `--only` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    /// Bloom filter throughput and false positives, and the bloom filter in front of a hash map.
+    Bloom,
+    BpfLoop,
+    Batch,
+}
+
+impl Group {
+    pub const ALL: [Group; 3] = [Group::Bloom, Group::BpfLoop, Group::Batch];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Group::Bloom => "bloom",
+            Group::BpfLoop => "bpf_loop",
+            Group::Batch => "batch",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self> {
+        match Self::ALL.into_iter().find(|g| g.name() == s) {
+            Some(g) => Ok(g),
+            None => bail!("unknown benchmark `{s}` (known: bloom, bpf_loop, batch)"),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub groups: Vec<Group>,
+    pub sampling: Sampling,
+    pub bloom_hash_funcs: Vec<u32>,
+    pub bloom_entries: Vec<u32>,
+    pub bloom_value_sizes: Vec<u32>,
+    /// Non-member values probed per false-positive measurement.
+    pub fp_probes: u64,
+    /// Entries of the hash map behind the bloom filter.
+    pub hashmap_entries: u32,
+    pub hashmap_hash_funcs: Vec<u32>,
+    pub nr_loops: Vec<u32>,
+    pub batch_entries: u32,
+    pub batch_buffers: Vec<u32>,
+    /// Dumps per buffer size (each one batch dump and one get_next_key dump).
+    pub batch_reps: u32,
+}
+
+/// The thread's buffer sizes (004: BPF_MAP_DUMP), in entries.
+pub const BATCH_BUFFERS: [u32; 7] = [1, 2, 230, 5000, 73000, 100_000, 234_567];
+/// The bpf_loop thread's nr_loops (003).
+pub const NR_LOOPS: [u32; 11] = [
+    1, 10, 100, 500, 1000, 5000, 10_000, 50_000, 100_000, 500_000, 1_000_000,
+];
+/// The bloom thread's entries (000).
+pub const BLOOM_ENTRIES: [u32; 6] = [50_000, 100_000, 500_000, 1_000_000, 2_500_000, 5_000_000];
+
+impl Plan {
+    pub fn named(name: &str, groups: Vec<Group>) -> Result<Self> {
+        let groups = if groups.is_empty() {
+            Group::ALL.to_vec()
+        } else {
+            groups
+        };
+        Ok(match name {
+            "smoke" => Self {
+                groups,
+                sampling: Sampling::new(Duration::from_millis(100), 1, 2),
+                bloom_hash_funcs: vec![3],
+                bloom_entries: vec![50_000],
+                bloom_value_sizes: vec![8],
+                fp_probes: 20_000,
+                hashmap_entries: 50_000,
+                hashmap_hash_funcs: vec![3],
+                nr_loops: vec![100],
+                batch_entries: 100_000,
+                batch_buffers: vec![230],
+                batch_reps: 1,
+            },
+            "quick" => Self {
+                groups,
+                sampling: Sampling::new(Duration::from_millis(250), 1, 3),
+                bloom_hash_funcs: vec![1, 3, 5],
+                bloom_entries: vec![50_000, 1_000_000],
+                bloom_value_sizes: vec![8, 64],
+                fp_probes: 200_000,
+                hashmap_entries: 1_000_000,
+                hashmap_hash_funcs: vec![5],
+                nr_loops: vec![1, 100, 10_000, 1_000_000],
+                batch_entries: 100_000,
+                batch_buffers: BATCH_BUFFERS.to_vec(),
+                batch_reps: 1,
+            },
+            "full" => Self {
+                groups,
+                // bench's defaults: 1 s samples, 1 warm-up, 5 measured (-w1 -d5).
+                sampling: Sampling::new(Duration::from_secs(1), 1, 5),
+                bloom_hash_funcs: (1..=10).collect(),
+                bloom_entries: BLOOM_ENTRIES.to_vec(),
+                bloom_value_sizes: vec![8, 64],
+                fp_probes: 1_000_000,
+                hashmap_entries: 1_000_000,
+                hashmap_hash_funcs: (1..=5).collect(),
+                nr_loops: NR_LOOPS.to_vec(),
+                batch_entries: 100_000,
+                batch_buffers: BATCH_BUFFERS.to_vec(),
+                batch_reps: 3,
+            },
+            other => bail!("unknown plan `{other}` (smoke, quick, full)"),
+        })
+    }
+
+    pub fn has(&self, g: Group) -> bool {
+        self.groups.contains(&g)
+    }
+
+    /// Measured units, for the progress bar.
+    pub fn units(&self) -> u64 {
+        let mut n = 0;
+        if self.has(Group::Bloom) {
+            n += self.bloom_hash_funcs.len()
+                * self.bloom_entries.len()
+                * self.bloom_value_sizes.len()
+                + self.hashmap_hash_funcs.len();
+        }
+        if self.has(Group::BpfLoop) {
+            n += self.nr_loops.len();
+        }
+        if self.has(Group::Batch) {
+            n += self.batch_buffers.len();
+        }
+        n as u64
+    }
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn units_count_every_measured_configuration() {
+        let p = Plan::named("quick", vec![]).unwrap();
+        assert_eq!(p.units(), 3 * 2 * 2 + 1 + 4 + 7);
+        let p = Plan::named("quick", vec![Group::Batch]).unwrap();
+        assert_eq!(p.units(), 7);
+    }
+
+    #[test]
+    fn unknown_names_are_rejected() {
+        assert!(Plan::named("medium", vec![]).is_err());
+        assert!(Group::parse("ringbuf").is_err());
+        assert_eq!(Group::parse("bpf_loop").unwrap(), Group::BpfLoop);
+    }
+}

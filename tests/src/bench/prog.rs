@@ -1,0 +1,131 @@
+//! Loading the bench object: its globals, a hand-made bloom filter in place of the object's,
+//! fentry programs on getpgid, and the per-CPU counters.
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use aya::maps::{MapData, PerCpuArray};
+use aya::programs::fentry::FEntryLinkId;
+use aya::programs::FEntry;
+use aya::{Btf, Ebpf, EbpfLoader};
+use bpfvm_common::bench::{self as names, STATS_LEN};
+
+use crate::object;
+use crate::sys::{self, bpf_map_type, MapAttr};
+
+/// The object's read-only globals.
+#[derive(Debug, Clone, Copy)]
+pub struct Globals {
+    pub nr_entries: u64,
+    pub value_size: u64,
+    pub chunk: u32,
+    pub nr_loops: u32,
+    pub outer: u32,
+}
+
+impl Default for Globals {
+    fn default() -> Self {
+        Self {
+            nr_entries: 1,
+            value_size: 8,
+            chunk: 1,
+            nr_loops: 1,
+            outer: 1,
+        }
+    }
+}
+
+/// Creates a bloom filter as `BPF_MAP_CREATE` sees it: the object's own definition cannot vary
+/// value size and hash count at load time.
+pub fn create_bloom(entries: u32, value_size: u32, hash_funcs: u32) -> Result<OwnedFd> {
+    sys::map_create(&MapAttr {
+        map_type: bpf_map_type::BPF_MAP_TYPE_BLOOM_FILTER as u32,
+        key_size: 0,
+        value_size,
+        max_entries: entries,
+        map_flags: 0,
+        map_extra: hash_funcs as u64,
+    })
+    .with_context(|| {
+        format!("create a bloom filter ({entries} entries, {value_size} B, k={hash_funcs})")
+    })
+}
+
+/// Loads the bench object with `globals`; `bloom` replaces the object's bloom filter (aya reuses
+/// a map pinned at the path it is given), `hash_entries` sizes the hash map.
+pub fn load(globals: &Globals, bloom: Option<OwnedFd>, hash_entries: Option<u32>) -> Result<Ebpf> {
+    object::raise_memlock_rlimit();
+    let pin = PathBuf::from(format!("/sys/fs/bpf/bpfvm-bench-{}", std::process::id()));
+    let _ = std::fs::remove_file(&pin);
+    let mut loader = EbpfLoader::new();
+    loader
+        .override_global(names::NR_ENTRIES, &globals.nr_entries, true)
+        .override_global(names::VALUE_SIZE, &globals.value_size, true)
+        .override_global(names::CHUNK, &globals.chunk, true)
+        .override_global(names::NR_LOOPS, &globals.nr_loops, true)
+        .override_global(names::OUTER, &globals.outer, true);
+    if let Some(n) = hash_entries {
+        loader.map_max_entries(names::HASH, n);
+    }
+    if let Some(fd) = bloom {
+        MapData::from_fd(fd)
+            .context("wrap the bloom filter")?
+            .pin(&pin)
+            .with_context(|| {
+                format!(
+                    "pin the bloom filter at {} (is bpffs mounted?)",
+                    pin.display()
+                )
+            })?;
+        loader.map_pin_path(names::BLOOM, pin.as_path());
+    }
+    let loaded = loader.load(object::BENCH);
+    let _ = std::fs::remove_file(&pin);
+    loaded.context("load the bench object")
+}
+
+/// Loads program `name` as fentry on getpgid and attaches it.
+pub fn attach(ebpf: &mut Ebpf, name: &str, btf: &Btf) -> Result<FEntryLinkId> {
+    let p: &mut FEntry = ebpf
+        .program_mut(name)
+        .with_context(|| format!("no program `{name}`"))?
+        .try_into()
+        .map_err(|e| object::program_error(name, e))?;
+    if p.fd().is_err() {
+        p.load(names::TRIGGER_FN, btf)
+            .map_err(|e| object::program_error(name, e))?;
+    }
+    p.attach().map_err(|e| object::program_error(name, e))
+}
+
+pub fn detach(ebpf: &mut Ebpf, name: &str, link: FEntryLinkId) -> Result<()> {
+    let p: &mut FEntry = ebpf
+        .program_mut(name)
+        .with_context(|| format!("no program `{name}`"))?
+        .try_into()
+        .map_err(|e| object::program_error(name, e))?;
+    p.detach(link).map_err(|e| object::program_error(name, e))
+}
+
+/// Attaches `name`, runs `f`, detaches.
+pub fn with_attached<T>(
+    ebpf: &mut Ebpf,
+    name: &str,
+    btf: &Btf,
+    f: impl FnOnce(&Ebpf) -> Result<T>,
+) -> Result<T> {
+    let link = attach(ebpf, name, btf)?;
+    let r = f(ebpf);
+    detach(ebpf, name, link)?;
+    r
+}
+
+/// One counter of the per-CPU stats, summed over CPUs.
+pub fn counter(ebpf: &Ebpf, index: usize) -> Result<u64> {
+    let map = ebpf
+        .map(names::STATS)
+        .with_context(|| format!("no map {}", names::STATS))?;
+    let stats: PerCpuArray<&MapData, [u64; STATS_LEN]> = PerCpuArray::try_from(map)?;
+    let per_cpu = stats.get(&0, 0).context("read the per-CPU stats")?;
+    Ok(per_cpu.iter().map(|s| s[index]).sum())
+}

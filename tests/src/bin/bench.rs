@@ -1,0 +1,33 @@
+//! The guest benchmark runner of `cargo xtask bench-vm`:
+//! `bench <smoke|quick|full> [--only bloom,bpf_loop,batch] --out FILE`.
+//! Prints progress lines on stdout and writes the results as JSON to FILE.
+use anyhow::{bail, Context, Result};
+use bpfvm_tests::bench::{self, Group, Plan};
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let mut plan = None;
+    let mut only = Vec::new();
+    let mut out = None;
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--only" => {
+                for g in args.next().context("--only needs a list")?.split(',') {
+                    only.push(Group::parse(g.trim())?);
+                }
+            }
+            "--out" => out = Some(args.next().context("--out needs a file")?),
+            name if plan.is_none() && !name.starts_with('-') => plan = Some(name.to_string()),
+            other => bail!("unexpected argument `{other}`"),
+        }
+    }
+    let plan = Plan::named(plan.as_deref().unwrap_or("quick"), only)?;
+    let out = out.context("--out FILE is required")?;
+    let results = bench::run(&plan);
+    let json = serde_json::to_string_pretty(&results)?;
+    std::fs::write(&out, json + "\n").with_context(|| format!("write {out}"))?;
+    for e in &results.errors {
+        eprintln!("bench: {e}");
+    }
+    Ok(())
+}

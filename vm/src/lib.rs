@@ -6,6 +6,7 @@ pub mod ci;
 pub mod custom;
 pub mod guest;
 pub mod kernels;
+pub mod lint;
 pub mod output;
 pub mod paths;
 pub mod proc;

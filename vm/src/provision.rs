@@ -4,6 +4,11 @@
 //! everything is. Debian packages need root: as non-root, [`ensure`] reports the exact command
 //! and fails. The rest installs under [`cache_dir`] and needs no root.
 //!
+//! Routes: the eBPF objects build with rustup's nightly when it has rust-src (GitHub's Ubuntu
+//! runners, most developers), else with Debian's rustc-web, which only Debian has; [`ensure`]
+//! says which, and on another distribution without that nightly it fails saying what to install.
+//! The package list is Debian's; elsewhere a package may need another archive ([`package_hint`]).
+//!
 //! Atomicity: `cargo install` only writes its binary and `.crates.toml` at the end, so a failed
 //! build leaves nothing that counts as present. The virtme-ng venv counts as present only when
 //! its marker file (written last, after pip succeeded) names the pinned version; a venv without
@@ -30,8 +35,12 @@ pub const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 pub const DEBIAN_CARGO: &str = "/usr/bin/cargo";
 pub const DEBIAN_RUSTC: &str = "/usr/bin/rustc";
 
-/// Marker written into the venv after pip succeeded.
+/// Marker written into a venv after pip succeeded.
 const VENV_MARKER: &str = ".bpfvm-complete";
+
+/// The keyring the private apt checks the kernel suites with (`kernels::apt::KEYRING`). Debian
+/// always has it; Ubuntu ships the same file in its `debian-archive-keyring` package.
+const KEYRING_PACKAGE: &str = "debian-archive-keyring";
 
 /// Packages needed on every route.
 const BASE_PACKAGES: &[&str] = &[
@@ -40,6 +49,7 @@ const BASE_PACKAGES: &[&str] = &[
     "apt",
     "dpkg",
     "ca-certificates",
+    KEYRING_PACKAGE,
     // A C toolchain for linking Rust binaries (virtiofsd, bpf-linker, the guest tests).
     "gcc",
     "libc6-dev",
@@ -123,6 +133,77 @@ pub fn route_description(nightly_has_rust_src: bool) -> &'static str {
     }
 }
 
+/// The host's distribution, from os-release(5).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Distro {
+    /// `ID`: "debian", "ubuntu", ...
+    pub id: String,
+    /// `VERSION_CODENAME`: "bookworm", "noble", ...
+    pub codename: String,
+    /// `PRETTY_NAME`, for messages.
+    pub pretty: String,
+}
+
+impl Distro {
+    pub fn is_debian(&self) -> bool {
+        self.id == "debian"
+    }
+}
+
+/// Parses os-release(5): `KEY=value` lines, values optionally quoted.
+pub fn parse_os_release(text: &str) -> Distro {
+    let mut d = Distro::default();
+    for line in text.lines() {
+        let Some((k, v)) = line.trim().split_once('=') else {
+            continue;
+        };
+        let v = v.trim().trim_matches(|c| c == '"' || c == '\'').to_string();
+        match k {
+            "ID" => d.id = v,
+            "VERSION_CODENAME" => d.codename = v,
+            "PRETTY_NAME" => d.pretty = v,
+            _ => {}
+        }
+    }
+    if d.pretty.is_empty() {
+        d.pretty = if d.id.is_empty() {
+            "unknown Linux".into()
+        } else {
+            d.id.clone()
+        };
+    }
+    d
+}
+
+/// Why the chosen eBPF toolchain route cannot work on this host, if it cannot: Debian's
+/// rustc-web exists only in Debian's archive, so elsewhere rustup's nightly is the route.
+pub fn route_problem(nightly_has_rust_src: bool, distro: &Distro) -> Option<String> {
+    // An unknown distribution (no os-release) gets the benefit of the doubt.
+    let elsewhere = !distro.id.is_empty() && !distro.is_debian();
+    (!nightly_has_rust_src && elsewhere).then(|| {
+        format!(
+            "{} has no Debian rustc-web; install rustup's nightly with the library sources: \
+             rustup toolchain install nightly --component rust-src",
+            distro.pretty
+        )
+    })
+}
+
+/// A hint for Debian packages other distributions do not carry (the package list is Debian's).
+pub fn package_hint(missing: &[&str], distro: &Distro) -> Option<String> {
+    let llvm = LLVM_PREFIX.trim_start_matches("/usr/lib/");
+    let dev = format!("{llvm}-dev");
+    (!distro.is_debian() && missing.contains(&dev.as_str())).then(|| {
+        format!(
+            "{dev} is not in {}'s archive: add LLVM's apt repository \
+             (suite llvm-toolchain-{}-{}) first, as ci/github-runner-setup.sh does",
+            distro.pretty,
+            distro.codename,
+            llvm.trim_start_matches("llvm-")
+        )
+    })
+}
+
 /// One thing provisioning looks after.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Item {
@@ -151,8 +232,12 @@ impl Layout {
     fn vng(&self) -> PathBuf {
         self.venv.join("bin/vng")
     }
-    fn venv_marker(&self) -> PathBuf {
-        self.venv.join(VENV_MARKER)
+    fn virtme_venv(&self) -> PipVenv {
+        PipVenv {
+            dir: self.venv.clone(),
+            specs: vec![format!("virtme-ng=={VIRTME_NG_VERSION}")],
+            bin: "vng",
+        }
     }
     fn tool(&self, name: &str) -> PathBuf {
         self.tools.join("bin").join(name)
@@ -362,6 +447,15 @@ pub fn nightly_has_rust_src() -> bool {
         .is_file()
 }
 
+/// The host's distribution (`/etc/os-release`, else `/usr/lib/os-release`).
+pub fn host_distro() -> Distro {
+    ["/etc/os-release", "/usr/lib/os-release"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .map(|t| parse_os_release(&t))
+        .unwrap_or_default()
+}
+
 /// Which of `pkgs` dpkg reports installed.
 fn dpkg_installed(pkgs: &[&str]) -> BTreeMap<String, bool> {
     let out = Command::new("dpkg-query")
@@ -374,13 +468,6 @@ fn dpkg_installed(pkgs: &[&str]) -> BTreeMap<String, bool> {
         Ok(o) => parse_dpkg_status(&String::from_utf8_lossy(&o.stdout)),
         Err(_) => BTreeMap::new(),
     }
-}
-
-fn venv_present(l: &Layout) -> bool {
-    l.vng().is_file()
-        && std::fs::read_to_string(l.venv_marker())
-            .map(|s| s.trim() == format!("virtme-ng=={VIRTME_NG_VERSION}"))
-            .unwrap_or(false)
 }
 
 fn cargo_installed(l: &Layout, krate: &str, bin: &str, version: &str) -> bool {
@@ -402,12 +489,18 @@ fn debian_toolchain(bpf_linker: PathBuf) -> EbpfToolchain {
 pub fn check() -> Vec<Item> {
     let l = Layout::new();
     let nightly = nightly_has_rust_src();
+    let distro = host_distro();
+    let problem = route_problem(nightly, &distro);
     let pkgs = required_packages(nightly);
     let installed = dpkg_installed(&pkgs);
     let mut items = vec![Item {
         name: "ebpf-toolchain".into(),
-        present: true,
-        detail: route_description(nightly).into(),
+        present: problem.is_none(),
+        detail: format!(
+            "{}{}",
+            route_description(nightly),
+            problem.map(|p| format!(": {p}")).unwrap_or_default()
+        ),
     }];
     for p in &pkgs {
         let present = installed.get(*p).copied().unwrap_or(false);
@@ -423,7 +516,7 @@ pub fn check() -> Vec<Item> {
     }
     items.push(Item {
         name: "virtme-ng".into(),
-        present: venv_present(&l),
+        present: l.virtme_venv().present(),
         detail: format!("virtme-ng=={VIRTME_NG_VERSION} in {}", l.venv.display()),
     });
     items.push(Item {
@@ -475,13 +568,18 @@ pub(crate) fn run_logged(cmd: &mut Command, shown: &str, log: &Path) -> Result<(
     )
 }
 
-fn install_packages(missing: &[&str], l: &Layout, events: &Events) -> Result<()> {
+fn install_packages(missing: &[&str], distro: &Distro, l: &Layout, events: &Events) -> Result<()> {
+    let hint = package_hint(missing, distro);
     if !is_root() {
         bail!(
-            "Debian packages missing: {}. Install them as root:\n  {}",
+            "Debian packages missing: {}. Install them as root:\n  {}{}",
             missing.join(" "),
-            apt_install_command(missing, false)
+            apt_install_command(missing, false),
+            hint.map(|h| format!("\n({h})")).unwrap_or_default()
         );
+    }
+    if let Some(h) = hint {
+        events.warn(h);
     }
     let policy = Command::new("apt-cache")
         .arg("policy")
@@ -525,41 +623,74 @@ fn install_packages(missing: &[&str], l: &Layout, events: &Events) -> Result<()>
     Ok(())
 }
 
-fn install_venv(l: &Layout, events: &Events) -> Result<()> {
-    if l.venv.exists() {
-        events.note(format!("removing incomplete venv {}", l.venv.display()));
-        std::fs::remove_dir_all(&l.venv)
-            .with_context(|| format!("removing {}", l.venv.display()))?;
+/// A venv under the cache holding pinned PyPI packages. It counts as present only when its
+/// marker (written last, after pip succeeded) lists exactly `specs`; one without it is made again.
+#[derive(Debug, Clone)]
+pub(crate) struct PipVenv {
+    pub dir: PathBuf,
+    /// `name==version`, one per package.
+    pub specs: Vec<String>,
+    /// An executable pip must have put into `bin/`.
+    pub bin: &'static str,
+}
+
+impl PipVenv {
+    pub fn bin_path(&self) -> PathBuf {
+        self.dir.join("bin").join(self.bin)
     }
-    std::fs::create_dir_all(cache_dir())?;
-    let venv = l.venv.display().to_string();
-    let shown = format!("python3 -m venv {}", shell_quote(&venv));
-    events.command(&shown);
-    run_logged(
-        Command::new("python3").args(["-m", "venv"]).arg(&l.venv),
-        &shown,
-        &l.logs.join("venv.log"),
-    )?;
-    let pip = l.venv.join("bin/pip");
-    let spec = format!("virtme-ng=={VIRTME_NG_VERSION}");
-    let args = vec![
-        "install".to_string(),
-        "--disable-pip-version-check".into(),
-        spec.clone(),
-    ];
-    let shown = display_command(&[], &pip.display().to_string(), &args);
-    events.command(&shown);
-    run_logged(
-        Command::new(&pip).args(&args),
-        &shown,
-        &l.logs.join("pip-virtme-ng.log"),
-    )?;
-    if !l.vng().is_file() {
-        bail!("pip installed {spec} but {} is missing", l.vng().display());
+
+    fn marker(&self) -> PathBuf {
+        self.dir.join(VENV_MARKER)
     }
-    // Last: only now does the venv count as present.
-    std::fs::write(l.venv_marker(), format!("{spec}\n"))?;
-    Ok(())
+
+    pub fn present(&self) -> bool {
+        self.bin_path().is_file()
+            && std::fs::read_to_string(self.marker())
+                .map(|s| s.trim() == self.specs.join("\n"))
+                .unwrap_or(false)
+    }
+
+    /// Makes the venv from scratch; logs go to `logs/<log>-*.log`.
+    pub fn install(&self, logs: &Path, log: &str, events: &Events) -> Result<()> {
+        if self.dir.exists() {
+            events.note(format!("removing incomplete venv {}", self.dir.display()));
+            std::fs::remove_dir_all(&self.dir)
+                .with_context(|| format!("removing {}", self.dir.display()))?;
+        }
+        if let Some(parent) = self.dir.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let shown = format!(
+            "python3 -m venv {}",
+            shell_quote(&self.dir.display().to_string())
+        );
+        events.command(&shown);
+        run_logged(
+            Command::new("python3").args(["-m", "venv"]).arg(&self.dir),
+            &shown,
+            &logs.join(format!("{log}-venv.log")),
+        )?;
+        let pip = self.dir.join("bin/pip");
+        let mut args = vec!["install".to_string(), "--disable-pip-version-check".into()];
+        args.extend(self.specs.iter().cloned());
+        let shown = display_command(&[], &pip.display().to_string(), &args);
+        events.command(&shown);
+        run_logged(
+            Command::new(&pip).args(&args),
+            &shown,
+            &logs.join(format!("{log}-pip.log")),
+        )?;
+        if !self.bin_path().is_file() {
+            bail!(
+                "pip installed {} but {} is missing",
+                self.specs.join(" "),
+                self.bin_path().display()
+            );
+        }
+        // Last: only now does the venv count as present.
+        std::fs::write(self.marker(), format!("{}\n", self.specs.join("\n")))?;
+        Ok(())
+    }
 }
 
 fn cargo_install(
@@ -590,7 +721,15 @@ pub fn ensure(events: &Events) -> Result<Tools> {
     let l = Layout::new();
     events.step("provisioning host tools");
     let nightly = nightly_has_rust_src();
-    events.note(route_description(nightly));
+    let distro = host_distro();
+    events.note(format!(
+        "host: {}; {}",
+        distro.pretty,
+        route_description(nightly)
+    ));
+    if let Some(problem) = route_problem(nightly, &distro) {
+        bail!("{problem}");
+    }
 
     // Debian packages.
     let pkgs = required_packages(nightly);
@@ -604,12 +743,13 @@ pub fn ensure(events: &Events) -> Result<Tools> {
         events.note(format!("Debian packages: all {} present", pkgs.len()));
     } else {
         events.step(format!("installing Debian packages: {}", missing.join(" ")));
-        install_packages(&missing, &l, events)?;
+        install_packages(&missing, &distro, &l, events)?;
         events.note(format!("Debian packages: installed {}", missing.join(" ")));
     }
 
     // virtme-ng.
-    if venv_present(&l) {
+    let virtme = l.virtme_venv();
+    if virtme.present() {
         events.note(format!(
             "virtme-ng {VIRTME_NG_VERSION}: present in {}",
             l.venv.display()
@@ -619,7 +759,7 @@ pub fn ensure(events: &Events) -> Result<Tools> {
             "installing virtme-ng {VIRTME_NG_VERSION} into {}",
             l.venv.display()
         ));
-        install_venv(&l, events)?;
+        virtme.install(&l.logs, "virtme-ng", events)?;
         events.note(format!("virtme-ng {VIRTME_NG_VERSION}: installed"));
     }
 
@@ -776,6 +916,82 @@ mod tests {
             .describe()
             .starts_with("eBPF toolchain: Debian rustc-web 1.96"));
         assert_eq!(t.bpf_linker_dir(), Path::new("/x/bin"));
+    }
+
+    #[test]
+    fn keyring_package_is_required_on_every_route() {
+        for nightly in [true, false] {
+            assert!(required_packages(nightly).contains(&"debian-archive-keyring"));
+        }
+    }
+
+    const UBUNTU: &str =
+        "PRETTY_NAME=\"Ubuntu 24.04.3 LTS\"\nNAME=\"Ubuntu\"\nVERSION_ID=\"24.04\"\n\
+                          VERSION_CODENAME=noble\nID=ubuntu\nID_LIKE=debian\n";
+    const DEBIAN: &str =
+        "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=\"Debian GNU/Linux\"\n\
+                          VERSION_CODENAME=bookworm\nID=debian\n";
+
+    #[test]
+    fn os_release_parsing() {
+        let u = parse_os_release(UBUNTU);
+        assert_eq!(
+            u,
+            Distro {
+                id: "ubuntu".into(),
+                codename: "noble".into(),
+                pretty: "Ubuntu 24.04.3 LTS".into()
+            }
+        );
+        assert!(!u.is_debian(), "ID_LIKE=debian does not make Ubuntu Debian");
+        assert!(parse_os_release(DEBIAN).is_debian());
+        assert_eq!(parse_os_release("ID='arch'\n").pretty, "arch");
+        assert_eq!(parse_os_release("").pretty, "unknown Linux");
+    }
+
+    #[test]
+    fn debian_route_is_refused_off_debian_only() {
+        let (u, d) = (parse_os_release(UBUNTU), parse_os_release(DEBIAN));
+        let p = route_problem(false, &u).expect("Ubuntu has no rustc-web");
+        assert!(
+            p.contains("Ubuntu 24.04.3 LTS") && p.contains("--component rust-src"),
+            "{p}"
+        );
+        assert_eq!(route_problem(true, &u), None);
+        assert_eq!(route_problem(false, &d), None);
+        assert_eq!(
+            route_problem(false, &Distro::default()),
+            None,
+            "unknown host"
+        );
+    }
+
+    #[test]
+    fn llvm_hint_names_the_suite_off_debian_only() {
+        let (u, d) = (parse_os_release(UBUNTU), parse_os_release(DEBIAN));
+        let h = package_hint(&["kmod", "llvm-22-dev"], &u).expect("hint on Ubuntu");
+        assert!(h.contains("llvm-toolchain-noble-22"), "{h}");
+        assert_eq!(package_hint(&["kmod"], &u), None);
+        assert_eq!(package_hint(&["llvm-22-dev"], &d), None);
+    }
+
+    #[test]
+    fn pip_venv_counts_only_with_matching_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = PipVenv {
+            dir: dir.path().join("v"),
+            specs: vec!["a==1".into(), "b==2".into()],
+            bin: "a",
+        };
+        std::fs::create_dir_all(v.dir.join("bin")).unwrap();
+        std::fs::write(v.bin_path(), "").unwrap();
+        assert!(!v.present(), "no marker: pip may have died half-way");
+        std::fs::write(v.marker(), "a==1\n").unwrap();
+        assert!(!v.present(), "marker of other pins");
+        std::fs::write(v.marker(), "a==1\nb==2\n").unwrap();
+        assert!(v.present());
+        std::fs::remove_file(v.bin_path()).unwrap();
+        assert!(!v.present(), "marker without the executable");
     }
 
     #[test]

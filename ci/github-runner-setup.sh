@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Prepares a GitHub-hosted Ubuntu runner for bpfvm, then runs `cargo xtask setup`.
+#
+# How the runner differs from the Debian machines bpfvm is developed on, and what this does:
+# - KVM: /dev/kvm exists but belongs to root; a udev rule opens it, so `--accel auto` finds it.
+# - Rust: rustup with network and no Debian rustc-web, so the eBPF objects build with rustup's
+#   nightly + rust-src (provisioning picks that route when it finds them, and says so).
+#   $BPFVM_NIGHTLY pins that nightly (see the workflow) and is installed under the name
+#   `nightly`, the toolchain bpfvm asks rustup for.
+# - LLVM: bpf-linker builds against llvm-22-dev, which Ubuntu's archive lacks; LLVM's own apt
+#   repository has it for each Ubuntu release.
+# - Root: the runner user has passwordless sudo. Only the Debian packages need root: they are
+#   taken from `cargo xtask setup --check` (the provisioning's own list, route included) and
+#   installed with sudo; `cargo xtask setup` then runs as the runner user, so the cache under
+#   ~/.cache/bpfvm and target/ stay the user's. debian-archive-keyring is on that list: Ubuntu
+#   ships it too, and the kernel fetch checks the Debian suites against it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+nightly="${BPFVM_NIGHTLY:?set BPFVM_NIGHTLY to a dated nightly, e.g. nightly-2026-05-20}"
+llvm=22 # vm/src/provision.rs: LLVM_PREFIX
+tmp="${RUNNER_TEMP:-/tmp}"
+
+echo "::group::KVM"
+if [ -e /dev/kvm ]; then
+    echo 'KERNEL=="kvm", GROUP="kvm", MODE="0666", OPTIONS+="static_node=kvm"' |
+        sudo tee /etc/udev/rules.d/99-bpfvm-kvm.rules >/dev/null
+    sudo udevadm control --reload-rules
+    sudo udevadm trigger --name-match=kvm
+    ls -l /dev/kvm
+else
+    echo "no /dev/kvm on this runner: the guests run under TCG (20-50x slower)"
+fi
+echo "::endgroup::"
+
+echo "::group::rustup: $nightly as nightly, rustfmt and clippy"
+host="$(rustc -vV | sed -n 's/^host: //p')"
+toolchains="$(rustup show home)/toolchains"
+rustup toolchain install "$nightly" --profile minimal --component rust-src
+if [ -d "$toolchains/nightly-$host" ] && [ ! -L "$toolchains/nightly-$host" ]; then
+    rustup toolchain uninstall nightly
+fi
+# rustup refuses `toolchain link nightly`; a link under the channel's name is what it reads.
+ln -sfn "$toolchains/$nightly-$host" "$toolchains/nightly-$host"
+rustc +nightly -vV
+rustup component add rustfmt clippy
+echo "::endgroup::"
+
+echo "::group::LLVM $llvm apt repository"
+# shellcheck source=/dev/null
+. /etc/os-release
+sudo install -d -m 0755 /etc/apt/keyrings
+curl -fsSL https://apt.llvm.org/llvm-snapshot.gpg.key |
+    sudo tee /etc/apt/keyrings/apt.llvm.org.asc >/dev/null
+echo "deb [signed-by=/etc/apt/keyrings/apt.llvm.org.asc] http://apt.llvm.org/$VERSION_CODENAME/ llvm-toolchain-$VERSION_CODENAME-$llvm main" |
+    sudo tee "/etc/apt/sources.list.d/llvm-$llvm.list" >/dev/null
+sudo apt-get update -q
+echo "::endgroup::"
+
+echo "::group::Debian packages"
+cargo xtask setup --check >"$tmp/bpfvm-setup-check.txt" || true
+cat "$tmp/bpfvm-setup-check.txt"
+mapfile -t missing < <(awk '$1 == "MISSING" && $2 ~ /^deb:/ { sub(/^deb:/, "", $2); print $2 }' "$tmp/bpfvm-setup-check.txt")
+if [ "${#missing[@]}" -gt 0 ]; then
+    sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+echo "::endgroup::"
+
+echo "::group::cargo xtask setup"
+cargo xtask setup
+echo "::endgroup::"

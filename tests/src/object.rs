@@ -7,35 +7,52 @@ use anyhow::{anyhow, Context, Result};
 use aya::programs::{Program, ProgramError};
 use aya::Ebpf;
 
+use crate::features::Feature;
+
 /// `ebpf/src/smoke.rs`: a socket filter writing into a BTF hash map and a BTF bloom filter.
 pub static SMOKE: &[u8] = aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/smoke"));
 /// `ebpf/src/bench.rs`: the fentry programs of `cargo xtask bench-vm` (not in [`all`]: fentry
 /// programs need their attach target to load; the `bench --smoke` run exercises them).
 pub static BENCH: &[u8] = aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bench"));
 /// `ebpf/src/bloom_filter.rs`: socket filters peeking and pushing through array-of-maps slots.
-pub static BLOOM_FILTER: &[u8] = aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bloom_filter"));
+pub static BLOOM_FILTER: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bloom_filter"));
 /// `ebpf/src/bpf_loop.rs`: socket filters calling `bpf_loop` (5.17), inlined or not.
-pub static BPF_LOOP: &[u8] = aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bpf_loop"));
+pub static BPF_LOOP: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bpf_loop"));
 
-/// Every embedded object with its feature name.
-pub fn all() -> Vec<(&'static str, &'static [u8])> {
-    vec![("smoke", SMOKE), ("bloom_filter", BLOOM_FILTER), ("bpf_loop", BPF_LOOP)]
+/// An embedded object with what the running kernel must have to load it.
+pub struct Object {
+    pub name: &'static str,
+    pub bytes: &'static [u8],
+    /// Its maps and helpers need these (a bloom filter map cannot even be created on 5.10).
+    pub needs: &'static [Feature],
 }
 
-/// Lifts RLIMIT_MEMLOCK: kernels before 5.11 charge BPF maps to it (as libbpf and aya users
-/// do). Best effort: on newer kernels it does not matter.
-pub fn raise_memlock_rlimit() {
-    let lim = libc::rlimit {
-        rlim_cur: libc::RLIM_INFINITY,
-        rlim_max: libc::RLIM_INFINITY,
-    };
-    // SAFETY: setrlimit reads a valid rlimit struct.
-    unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
+/// Every object whose programs load without an attach target.
+pub fn all() -> Vec<Object> {
+    vec![
+        Object {
+            name: "smoke",
+            bytes: SMOKE,
+            needs: &[Feature::BloomFilter],
+        },
+        Object {
+            name: "bloom_filter",
+            bytes: BLOOM_FILTER,
+            needs: &[Feature::BloomFilter, Feature::BpfLoop],
+        },
+        Object {
+            name: "bpf_loop",
+            bytes: BPF_LOOP,
+            needs: &[Feature::BpfLoop],
+        },
+    ]
 }
 
 /// Parses `bytes` and creates its maps (programs are not loaded yet).
 pub fn load(bytes: &[u8]) -> Result<Ebpf> {
-    raise_memlock_rlimit();
+    crate::sys::raise_memlock();
     Ebpf::load(bytes)
         .map_err(|e| anyhow!("{}", error_chain(&e)))
         .context("loading BPF object")

@@ -54,7 +54,7 @@ pub fn create_bloom(entries: u32, value_size: u32, hash_funcs: u32) -> Result<Ow
 /// Loads the bench object with `globals`; `bloom` replaces the object's bloom filter (aya reuses
 /// a map pinned at the path it is given), `hash_entries` sizes the hash map.
 pub fn load(globals: &Globals, bloom: Option<OwnedFd>, hash_entries: Option<u32>) -> Result<Ebpf> {
-    object::raise_memlock_rlimit();
+    crate::sys::raise_memlock();
     let pin = PathBuf::from(format!("/sys/fs/bpf/bpfvm-bench-{}", std::process::id()));
     let _ = std::fs::remove_file(&pin);
     let mut loader = EbpfLoader::new();

@@ -86,6 +86,21 @@ pub fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
         }
         Ok(())
     });
+    step("bench-vm --smoke", &mut || {
+        let opts = crate::bench::BenchOptions {
+            vm: vm_options(kernel, Duration::from_secs(1800)),
+            size: crate::bench::Size::Smoke,
+            only: vec![],
+        };
+        let (report, dir) = crate::bench::bench_vm(&opts, events)?;
+        if !report.ok() {
+            bail!(
+                "the benchmark smoke run failed; see {}",
+                dir.join("report.md").display()
+            );
+        }
+        Ok(())
+    });
     results
 }
 

@@ -1,7 +1,7 @@
 //! `cargo xtask bench-vm`: boots the kernel alternately with `spectre_v2=retpoline` and
 //! `spectre_v2=off` (each mode at least twice: two boots of one mode differ by up to 20 %),
 //! runs the guest benchmark binary (`tests/src/bin/bench.rs`) in each, and writes
-//! `target/bench-vm/<kernel>/{report.json,report.md,*.svg}`.
+//! `target/bench-vm/<kernel>/{report.json,report.md,*.svg}` (`--smoke`: `<kernel>-smoke/`).
 pub mod plot;
 pub mod reference;
 pub mod report;
@@ -102,7 +102,13 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
     let p = run::prepare(&opts.vm, events)?;
     let ebpf_dir = build::build_ebpf(&p.tools.ebpf, events)?;
     let bin = build::build_guest_bin(&ebpf_dir, "bench", events)?;
-    let out_dir = target_dir().join("bench-vm").join(&p.label);
+    // A smoke run (CI) must not overwrite the report of a real run.
+    let out_dir = match opts.size {
+        Size::Smoke => target_dir()
+            .join("bench-vm")
+            .join(format!("{}-smoke", p.label)),
+        _ => target_dir().join("bench-vm").join(&p.label),
+    };
     let start = std::time::Instant::now();
     let modes = opts.size.schedule();
     let mut runs = Vec::new();

@@ -1,0 +1,227 @@
+//! Debian packages: which are needed, which dpkg has, and installing the rest with apt (as root).
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+
+use super::distro::{package_hint, Distro};
+use super::{is_root, run_logged, Layout};
+use crate::output::Events;
+
+/// The keyring the private apt checks the kernel suites with (`kernels::apt::KEYRING`). Debian
+/// always has it; Ubuntu ships the same file in its `debian-archive-keyring` package.
+const KEYRING_PACKAGE: &str = "debian-archive-keyring";
+
+/// Packages needed on every route.
+const BASE_PACKAGES: &[&str] = &[
+    // dpkg/apt basics: kernel pins are fetched with `apt-get download` and unpacked with
+    // `dpkg-deb`; TLS roots for apt, pip and cargo.
+    "apt",
+    "dpkg",
+    "ca-certificates",
+    KEYRING_PACKAGE,
+    // A C toolchain for linking Rust binaries (virtiofsd, bpf-linker, the guest tests).
+    "gcc",
+    "libc6-dev",
+    // virtme-ng and its host tools.
+    "qemu-system-x86",
+    "kmod",
+    "udev",
+    // vng builds an initramfs (to load virtio/virtiofs modules of the cloud kernels) from it.
+    "busybox-static",
+    "python3",
+    "python3-venv",
+    // virtiofsd.
+    "libseccomp-dev",
+    "libcap-ng-dev",
+    "pkg-config",
+    // bpf-linker.
+    "llvm-22-dev",
+    "libzstd-dev",
+];
+
+/// Debian's Rust 1.96 with the library sources, for `-Z build-std=core`.
+const DEBIAN_RUST_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src"];
+
+/// The Debian packages needed, given whether rustup nightly has rust-src.
+pub fn required_packages(nightly_has_rust_src: bool) -> Vec<&'static str> {
+    let mut p = BASE_PACKAGES.to_vec();
+    if !nightly_has_rust_src {
+        p.extend_from_slice(DEBIAN_RUST_PACKAGES);
+    }
+    p
+}
+
+/// Parses `dpkg-query -W -f='${Package}\t${Status}\n' PKGS...` into package -> installed.
+/// Packages dpkg does not know are absent from the output (dpkg-query complains on stderr).
+pub fn parse_dpkg_status(out: &str) -> BTreeMap<String, bool> {
+    let mut m = BTreeMap::new();
+    for line in out.lines() {
+        let Some((pkg, status)) = line.split_once('\t') else {
+            continue;
+        };
+        // `${Package}` may carry `:arch` in some dpkg versions.
+        let pkg = pkg.split(':').next().unwrap_or(pkg).trim();
+        // Status is "want flag state", e.g. "install ok installed", "deinstall ok config-files".
+        let installed = status.split_whitespace().nth(2) == Some("installed");
+        let e = m.entry(pkg.to_string()).or_insert(false);
+        *e |= installed;
+    }
+    m
+}
+
+/// Whether `apt-cache policy PKGS...` shows a package with no candidate (or not at all), so
+/// that `apt-get update` must run before `apt-get install`.
+pub fn needs_apt_update(policy: &str, pkgs: &[&str]) -> bool {
+    let mut candidates: BTreeMap<&str, bool> = BTreeMap::new();
+    let mut current: Option<&str> = None;
+    for line in policy.lines() {
+        if !line.starts_with(' ') && line.ends_with(':') {
+            current = Some(line.trim_end_matches(':').split(':').next().unwrap_or(""));
+            continue;
+        }
+        if let (Some(pkg), Some(c)) = (current, line.trim().strip_prefix("Candidate:")) {
+            candidates.insert(pkg, c.trim() != "(none)");
+        }
+    }
+    pkgs.iter()
+        .any(|p| !candidates.get(p).copied().unwrap_or(false))
+}
+
+/// The command line that installs Debian packages (prefixed with `sudo` when not root).
+pub fn apt_install_command(pkgs: &[&str], root: bool) -> String {
+    let sudo = if root { "" } else { "sudo " };
+    format!(
+        "{sudo}env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {}",
+        pkgs.join(" ")
+    )
+}
+
+/// Which of `pkgs` dpkg reports installed.
+pub(super) fn dpkg_installed(pkgs: &[&str]) -> BTreeMap<String, bool> {
+    let out = Command::new("dpkg-query")
+        .arg("-W")
+        .arg("-f=${Package}\t${Status}\n")
+        .args(pkgs)
+        .stderr(Stdio::null())
+        .output();
+    match out {
+        Ok(o) => parse_dpkg_status(&String::from_utf8_lossy(&o.stdout)),
+        Err(_) => BTreeMap::new(),
+    }
+}
+
+pub(super) fn install_packages(
+    missing: &[&str],
+    distro: &Distro,
+    l: &Layout,
+    events: &Events,
+) -> Result<()> {
+    let hint = package_hint(missing, distro);
+    if !is_root() {
+        bail!(
+            "Debian packages missing: {}. Install them as root:\n  {}{}",
+            missing.join(" "),
+            apt_install_command(missing, false),
+            hint.map(|h| format!("\n({h})")).unwrap_or_default()
+        );
+    }
+    if let Some(h) = hint {
+        events.warn(h);
+    }
+    let policy = Command::new("apt-cache")
+        .arg("policy")
+        .args(missing)
+        .stderr(Stdio::null())
+        .output()
+        .context("running apt-cache policy")?;
+    if needs_apt_update(&String::from_utf8_lossy(&policy.stdout), missing) {
+        let shown = "env DEBIAN_FRONTEND=noninteractive apt-get update";
+        events.command(shown);
+        run_logged(
+            Command::new("apt-get")
+                .arg("update")
+                .env("DEBIAN_FRONTEND", "noninteractive"),
+            shown,
+            &l.logs.join("apt-get-update.log"),
+        )?;
+    }
+    let shown = apt_install_command(missing, true);
+    events.command(&shown);
+    run_logged(
+        Command::new("apt-get")
+            .args(["install", "-y", "--no-install-recommends"])
+            .args(missing)
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+        &shown,
+        &l.logs.join("apt-get-install.log"),
+    )?;
+    let after = dpkg_installed(missing);
+    let still: Vec<&str> = missing
+        .iter()
+        .copied()
+        .filter(|p| !after.get(*p).copied().unwrap_or(false))
+        .collect();
+    if !still.is_empty() {
+        bail!(
+            "apt-get install succeeded but these are still not installed: {}",
+            still.join(" ")
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packages_depend_on_route() {
+        let with = required_packages(true);
+        let without = required_packages(false);
+        assert!(!with.contains(&"rustc-web"));
+        for p in [
+            "rustc-web",
+            "cargo-web",
+            "rust-web-src",
+            "llvm-22-dev",
+            "qemu-system-x86",
+        ] {
+            assert!(without.contains(&p), "{p}");
+        }
+        assert!(with.contains(&"llvm-22-dev"));
+    }
+
+    #[test]
+    fn dpkg_status_parsing() {
+        let out = "kmod\tinstall ok installed\nudev\tdeinstall ok config-files\n\
+                   libc6:amd64\tinstall ok installed\nqemu-system-x86\tinstall ok half-installed\n";
+        let m = parse_dpkg_status(out);
+        assert_eq!(m.get("kmod"), Some(&true));
+        assert_eq!(m.get("udev"), Some(&false));
+        assert_eq!(m.get("libc6"), Some(&true));
+        assert_eq!(m.get("qemu-system-x86"), Some(&false));
+        assert_eq!(m.get("python3-venv"), None);
+    }
+
+    #[test]
+    fn apt_policy_parsing() {
+        let policy =
+            "kmod:\n  Installed: 30+20221128-1\n  Candidate: 30+20221128-1\n  Version table:\n\
+                      udev:\n  Installed: (none)\n  Candidate: 252.39-1~deb12u1\n";
+        assert!(!needs_apt_update(policy, &["kmod", "udev"]));
+        assert!(
+            needs_apt_update(policy, &["kmod", "llvm-22-dev"]),
+            "unknown package"
+        );
+        let none = "llvm-22-dev:\n  Installed: (none)\n  Candidate: (none)\n";
+        assert!(needs_apt_update(none, &["llvm-22-dev"]));
+    }
+
+    #[test]
+    fn keyring_package_is_required_on_every_route() {
+        for nightly in [true, false] {
+            assert!(required_packages(nightly).contains(&"debian-archive-keyring"));
+        }
+    }
+}

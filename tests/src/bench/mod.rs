@@ -24,8 +24,10 @@ pub struct Results {
     pub bloom_hashmap: Vec<bloom::HashRow>,
     pub bpf_loop: Vec<bpf_loop::LoopRow>,
     pub batch: Vec<batch::BatchRow>,
-    /// Benchmarks that could not run, with the reason (a missing feature, an error).
+    /// Benchmarks that failed, with the error.
     pub errors: Vec<String>,
+    /// Benchmark groups this kernel cannot run, with the reason (a missing feature).
+    pub skipped: Vec<String>,
 }
 
 /// The prefix of the progress lines the host turns into a progress bar.
@@ -56,9 +58,22 @@ impl Progress {
     }
 }
 
-/// Runs every group of `plan`; a group that fails is recorded in `errors` and the others run.
+/// Runs every group of `plan` the kernel supports (the others are recorded in `skipped`); a
+/// group that fails is recorded in `errors` and the others run.
 pub fn run(plan: &Plan) -> Results {
     let mut results = Results::default();
+    let mut plan = plan.clone();
+    plan.groups.retain(|group| {
+        let missing = group
+            .needs()
+            .iter()
+            .find_map(|f| crate::features::require(*f).err());
+        if let Some(reason) = &missing {
+            results.skipped.push(format!("{}: {reason}", group.name()));
+        }
+        missing.is_none()
+    });
+    let plan = &plan;
     let mut progress = Progress::new(plan.units());
     for group in &plan.groups {
         let r = match group {

@@ -5,6 +5,8 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 
 use super::sample::Sampling;
+use crate::features::Feature;
+use crate::sys::bpf_map_type;
 
 /// A benchmark group, as `--only` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +19,15 @@ pub enum Group {
 
 impl Group {
     pub const ALL: [Group; 3] = [Group::Bloom, Group::BpfLoop, Group::Batch];
+
+    /// What the kernel must have for this group's programs and maps.
+    pub fn needs(self) -> &'static [Feature] {
+        match self {
+            Group::Bloom => &[Feature::BloomFilter],
+            Group::BpfLoop => &[Feature::BpfLoop],
+            Group::Batch => &[Feature::Batch(bpf_map_type::BPF_MAP_TYPE_HASH)],
+        }
+    }
 
     pub fn name(self) -> &'static str {
         match self {

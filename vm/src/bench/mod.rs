@@ -197,6 +197,9 @@ fn one_run(
     for e in &results.errors {
         events.warn(format!("{label}: {e}"));
     }
+    for skip in &results.skipped {
+        events.note(format!("{label}: skipped {skip}"));
+    }
     run::keep_guest_files(
         dir,
         &out_dir.join(format!("guest-{}-{}", index + 1, mode.name())),

@@ -247,6 +247,9 @@ pub fn markdown(r: &BenchReport) -> String {
         for e in &run.results.errors {
             writeln!(s, "|  | error | {e} | | | |").unwrap();
         }
+        for skip in &run.results.skipped {
+            writeln!(s, "|  | skipped | {skip} | | | |").unwrap();
+        }
     }
     s.push('\n');
     bloom_tables(&mut s, r);

@@ -67,4 +67,7 @@ pub struct Results {
     pub batch: Vec<BatchRow>,
     #[serde(default)]
     pub errors: Vec<String>,
+    /// Groups the kernel cannot run, with the reason.
+    #[serde(default)]
+    pub skipped: Vec<String>,
 }

@@ -1,6 +1,9 @@
 //! Constants shared by the BPF programs in `ebpf/` and the guest tests in `tests/`.
 #![no_std]
 
+#[cfg(feature = "bench-results")]
+pub mod bench_results;
+
 /// `smoke` object (ebpf/src/smoke.rs): a socket filter that fills a BTF hash map and a BTF
 /// bloom filter, run through `BPF_PROG_TEST_RUN`.
 pub mod smoke {

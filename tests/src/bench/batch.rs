@@ -5,37 +5,12 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
 
-use super::{Plan, Progress};
+use super::{BatchRow, Plan, Progress};
 use crate::batch::{BatchMap, DumpStats, Flags};
-use crate::features::{self, Feature};
 use crate::sys::{self, bpf_cmd, bpf_map_type, MapAttr};
 
-#[derive(Debug, Clone, Serialize)]
-pub struct BatchRow {
-    /// Entries asked for per `BPF_MAP_LOOKUP_BATCH` call.
-    pub buffer: u32,
-    /// Mean ns of a whole batch dump.
-    pub batch_ns: f64,
-    /// Mean ns of a whole get_next_key + lookup dump.
-    pub entry_ns: f64,
-    pub batch_runs_ns: Vec<u64>,
-    pub entry_runs_ns: Vec<u64>,
-    /// `(entry - batch) / entry * 100`, as the thread computes it.
-    pub improvement_pct: f64,
-    /// Of the last batch dump: calls made (retries included).
-    pub calls: u32,
-    /// Of the last batch dump: calls that hit ENOSPC (a bucket larger than the buffer) and
-    /// were retried with a doubled buffer.
-    pub enospc_retries: u32,
-    pub max_buffer: u32,
-    pub entries: u64,
-}
-
 pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<BatchRow>) -> Result<()> {
-    features::require(Feature::Batch(bpf_map_type::BPF_MAP_TYPE_HASH))
-        .map_err(anyhow::Error::msg)?;
     let n = plan.batch_entries;
     let fd = sys::map_create(&MapAttr {
         map_type: bpf_map_type::BPF_MAP_TYPE_HASH as u32,

@@ -5,48 +5,19 @@ use anyhow::{bail, Context, Result};
 use aya::maps::Map;
 use aya::{Btf, Ebpf};
 use bpfvm_common::bench::{self as names, value, ERRORS, HITS, OPS};
-use serde::Serialize;
 
 use super::prog::{self, Globals};
-use super::sample::{self, trigger, Stat};
+use super::sample::{self, trigger};
+use super::{BloomRow, HashRow};
 use super::{Plan, Progress, Results};
 use crate::batch::{BatchMap, Flags};
-use crate::features::{self, Feature};
 
 /// Values walked per trigger (a few ms of TCG time at most).
 const CHUNK: u32 = 16_384;
 /// Hash map entries per `BPF_MAP_UPDATE_BATCH` when filling it.
 const FILL_BATCH: u64 = 65_536;
 
-#[derive(Debug, Clone, Serialize)]
-pub struct BloomRow {
-    pub hash_funcs: u32,
-    pub entries: u32,
-    pub value_size: u32,
-    /// M ops/s.
-    pub lookup: Stat,
-    /// M ops/s.
-    pub update: Stat,
-    /// Non-members the filter reported present, over all non-members probed.
-    pub fp_rate: f64,
-    pub fp_probes: u64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct HashRow {
-    pub hash_funcs: u32,
-    pub entries: u32,
-    /// Hash map lookups alone, M ops/s.
-    pub without_bloom: Stat,
-    /// The same lookups with the bloom filter checked first, M ops/s.
-    pub with_bloom: Stat,
-    /// Share of the probed keys that are in the map (by construction about one half).
-    pub hit_rate: f64,
-}
-
 pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Results) -> Result<()> {
-    features::require(Feature::BloomFilter).map_err(anyhow::Error::msg)?;
-    features::require(Feature::BpfLoop).map_err(anyhow::Error::msg)?;
     let btf = Btf::from_sys_fs().context("read the kernel's BTF")?;
     sample::pin_to(0)?;
     for &vs in &plan.bloom_value_sizes {

@@ -2,27 +2,15 @@
 use anyhow::{Context, Result};
 use aya::Btf;
 use bpfvm_common::bench::{self as names, MAX_OUTER, OPS};
-use serde::Serialize;
 
 use super::prog::{self, Globals};
-use super::sample::{self, Stat};
+use super::sample;
+use super::LoopRow;
 use super::{Plan, Progress};
-use crate::features::{self, Feature};
 
 /// Loop iterations per trigger at most: the kernel's 1000 calls per trigger, fewer for long
 /// loops so one program run stays short under emulation.
 const ITERATIONS_PER_TRIGGER: u32 = 1_000_000;
-
-#[derive(Debug, Clone, Serialize)]
-pub struct LoopRow {
-    pub nr_loops: u32,
-    /// bpf_loop calls per trigger.
-    pub calls_per_trigger: u32,
-    /// Loop iterations, M ops/s.
-    pub throughput: Stat,
-    /// 1000 / mean throughput.
-    pub ns_per_op: f64,
-}
 
 /// `bpf_loop` calls per trigger for `nr_loops`.
 pub fn outer(nr_loops: u32) -> u32 {
@@ -30,7 +18,6 @@ pub fn outer(nr_loops: u32) -> u32 {
 }
 
 pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<LoopRow>) -> Result<()> {
-    features::require(Feature::BpfLoop).map_err(anyhow::Error::msg)?;
     let btf = Btf::from_sys_fs().context("read the kernel's BTF")?;
     for &nr in &plan.nr_loops {
         progress.start(&format!("bpf_loop nr_loops={nr}"));

@@ -12,23 +12,8 @@ pub mod sample;
 
 use std::io::Write as _;
 
-use serde::Serialize;
-
+pub use bpfvm_common::bench_results::{BatchRow, BloomRow, HashRow, LoopRow, Results, Stat};
 pub use plan::{Group, Plan};
-pub use sample::Stat;
-
-/// What one guest run measured.
-#[derive(Debug, Default, Serialize)]
-pub struct Results {
-    pub bloom: Vec<bloom::BloomRow>,
-    pub bloom_hashmap: Vec<bloom::HashRow>,
-    pub bpf_loop: Vec<bpf_loop::LoopRow>,
-    pub batch: Vec<batch::BatchRow>,
-    /// Benchmarks that failed, with the error.
-    pub errors: Vec<String>,
-    /// Benchmark groups this kernel cannot run, with the reason (a missing feature).
-    pub skipped: Vec<String>,
-}
 
 /// The prefix of the progress lines the host turns into a progress bar.
 pub const PROGRESS: &str = "bpfvm-bench-progress";
@@ -58,7 +43,7 @@ impl Progress {
     }
 }
 
-/// Runs every group of `plan` the kernel supports (the others are recorded in `skipped`); a
+/// Runs every group of `plan` the kernel supports ([`Group::needs`]) (the others are recorded in `skipped`); a
 /// group that fails is recorded in `errors` and the others run.
 pub fn run(plan: &Plan) -> Results {
     let mut results = Results::default();

@@ -23,7 +23,8 @@ impl Group {
     /// What the kernel must have for this group's programs and maps.
     pub fn needs(self) -> &'static [Feature] {
         match self {
-            Group::Bloom => &[Feature::BloomFilter],
+            // The false-positive probe walks its values with bpf_loop.
+            Group::Bloom => &[Feature::BloomFilter, Feature::BpfLoop],
             Group::BpfLoop => &[Feature::BpfLoop],
             Group::Batch => &[Feature::Batch(bpf_map_type::BPF_MAP_TYPE_HASH)],
         }

@@ -7,7 +7,8 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use serde::Serialize;
+
+use super::Stat;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Sampling {
@@ -21,35 +22,6 @@ impl Sampling {
         Self {
             interval,
             warmup,
-            samples,
-        }
-    }
-}
-
-/// Throughput in M ops/s: every kept sample, their mean and sample standard deviation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Stat {
-    pub mean: f64,
-    pub stddev: f64,
-    pub samples: Vec<f64>,
-}
-
-impl Stat {
-    pub fn of(samples: Vec<f64>) -> Self {
-        let n = samples.len() as f64;
-        let mean = if samples.is_empty() {
-            0.0
-        } else {
-            samples.iter().sum::<f64>() / n
-        };
-        let stddev = if samples.len() < 2 {
-            0.0
-        } else {
-            (samples.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
-        };
-        Self {
-            mean,
-            stddev,
             samples,
         }
     }
@@ -100,22 +72,4 @@ pub fn measure(s: &Sampling, ops: impl Fn() -> Result<u64> + Sync) -> Result<Sta
             .join()
             .unwrap_or_else(|_| Err(anyhow::anyhow!("the producer thread panicked")))
     })
-}
-
-#[cfg(test)]
-mod unit {
-    use super::*;
-
-    #[test]
-    fn stddev_is_the_sample_standard_deviation() {
-        let s = Stat::of(vec![2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]);
-        assert_eq!(s.mean, 5.0);
-        // Population stddev would be 2.0; with n-1 it is sqrt(32/7).
-        assert!((s.stddev - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);
-    }
-
-    #[test]
-    fn one_sample_has_no_spread() {
-        assert_eq!(Stat::of(vec![3.0]).stddev, 0.0);
-    }
 }

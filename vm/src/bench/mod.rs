@@ -5,7 +5,7 @@
 pub mod plot;
 pub mod reference;
 pub mod report;
-pub mod results;
+
 pub mod theory;
 
 use std::path::{Path, PathBuf};
@@ -20,8 +20,8 @@ use crate::paths::target_dir;
 use crate::report::read_fact;
 use crate::run::{self, Prepared, VmOptions};
 use crate::vng::Ending;
+use bpfvm_common::bench_results::Results;
 use report::{BenchReport, Run};
-use results::Results;
 
 /// How much to measure (the guest runner's plan of the same name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]

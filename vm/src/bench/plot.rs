@@ -15,7 +15,7 @@ fn points(
     r: &BenchReport,
     mode: Mode,
     xs: &[u32],
-    f: impl Fn(&super::results::Results, u32) -> Option<f64>,
+    f: impl Fn(&bpfvm_common::bench_results::Results, u32) -> Option<f64>,
 ) -> Vec<(f64, f64)> {
     xs.iter()
         .filter_map(|&x| {

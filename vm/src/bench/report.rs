@@ -7,10 +7,10 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use super::results::Results;
 use super::{host_cpu, plot, reference, theory, BenchOptions, Mode, Size};
 use crate::report::AccelInfo;
 use crate::run::Prepared;
+use bpfvm_common::bench_results::Results;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Run {

@@ -1,0 +1,135 @@
+//! What the guest benchmark runner (`tests/src/bench`) writes as `bench.json` and the host's
+//! report (`vm/src/bench`) reads: one definition for both sides of the file.
+extern crate std;
+
+use serde::{Deserialize, Serialize};
+use std::string::String;
+use std::vec::Vec;
+
+/// Throughput in M ops/s: every kept sample, their mean and sample standard deviation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stat {
+    pub mean: f64,
+    pub stddev: f64,
+    #[serde(default)]
+    pub samples: Vec<f64>,
+}
+
+impl Stat {
+    /// Mean and sample standard deviation (n - 1), as the kernel's `bench` reports them.
+    pub fn of(samples: Vec<f64>) -> Self {
+        let n = samples.len() as f64;
+        let mean = if samples.is_empty() {
+            0.0
+        } else {
+            samples.iter().sum::<f64>() / n
+        };
+        let stddev = if samples.len() < 2 {
+            0.0
+        } else {
+            (samples.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+        };
+        Self {
+            mean,
+            stddev,
+            samples,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BloomRow {
+    pub hash_funcs: u32,
+    pub entries: u32,
+    pub value_size: u32,
+    /// M ops/s.
+    pub lookup: Stat,
+    /// M ops/s.
+    pub update: Stat,
+    /// Non-members the filter reported present, over all non-members probed.
+    pub fp_rate: f64,
+    pub fp_probes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HashRow {
+    pub hash_funcs: u32,
+    pub entries: u32,
+    /// Hash map lookups alone, M ops/s.
+    pub without_bloom: Stat,
+    /// The same lookups with the bloom filter checked first, M ops/s.
+    pub with_bloom: Stat,
+    /// Share of the probed keys that are in the map (by construction about one half).
+    pub hit_rate: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoopRow {
+    pub nr_loops: u32,
+    /// bpf_loop calls per trigger.
+    pub calls_per_trigger: u32,
+    /// Loop iterations, M ops/s.
+    pub throughput: Stat,
+    /// 1000 / mean throughput.
+    pub ns_per_op: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchRow {
+    /// Entries asked for per `BPF_MAP_LOOKUP_BATCH` call.
+    pub buffer: u32,
+    /// Mean ns of a whole batch dump.
+    pub batch_ns: f64,
+    /// Mean ns of a whole get_next_key + lookup dump.
+    pub entry_ns: f64,
+    #[serde(default)]
+    pub batch_runs_ns: Vec<u64>,
+    #[serde(default)]
+    pub entry_runs_ns: Vec<u64>,
+    /// `(entry - batch) / entry * 100`, as the thread computes it.
+    pub improvement_pct: f64,
+    /// Of the last batch dump: calls made (retries included).
+    pub calls: u32,
+    /// Of the last batch dump: calls that hit ENOSPC (a bucket larger than the buffer) and
+    /// were retried with a doubled buffer.
+    pub enospc_retries: u32,
+    pub max_buffer: u32,
+    pub entries: u64,
+}
+
+/// What one guest run measured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    #[serde(default)]
+    pub bloom: Vec<BloomRow>,
+    #[serde(default)]
+    pub bloom_hashmap: Vec<HashRow>,
+    #[serde(default)]
+    pub bpf_loop: Vec<LoopRow>,
+    #[serde(default)]
+    pub batch: Vec<BatchRow>,
+    /// Benchmarks that failed, with the error.
+    #[serde(default)]
+    pub errors: Vec<String>,
+    /// Benchmark groups this kernel cannot run, with the reason (a missing feature).
+    #[serde(default)]
+    pub skipped: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stddev_is_the_sample_standard_deviation() {
+        let s = Stat::of(std::vec![2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]);
+        assert_eq!(s.mean, 5.0);
+        // Population stddev would be 2.0; with n-1 it is sqrt(32/7).
+        assert!((s.stddev - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn one_sample_has_no_spread() {
+        assert_eq!(Stat::of(std::vec![3.0]).stddev, 0.0);
+    }
+}

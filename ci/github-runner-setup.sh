@@ -5,8 +5,7 @@
 # - KVM: /dev/kvm exists but belongs to root; a udev rule opens it, so `--accel auto` finds it.
 # - Rust: rustup with network and no Debian rustc-web, so the eBPF objects build with rustup's
 #   nightly + rust-src (provisioning picks that route when it finds them, and says so).
-#   $BPFVM_NIGHTLY pins that nightly (see the workflow) and is installed under the name
-#   `nightly`, the toolchain bpfvm asks rustup for.
+#   $BPFVM_NIGHTLY pins that nightly (see the workflow); bpfvm asks rustup for it by that name.
 # - LLVM: bpf-linker builds against llvm-22-dev, which Ubuntu's archive lacks; LLVM's own apt
 #   repository has it for each Ubuntu release.
 # - Root: the runner user has passwordless sudo. Only the Debian packages need root: they are
@@ -18,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 nightly="${BPFVM_NIGHTLY:?set BPFVM_NIGHTLY to a dated nightly, e.g. nightly-2026-05-20}"
-llvm=22 # vm/src/provision.rs: LLVM_PREFIX
+llvm=22 # vm/src/provision/mod.rs: LLVM_PREFIX
 tmp="${RUNNER_TEMP:-/tmp}"
 
 echo "::group::KVM"
@@ -33,16 +32,9 @@ else
 fi
 echo "::endgroup::"
 
-echo "::group::rustup: $nightly as nightly, rustfmt and clippy"
-host="$(rustc -vV | sed -n 's/^host: //p')"
-toolchains="$(rustup show home)/toolchains"
+echo "::group::rustup: $nightly with rust-src, rustfmt and clippy"
 rustup toolchain install "$nightly" --profile minimal --component rust-src
-if [ -d "$toolchains/nightly-$host" ] && [ ! -L "$toolchains/nightly-$host" ]; then
-    rustup toolchain uninstall nightly
-fi
-# rustup refuses `toolchain link nightly`; a link under the channel's name is what it reads.
-ln -sfn "$toolchains/$nightly-$host" "$toolchains/nightly-$host"
-rustc +nightly -vV
+rustc "+$nightly" -vV
 rustup component add rustfmt clippy
 echo "::endgroup::"
 

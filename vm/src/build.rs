@@ -32,7 +32,7 @@ pub fn ebpf_command(tc: &EbpfToolchain, target_dir: &Path, path: &str) -> EbpfCo
     let mut args: Vec<String> = Vec::new();
     let program = match tc {
         EbpfToolchain::RustupNightly { .. } => {
-            args.push("+nightly".into());
+            args.push(format!("+{}", crate::provision::nightly_toolchain()));
             "cargo".to_string()
         }
         EbpfToolchain::Debian { cargo, .. } => cargo.display().to_string(),

@@ -31,7 +31,9 @@ use crate::paths::cache_dir;
 pub use cargo_tools::{bpf_linker_install_args, crates_toml_has, virtiofsd_install_args};
 pub use debian::{apt_install_command, needs_apt_update, parse_dpkg_status, required_packages};
 pub use distro::{host_distro, package_hint, parse_os_release, Distro};
-pub use toolchain::{nightly_has_rust_src, route_description, route_problem, EbpfToolchain};
+pub use toolchain::{
+    nightly_has_rust_src, nightly_toolchain, route_description, route_problem, EbpfToolchain,
+};
 pub(crate) use venv::PipVenv;
 
 use cargo_tools::{cargo_install, cargo_installed};

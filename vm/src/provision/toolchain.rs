@@ -66,12 +66,22 @@ pub fn route_problem(nightly_has_rust_src: bool, distro: &Distro) -> Option<Stri
     })
 }
 
+/// The rustup toolchain of the nightly route: `$BPFVM_NIGHTLY` (CI pins a dated nightly whose
+/// LLVM matches bpf-linker's), else `nightly`.
+pub fn nightly_toolchain() -> String {
+    std::env::var("BPFVM_NIGHTLY")
+        .ok()
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| "nightly".into())
+}
+
 /// Whether rustup's nightly has rust-src (so `cargo +nightly -Z build-std=core` works).
 pub fn nightly_has_rust_src() -> bool {
     let mut cmd = Command::new("rustc");
     scrub_cargo_env(&mut cmd);
     let Ok(out) = cmd
-        .args(["+nightly", "--print", "sysroot"])
+        .arg(format!("+{}", nightly_toolchain()))
+        .args(["--print", "sysroot"])
         .stderr(Stdio::null())
         .output()
     else {

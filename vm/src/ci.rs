@@ -152,7 +152,7 @@ pub fn summary(results: &[StepResult]) -> String {
         .map(|r| {
             let verdict = if r.result.is_ok() { "ok  " } else { "FAIL" };
             format!(
-                "{verdict} {:<36} {:>6.0} s",
+                "{verdict} {:<52} {:>6.0} s",
                 r.name,
                 r.elapsed.as_secs_f64()
             )

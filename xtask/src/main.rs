@@ -84,7 +84,7 @@ enum Cmd {
         #[arg(long)]
         smoke: bool,
         /// Only these benchmarks: bloom, bpf_loop, batch (comma-separated).
-        #[arg(long, value_delimiter = ',')]
+        #[arg(long, value_delimiter = ',', value_parser = ["bloom", "bpf_loop", "batch"])]
         only: Vec<String>,
     },
 }

@@ -58,3 +58,13 @@ fn vm_run_needs_a_command() {
     assert_eq!(code, 2, "clap's usage error");
     assert!(err.contains("<COMMAND>"), "{err}");
 }
+
+#[test]
+fn an_unknown_benchmark_group_is_refused_before_booting() {
+    let (code, err) = xtask(&["bench-vm", "--smoke", "--only", "nonsense"]);
+    assert_eq!(code, 2, "clap's usage error: {err}");
+    assert!(
+        err.contains("possible values: bloom, bpf_loop, batch"),
+        "{err}"
+    );
+}

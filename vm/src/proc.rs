@@ -18,6 +18,16 @@ pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
+/// Makes this process the reaper of its orphaned descendants, so a killed VM's qemu and
+/// virtiofsd are reaped here instead of lingering as zombies under init.
+fn become_subreaper() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    // SAFETY: prctl with an integer argument; failure only means init reaps them later.
+    ONCE.call_once(|| unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+    });
+}
+
 /// Which pipe a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {
@@ -37,6 +47,7 @@ impl Group {
     /// Spawns `cmd` as the leader of a new process group with piped stdout/stderr and no stdin.
     pub fn spawn(cmd: &mut Command) -> std::io::Result<Self> {
         use std::os::unix::process::CommandExt;
+        become_subreaper();
         let mut child = cmd
             .process_group(0)
             .stdin(Stdio::null())
@@ -79,11 +90,23 @@ impl Group {
     }
 
     /// Kills every process of the group (leftovers too, after the leader exited) and reaps
-    /// the leader. Safe to call more than once.
+    /// them all, so none is left even as a zombie. Safe to call more than once.
     pub fn kill(&mut self) {
         // SAFETY: killpg on our own group id; ESRCH (already gone) is fine.
         unsafe { libc::killpg(self.pgid, libc::SIGKILL) };
         let _ = self.child.wait();
+        // As subreaper we inherit the group's orphans (qemu, virtiofsd): reap them until none
+        // is left. They were sent SIGKILL, so this takes milliseconds; bound it anyway.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            let mut status = 0;
+            // SAFETY: waitpid on our own children of the group; WNOHANG never blocks.
+            match unsafe { libc::waitpid(-self.pgid, &mut status, libc::WNOHANG) } {
+                -1 => break, // ECHILD: none left
+                0 => std::thread::sleep(std::time::Duration::from_millis(10)),
+                _ => {}
+            }
+        }
     }
 
     /// Kills leftovers and waits until both pipes are drained; returns the remaining lines.

@@ -31,13 +31,7 @@ fn points(
 
 /// bpf_loop ns/op against nr_loops (log x), both modes.
 pub fn bpf_loop(r: &BenchReport, path: &Path) -> Result<()> {
-    let mut xs: Vec<u32> = r
-        .runs
-        .iter()
-        .flat_map(|run| run.results.bpf_loop.iter().map(|l| l.nr_loops))
-        .collect();
-    xs.sort_unstable();
-    xs.dedup();
+    let xs = r.distinct(|res| res.bpf_loop.iter().map(|l| l.nr_loops).collect());
     let series: Vec<Series> = [Mode::Retpoline, Mode::Off]
         .into_iter()
         .map(|m| {
@@ -81,13 +75,7 @@ pub fn bloom(r: &BenchReport, path: &Path) -> Result<()> {
             &[],
         );
     };
-    let mut ks: Vec<u32> = r
-        .runs
-        .iter()
-        .flat_map(|run| run.results.bloom.iter().map(|b| b.hash_funcs))
-        .collect();
-    ks.sort_unstable();
-    ks.dedup();
+    let ks = r.distinct(|res| res.bloom.iter().map(|b| b.hash_funcs).collect());
     let mut series = Vec::new();
     for (op, lookup) in [("lookup", true), ("update", false)] {
         for m in [Mode::Retpoline, Mode::Off] {

@@ -40,6 +40,18 @@ pub struct BenchReport {
 }
 
 impl BenchReport {
+    /// The distinct values of one parameter over every run's rows, sorted.
+    pub fn distinct(&self, param: impl Fn(&Results) -> Vec<u32>) -> Vec<u32> {
+        let mut keys: Vec<u32> = self
+            .runs
+            .iter()
+            .flat_map(|run| param(&run.results))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
+
     /// Every run valid and no benchmark failed.
     pub fn ok(&self) -> bool {
         self.runs
@@ -381,13 +393,7 @@ fn bloom_tables(s: &mut String, r: &BenchReport) {
 }
 
 fn loop_table(s: &mut String, r: &BenchReport) {
-    let mut keys: Vec<u32> = r
-        .runs
-        .iter()
-        .flat_map(|run| run.results.bpf_loop.iter().map(|l| l.nr_loops))
-        .collect();
-    keys.sort_unstable();
-    keys.dedup();
+    let keys = r.distinct(|res| res.bpf_loop.iter().map(|l| l.nr_loops).collect());
     if keys.is_empty() {
         return;
     }
@@ -418,13 +424,7 @@ fn loop_table(s: &mut String, r: &BenchReport) {
 }
 
 fn batch_tables(s: &mut String, r: &BenchReport) {
-    let mut keys: Vec<u32> = r
-        .runs
-        .iter()
-        .flat_map(|run| run.results.batch.iter().map(|b| b.buffer))
-        .collect();
-    keys.sort_unstable();
-    keys.dedup();
+    let keys = r.distinct(|res| res.batch.iter().map(|b| b.buffer).collect());
     if keys.is_empty() {
         return;
     }

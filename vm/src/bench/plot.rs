@@ -132,7 +132,9 @@ fn draw(path: &Path, title: &str, x: &str, y: &str, log_x: bool, series: &[Serie
                 c.draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
                     .map_err(|e| anyhow!("{e}"))?;
             }
+            // Upper right: both plots fall to the right, so the legend covers no point there.
             c.configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
                 .background_style(WHITE.mix(0.8))
                 .border_style(BLACK)
                 .draw()

@@ -206,6 +206,11 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     keep_guest_files(dir, &out_dir.join("guest"), events);
     if !vm_ok {
         events.warn(outcome.diagnosis());
+    } else if report.tests.is_empty() {
+        events.warn(match &opts.filter {
+            Some(f) => format!("no test name contains `{f}`: nothing ran (the run fails)"),
+            None => "the guest ran no test (the run fails)".into(),
+        });
     }
     Ok((report, out_dir))
 }

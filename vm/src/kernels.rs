@@ -112,6 +112,7 @@ pub fn fetch(pin: &Pin, events: &Events) -> Result<KernelTree> {
 }
 
 fn fetch_in(cache: &Cache, pin: &Pin, events: &Events) -> Result<KernelTree> {
+    cache.check_cached_debs(pin)?;
     if let Some(tree) = cache.cached(pin) {
         events.note(format!(
             "kernel {} ({}): cached at {}",

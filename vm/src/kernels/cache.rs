@@ -94,6 +94,31 @@ impl Cache {
         }
     }
 
+    /// Verifies every cached `.deb` of `pin` against its sha256. A mismatch (a corrupt or
+    /// altered file) is an error naming both hashes; the file is removed, so the next run
+    /// downloads it again. Missing `.deb`s are fine: a complete tree does not need them.
+    pub fn check_cached_debs(&self, pin: &Pin) -> Result<()> {
+        for pkg in &pin.packages {
+            let path = self.debs().join(pkg.deb_file_name());
+            if !path.is_file() {
+                continue;
+            }
+            let actual = sha256_file(&path)?;
+            if actual != pkg.sha256 {
+                std::fs::remove_file(&path)
+                    .with_context(|| format!("removing {}", path.display()))?;
+                bail!(
+                    "sha256 mismatch for the cached {}:\n  expected {} (pin {})\n  actual   {actual}\n\
+                     the bad file was removed; run the command again to download it afresh",
+                    path.display(),
+                    pkg.sha256,
+                    pin.path.display()
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// The verified `.deb` of `pkg`, downloading it (after one `apt-get update`, tracked by
     /// `updated`) when it is not in `debs/` yet.
     pub fn deb(
@@ -108,17 +133,8 @@ impl Cache {
         std::fs::create_dir_all(&debs).with_context(|| format!("creating {}", debs.display()))?;
         let dest = debs.join(pkg.deb_file_name());
         if dest.is_file() {
-            let actual = sha256_file(&dest)?;
-            if actual == pkg.sha256 {
-                events.note(format!("using cached {}", dest.display()));
-                return Ok(dest);
-            }
-            events.warn(format!(
-                "cached {} has sha256 {actual}, the pin wants {}; downloading it again",
-                dest.display(),
-                pkg.sha256
-            ));
-            std::fs::remove_file(&dest).with_context(|| format!("removing {}", dest.display()))?;
+            events.note(format!("using cached {}", dest.display()));
+            return Ok(dest);
         }
         if !*updated {
             apt.update(events)?;
@@ -405,6 +421,35 @@ mod tests {
             sha256_file(&p).unwrap(),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+    }
+
+    #[test]
+    fn a_corrupt_cached_deb_fails_once_with_both_hashes_then_is_gone() {
+        let t = tempfile::tempdir().unwrap();
+        let c = Cache {
+            root: t.path().to_path_buf(),
+        };
+        let pin = Pin::parse(
+            &format!(
+                "version = \"6.1\"\nrelease = \"6.1.0-57-cloud-amd64\"\ndescription = \"t\"\n\
+                 [[source]]\nuri = \"http://deb.debian.org/debian\"\nsuite = \"bookworm\"\n\
+                 [[package]]\nname = \"linux-image-x\"\nversion = \"1\"\nsha256 = \"{}\"\n",
+                // sha256("abc"): the good content.
+                "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+            ),
+            Path::new("kernels/6.1.toml"),
+        )
+        .unwrap();
+        let deb = c.debs().join(pin.packages[0].deb_file_name());
+        std::fs::create_dir_all(c.debs()).unwrap();
+        std::fs::write(&deb, b"abc").unwrap();
+        c.check_cached_debs(&pin).unwrap();
+        std::fs::write(&deb, b"abd").unwrap();
+        let err = format!("{:#}", c.check_cached_debs(&pin).unwrap_err());
+        assert!(err.contains("expected ba7816bf"), "{err}");
+        assert!(err.contains("actual   a52d159f"), "{err}");
+        assert!(!deb.exists(), "the bad file is removed");
+        c.check_cached_debs(&pin).unwrap();
     }
 
     #[test]

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 
 use crate::build::TestBinary;
 use crate::shell::{join, quote};
-use crate::vng::{START_MARKER, STATUS_FILE};
+use crate::vng::{END_MARKER, START_MARKER, STATUS_FILE};
 
 /// Files the guest writes into the shared directory, read back by `report`.
 pub mod files {
@@ -76,7 +76,7 @@ pub fn test_script(
         )
         .unwrap();
     }
-    writeln!(s, "echo 0 > \"$OUT/{STATUS_FILE}\"").unwrap();
+    epilogue(&mut s, "0");
     s
 }
 
@@ -103,7 +103,7 @@ pub fn bench_script(
         quote(&rc.display().to_string())
     )
     .unwrap();
-    writeln!(s, "echo 0 > \"$OUT/{STATUS_FILE}\"").unwrap();
+    epilogue(&mut s, "0");
     s
 }
 
@@ -112,8 +112,15 @@ pub fn command_script(out: &Path, cwd: &Path, argv: &[String]) -> String {
     let mut s = preamble(out);
     writeln!(s, "cd {} || exit 1", quote(&cwd.display().to_string())).unwrap();
     writeln!(s, "{}", join(argv)).unwrap();
-    writeln!(s, "echo $? > \"$OUT/{STATUS_FILE}\"").unwrap();
+    epilogue(&mut s, "$?");
     s
+}
+
+/// The script's last lines: the exit status (`status`, a shell word) that tells the host the
+/// guest finished, then the marker that times the end of the script.
+fn epilogue(s: &mut String, status: &str) {
+    writeln!(s, "echo {status} > \"$OUT/{STATUS_FILE}\"").unwrap();
+    writeln!(s, "echo '{END_MARKER}' >&2").unwrap();
 }
 
 /// Writes `script` to `path`, creating its directory.
@@ -145,7 +152,9 @@ mod tests {
             "/t/deps/bpfvm_tests-abc -Z unstable-options --format json --report-time bloom"
         ));
         assert!(s.contains("/t/probe > \"$OUT/features.json\""));
-        assert!(s.ends_with("echo 0 > \"$OUT/exit-status\"\n"));
+        assert!(
+            s.ends_with("echo 0 > \"$OUT/exit-status\"\necho 'bpfvm: guest script finished' >&2\n")
+        );
     }
 
     #[test]
@@ -158,6 +167,8 @@ mod tests {
         let s = command_script(Path::new("/o"), Path::new("/w d"), &argv);
         assert!(s.contains("cd '/w d' || exit 1\n"));
         assert!(s.contains(r"sh -c 'echo '\''hi there'\''; exit 7'"));
-        assert!(s.ends_with("echo $? > \"$OUT/exit-status\"\n"));
+        assert!(s.ends_with(
+            "echo $? > \"$OUT/exit-status\"\necho 'bpfvm: guest script finished' >&2\n"
+        ));
     }
 }

@@ -69,8 +69,42 @@ pub struct Report {
     pub features: BTreeMap<String, bool>,
     /// How the VM ended ("exited" or why not), and its wall time.
     pub vm: VmInfo,
+    /// Where the run's wall time went.
+    pub timings: Timings,
     pub tests: Vec<TestResult>,
     pub summary: Summary,
+}
+
+/// Seconds per phase of a run; a phase the run did not reach is absent.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Timings {
+    /// Provisioning check, kernel fetch, accelerator probe.
+    pub prepare_s: Option<f64>,
+    /// BPF objects and guest test binaries.
+    pub build_s: Option<f64>,
+    /// vng start to the guest script's first line.
+    pub boot_s: Option<f64>,
+    /// The guest script: feature probes and every test binary.
+    pub tests_s: Option<f64>,
+    /// The guest script's end to vng's exit.
+    pub shutdown_s: Option<f64>,
+}
+
+impl Timings {
+    /// "build 12.0 s, boot 6.1 s, ..." for the phases that ran.
+    pub fn describe(&self) -> String {
+        [
+            ("prepare", self.prepare_s),
+            ("build", self.build_s),
+            ("boot", self.boot_s),
+            ("tests", self.tests_s),
+            ("shutdown", self.shutdown_s),
+        ]
+        .iter()
+        .filter_map(|(name, t)| t.map(|t| format!("{name} {t:.1} s")))
+        .collect::<Vec<_>>()
+        .join(", ")
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -103,6 +137,7 @@ impl Report {
                 wall_time_s: 0.0,
                 console_tail: vec![],
             },
+            timings: Timings::default(),
             tests: vec![],
             summary: Summary::default(),
         }
@@ -319,7 +354,7 @@ pub fn summary_table(report: &Report) -> String {
     }
     let s = &report.summary;
     format!(
-        "{t}\nkernel {} ({}), {}: {} passed, {} failed, {} skipped",
+        "{t}\nkernel {} ({}), {}: {} passed, {} failed, {} skipped\ntime: {}",
         report.kernel.version,
         report
             .kernel
@@ -329,7 +364,8 @@ pub fn summary_table(report: &Report) -> String {
         report.accel.name.to_uppercase(),
         s.passed,
         s.failed,
-        s.skipped
+        s.skipped,
+        report.timings.describe()
     )
 }
 
@@ -447,9 +483,16 @@ mod tests {
                 wall_time_s: 1.0,
                 console_tail: vec![],
             },
+            timings: Timings {
+                build_s: Some(12.04),
+                boot_s: Some(6.0),
+                ..Timings::default()
+            },
             summary: summarize(&tests),
             tests,
         };
+        let table = summary_table(&report);
+        assert!(table.ends_with("time: build 12.0 s, boot 6.0 s"), "{table}");
         let matrix = matrix_table(&[report.clone(), Report::not_run("5.10", "offline")]);
         assert!(matrix.contains("bloom::b"), "{matrix}");
         assert!(matrix.contains("2/2/0"), "{matrix}");

@@ -1,7 +1,7 @@
 //! The user-facing flows: `vm-run` (any command in the guest) and `vm-test` (the suite).
 //! Each is the chain provision -> kernel -> accelerator -> build -> guest script -> vng -> report.
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
@@ -13,7 +13,7 @@ use crate::kernels::{self, KernelTree};
 use crate::output::{Events, Output};
 use crate::paths::target_dir;
 use crate::provision::{self, Tools};
-use crate::report::{self, AccelInfo, KernelInfo, Report, VmInfo};
+use crate::report::{self, AccelInfo, KernelInfo, Report, Timings, VmInfo};
 use crate::vng::{self, Ending, RunOutcome, VmSpec};
 
 /// VM settings shared by every flow.
@@ -109,8 +109,17 @@ pub(crate) fn boot(
         p.accel.name.to_uppercase()
     ));
     let outcome = vng::run(&spec, &p.tools.vng, &p.tools.path_prefix, events)?;
+    let phases = match (outcome.boot, outcome.guest, outcome.shutdown()) {
+        (Some(b), Some(g), Some(d)) => format!(
+            " (boot {:.1} s, guest script {:.1} s, shutdown {:.1} s)",
+            b.as_secs_f64(),
+            g.as_secs_f64(),
+            d.as_secs_f64()
+        ),
+        _ => String::new(),
+    };
     events.note(format!(
-        "VM finished in {:.1} s",
+        "VM finished in {:.1} s{phases}",
         outcome.elapsed.as_secs_f64()
     ));
     Ok(outcome)
@@ -149,10 +158,13 @@ pub struct TestOptions {
 /// `vm-test`: builds the BPF objects and the guest tests, boots once, runs every test binary,
 /// and writes `target/vm-test/<kernel>/{report.json,junit.xml}`.
 pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)> {
+    let start = Instant::now();
     let p = prepare(&opts.vm, events)?;
+    let prepared = start.elapsed();
     let ebpf_dir = build::build_ebpf(&p.tools.ebpf, events)?;
     let binaries = build::build_guest_tests(&ebpf_dir, events)?;
     let probe = build::build_guest_bin(&ebpf_dir, "probe", events)?;
+    let built = start.elapsed() - prepared;
 
     let out_dir = target_dir().join("vm-test").join(&p.label);
     let dir = run_dir(&out_dir)?;
@@ -198,6 +210,13 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
             } else {
                 outcome.console_tail.clone()
             },
+        },
+        timings: Timings {
+            prepare_s: Some(prepared.as_secs_f64()),
+            build_s: Some(built.as_secs_f64()),
+            boot_s: outcome.boot.map(|d| d.as_secs_f64()),
+            tests_s: outcome.guest.map(|d| d.as_secs_f64()),
+            shutdown_s: outcome.shutdown().map(|d| d.as_secs_f64()),
         },
         summary: report::summarize(&tests),
         tests,

@@ -54,6 +54,17 @@ pub struct RunOutcome {
     /// The last lines of the kernel console and of vng's own stderr.
     pub console_tail: Vec<String>,
     pub elapsed: Duration,
+    /// From starting vng to the guest script's first line: boot and vng's own setup.
+    pub boot: Option<Duration>,
+    /// The guest script itself, from its first line to its last.
+    pub guest: Option<Duration>,
+}
+
+impl RunOutcome {
+    /// From the guest script's end to vng's exit: power-off and teardown.
+    pub fn shutdown(&self) -> Option<Duration> {
+        self.elapsed.checked_sub(self.boot? + self.guest?)
+    }
 }
 
 impl RunOutcome {
@@ -81,6 +92,8 @@ impl RunOutcome {
 const TAIL: usize = 60;
 /// The guest script prints this to stderr first: later non-console lines are the guest's.
 pub const START_MARKER: &str = "bpfvm: guest script started";
+/// The guest script prints this to stderr last, after writing its exit status.
+pub const END_MARKER: &str = "bpfvm: guest script finished";
 /// The name of the file where the guest script writes its exit status, inside `rwdir`.
 pub const STATUS_FILE: &str = "exit-status";
 
@@ -107,7 +120,8 @@ pub fn run(
     let start = Instant::now();
     let mut tail = VecDeque::new();
     let mut panicked = false;
-    let mut started = false;
+    let mut started = None;
+    let mut finished = None;
     let mut forward = |stream: Stream, line: String, tail: &mut VecDeque<String>| match stream {
         Stream::Stdout => events.emit(Output::GuestStdout(line)),
         Stream::Stderr => {
@@ -117,8 +131,10 @@ pub fn run(
             }
             tail.push_back(line.clone());
             if line == START_MARKER {
-                started = true;
-            } else if !started || is_console(&line) {
+                started = Some(start.elapsed());
+            } else if line == END_MARKER {
+                finished = Some(start.elapsed());
+            } else if started.is_none() || is_console(&line) {
                 events.emit(Output::Console(line));
             } else {
                 events.emit(Output::GuestStderr(line));
@@ -155,6 +171,8 @@ pub fn run(
         ending,
         console_tail: tail.into(),
         elapsed: start.elapsed(),
+        boot: started,
+        guest: started.zip(finished).and_then(|(s, f)| f.checked_sub(s)),
     })
 }
 

@@ -19,7 +19,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 use crate::features;
-use aya_obj::generated::{bpf_attr__bindgen_ty_3 as batch_attr, bpf_map_info};
+use aya_obj::generated::bpf_attr__bindgen_ty_3 as batch_attr;
 
 use crate::sys::{self, bpf_attr, bpf_cmd, bpf_map_type};
 
@@ -67,7 +67,7 @@ impl Layout {
 
     /// Asks the kernel (`BPF_OBJ_GET_INFO_BY_FD`) for the layout of the map behind `fd`.
     pub fn of(fd: BorrowedFd<'_>) -> io::Result<Self> {
-        let info = map_info(fd)?;
+        let info = sys::map_info(fd)?;
         Ok(Self::new(
             info.type_,
             info.key_size as usize,
@@ -114,22 +114,6 @@ pub fn is_percpu(map_type: u32) -> bool {
     ]
     .iter()
     .any(|t| *t as u32 == map_type)
-}
-
-/// `BPF_OBJ_GET_INFO_BY_FD` for a map.
-pub fn map_info(fd: BorrowedFd<'_>) -> io::Result<bpf_map_info> {
-    // SAFETY: bpf_map_info is plain integers; all-zero is valid.
-    let mut info: bpf_map_info = unsafe { std::mem::zeroed() };
-    let mut attr = sys::zeroed_attr();
-    // SAFETY: plain integers and a pointer to `info`, which outlives the syscall.
-    unsafe {
-        let i = &mut attr.info;
-        i.bpf_fd = fd.as_raw_fd() as u32;
-        i.info_len = std::mem::size_of::<bpf_map_info>() as u32;
-        i.info = &mut info as *mut bpf_map_info as u64;
-    }
-    sys::bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
-    Ok(info)
 }
 
 /// An opaque resume position returned by a lookup batch; pass it back to continue.

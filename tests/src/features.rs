@@ -2,9 +2,11 @@
 //! program on the running kernel, never guess from the version number.
 use std::collections::{BTreeMap, HashMap};
 use std::io;
+use std::os::fd::AsFd;
 use std::sync::{Mutex, OnceLock};
 
-use crate::sys::{self, bpf_cmd, bpf_map_type, bpf_prog_type, MapAttr};
+use crate::batch::{BatchError, BatchMap, Flags};
+use crate::sys::{self, bpf_map_type, bpf_prog_type, MapAttr};
 
 /// A kernel feature a test may need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -136,27 +138,11 @@ fn probe_batch(map_type: bpf_map_type) -> io::Result<bool> {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(false),
         Err(e) => return Err(e),
     };
-    let ncpus = possible_cpus()?;
-    let mut keys = [0u32; 1];
-    let mut values = vec![0u64; ncpus];
-    let mut token = 0u64;
-    let mut attr = sys::zeroed_attr();
-    // SAFETY: plain integers and pointers to buffers that outlive the syscall.
-    unsafe {
-        let b = &mut attr.batch;
-        b.map_fd = std::os::fd::AsRawFd::as_raw_fd(&fd) as u32;
-        b.out_batch = &mut token as *mut u64 as u64;
-        b.keys = keys.as_mut_ptr() as u64;
-        b.values = values.as_mut_ptr() as u64;
-        b.count = 1;
-    }
-    match sys::bpf(bpf_cmd::BPF_MAP_LOOKUP_BATCH, &mut attr) {
+    // The end of the empty map (ENOENT) comes back as Ok with `end` set.
+    match BatchMap::new(fd.as_fd())?.lookup_batch(None, 1, Flags::default()) {
         Ok(_) => Ok(true),
-        Err(e) => match e.raw_os_error() {
-            Some(libc::ENOENT) => Ok(true),
-            Some(libc::EINVAL) | Some(sys::ENOTSUPP) => Ok(false),
-            _ => Err(e),
-        },
+        Err(BatchError::Invalid { .. } | BatchError::NotSupported) => Ok(false),
+        Err(e) => Err(io::Error::other(e)),
     }
 }
 

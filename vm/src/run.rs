@@ -125,26 +125,57 @@ pub(crate) fn boot(
     Ok(outcome)
 }
 
-/// A fresh directory under `parent` for one run's shared files (two runs never share one).
-pub(crate) fn run_dir(parent: &Path) -> Result<tempfile::TempDir> {
-    std::fs::create_dir_all(parent).with_context(|| format!("create {}", parent.display()))?;
-    tempfile::Builder::new()
-        .prefix("run-")
-        .tempdir_in(parent)
-        .with_context(|| format!("create a run directory in {}", parent.display()))
+/// One run's files: a fresh directory under `parent` (two runs never share one) holding the
+/// guest script and the `shared` directory the guest writes into.
+pub(crate) struct RunDir {
+    dir: tempfile::TempDir,
+    pub shared: PathBuf,
+    pub script: PathBuf,
+}
+
+impl RunDir {
+    pub(crate) fn new(parent: &Path) -> Result<Self> {
+        std::fs::create_dir_all(parent).with_context(|| format!("create {}", parent.display()))?;
+        let dir = tempfile::Builder::new()
+            .prefix("run-")
+            .tempdir_in(parent)
+            .with_context(|| format!("create a run directory in {}", parent.display()))?;
+        let shared = dir.path().join("shared");
+        std::fs::create_dir_all(&shared)?;
+        let script = dir.path().join("guest.sh");
+        Ok(Self {
+            dir,
+            shared,
+            script,
+        })
+    }
+
+    /// Keeps the run's raw guest files (JSON events, stderr) at `dest`. When another run
+    /// moved its files there at the same moment, this run's stay in their own directory.
+    pub(crate) fn keep(self, dest: &Path, events: &Events) {
+        let _ = std::fs::remove_dir_all(dest);
+        let kept = self.dir.keep();
+        if let Err(e) = std::fs::rename(&kept, dest) {
+            events.warn(format!(
+                "guest files stay in {} (could not move them to {}: {e})",
+                kept.display(),
+                dest.display()
+            ));
+        }
+    }
 }
 
 /// `vm-run`: runs `argv` as root in the guest from the current directory; returns how the VM
 /// ended (the caller exits with the command's status).
 pub fn vm_run(opts: &VmOptions, argv: &[String], events: &Events) -> Result<RunOutcome> {
     let p = prepare(opts, events)?;
-    let dir = run_dir(&target_dir().join("vm-run"))?;
-    let script = dir.path().join("guest.sh");
-    let shared = dir.path().join("shared");
-    std::fs::create_dir_all(&shared)?;
+    let files = RunDir::new(&target_dir().join("vm-run"))?;
     let cwd = std::env::current_dir().context("the current directory")?;
-    guest::write(&script, &guest::command_script(&shared, &cwd, argv))?;
-    boot(&p, opts, &shared, &script, events)
+    guest::write(
+        &files.script,
+        &guest::command_script(&files.shared, &cwd, argv),
+    )?;
+    boot(&p, opts, &files.shared, &files.script, events)
 }
 
 /// `vm-test` options beyond the VM's.
@@ -167,14 +198,12 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     let built = start.elapsed() - prepared;
 
     let out_dir = target_dir().join("vm-test").join(&p.label);
-    let dir = run_dir(&out_dir)?;
-    let shared = dir.path().join("shared");
-    std::fs::create_dir_all(&shared)?;
-    let script = dir.path().join("guest.sh");
+    let files = RunDir::new(&out_dir)?;
+    let (shared, script) = (files.shared.as_path(), files.script.as_path());
     guest::write(
-        &script,
+        script,
         &guest::test_script(
-            &shared,
+            shared,
             &p.tree.release,
             &probe,
             &binaries,
@@ -183,21 +212,21 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     )?;
 
     let live = with_test_progress(events.clone());
-    let outcome = boot(&p, &opts.vm, &shared, &script, &live)?;
+    let outcome = boot(&p, &opts.vm, shared, script, &live)?;
 
     let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
-    let tests = report::collect_tests(&shared, &names);
+    let tests = report::collect_tests(shared, &names);
     let vm_ok = outcome.ending == Ending::Exited(0);
     let report = Report {
         kernel: KernelInfo {
             version: p.label.clone(),
             pinned_release: p.pinned_release.clone(),
-            release: report::read_fact(&shared, guest::files::RELEASE),
+            release: report::read_fact(shared, guest::files::RELEASE),
         },
         accel: AccelInfo::from(&p.accel),
-        cmdline: report::read_fact(&shared, guest::files::CMDLINE),
-        spectre_v2: report::read_fact(&shared, guest::files::SPECTRE_V2),
-        features: report::read_features(&shared),
+        cmdline: report::read_fact(shared, guest::files::CMDLINE),
+        spectre_v2: report::read_fact(shared, guest::files::SPECTRE_V2),
+        features: report::read_features(shared),
         vm: VmInfo {
             ending: if vm_ok {
                 "exited".into()
@@ -222,7 +251,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         tests,
     };
     report::write(&report, &out_dir)?;
-    keep_guest_files(dir, &out_dir.join("guest"), events);
+    files.keep(&out_dir.join("guest"), events);
     if !vm_ok {
         events.warn(outcome.diagnosis());
     } else if report.tests.is_empty() {
@@ -257,20 +286,6 @@ pub fn vm_test_all(opts: &TestOptions, events: &Events) -> Result<Vec<Report>> {
     )?;
     events.note(format!("combined report: {}", path.display()));
     Ok(reports)
-}
-
-/// Keeps the last run's raw guest files (JSON events, stderr) next to the report. When another
-/// run moved its files there at the same moment, this run's stay in their own directory.
-pub(crate) fn keep_guest_files(dir: tempfile::TempDir, dest: &Path, events: &Events) {
-    let _ = std::fs::remove_dir_all(dest);
-    let kept = dir.keep();
-    if let Err(e) = std::fs::rename(&kept, dest) {
-        events.warn(format!(
-            "guest files stay in {} (could not move them to {}: {e})",
-            kept.display(),
-            dest.display()
-        ));
-    }
 }
 
 /// Turns libtest's JSON events on the guest's stdout into per-test progress; other guest

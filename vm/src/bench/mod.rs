@@ -133,15 +133,13 @@ fn one_run(
     index: usize,
     events: &Events,
 ) -> Result<Run> {
-    let dir = run::run_dir(out_dir)?;
-    let shared = dir.path().join("shared");
-    std::fs::create_dir_all(&shared)?;
-    let script = dir.path().join("guest.sh");
+    let files = run::RunDir::new(out_dir)?;
+    let (shared, script) = (files.shared.as_path(), files.script.as_path());
     let out = shared.join(RESULTS);
     guest::write(
-        &script,
+        script,
         &guest::bench_script(
-            &shared,
+            shared,
             bin,
             opts.size.name(),
             &opts.only,
@@ -156,13 +154,13 @@ fn one_run(
     let outcome = run::boot(
         p,
         &vm,
-        &shared,
-        &script,
+        shared,
+        script,
         &with_bench_progress(events.clone(), label),
     )?;
 
-    let spectre_v2 = read_fact(&shared, guest::files::SPECTRE_V2);
-    let cmdline = read_fact(&shared, guest::files::CMDLINE);
+    let spectre_v2 = read_fact(shared, guest::files::SPECTRE_V2);
+    let cmdline = read_fact(shared, guest::files::CMDLINE);
     let results: Option<Results> = std::fs::read_to_string(&out)
         .ok()
         .and_then(|s| serde_json::from_str(&s).ok());
@@ -182,7 +180,7 @@ fn one_run(
         problems.push(outcome.diagnosis().lines().next().unwrap_or("").to_string());
         events.warn(outcome.diagnosis());
     }
-    match (&results, read_fact(&shared, RC).as_deref()) {
+    match (&results, read_fact(shared, RC).as_deref()) {
         (None, rc) => problems.push(format!(
             "the guest runner wrote no results (exit status {})",
             rc.unwrap_or("unknown")
@@ -200,8 +198,7 @@ fn one_run(
     for skip in &results.skipped {
         events.note(format!("{label}: skipped {skip}"));
     }
-    run::keep_guest_files(
-        dir,
+    files.keep(
         &out_dir.join(format!("guest-{}-{}", index + 1, mode.name())),
         events,
     );

@@ -5,7 +5,8 @@
 //! line here.
 use anyhow::{anyhow, Context, Result};
 use aya::programs::{Program, ProgramError};
-use aya::Ebpf;
+use aya::{Btf, Ebpf, EbpfLoader};
+use std::sync::OnceLock;
 
 use crate::features::Feature;
 
@@ -50,12 +51,24 @@ pub fn all() -> Vec<Object> {
     ]
 }
 
-/// Parses `bytes` and creates its maps (programs are not loaded yet).
+/// Parses `bytes` and creates its maps (programs are not loaded yet). Each call creates its
+/// own maps: tests never share kernel state through an object.
 pub fn load(bytes: &[u8]) -> Result<Ebpf> {
     crate::sys::raise_memlock();
-    Ebpf::load(bytes)
+    EbpfLoader::new()
+        .btf(kernel_btf())
+        .load(bytes)
         .map_err(|e| anyhow!("{}", error_chain(&e)))
         .context("loading BPF object")
+}
+
+/// The running kernel's BTF (`/sys/kernel/btf/vmlinux`, megabytes), parsed once per process
+/// and only read afterwards. `Ebpf::load` in aya 0.14 parses it twice per object (in
+/// `EbpfLoader::new` and again for `.btf()`); `EbpfLoader::new` has no way around its own
+/// parse, so handing it this copy halves the cost of every load.
+fn kernel_btf() -> Option<&'static Btf> {
+    static BTF: OnceLock<Option<Btf>> = OnceLock::new();
+    BTF.get_or_init(|| Btf::from_sys_fs().ok()).as_ref()
 }
 
 /// Formats an error and its sources on one line each.

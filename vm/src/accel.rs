@@ -1,12 +1,15 @@
 //! KVM or TCG. `/dev/kvm` existing proves nothing (on PVM hosts it opens, and qemu then aborts
 //! or hangs), so KVM is chosen only when a real guest kernel prints its first line under it.
-use std::path::Path;
+//! The probe can take its whole timeout (20 s on a PVM host), so its verdict is kept in the
+//! cache for the rest of the host's boot (`/proc/sys/kernel/random/boot_id`).
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::paths::cache_dir;
 use crate::proc::{Group, Stream};
 
 /// What the user asked for with `--accel`.
@@ -50,7 +53,7 @@ pub fn decide(choice: Choice, vmlinuz: &Path) -> Result<Accel> {
             reason: "--accel tcg".into(),
         });
     }
-    match probe_kvm(vmlinuz) {
+    match probe_kvm_once_per_boot(vmlinuz, &verdict_file()) {
         Ok(how) => Ok(Accel {
             name: "kvm",
             reason: how,
@@ -64,6 +67,55 @@ pub fn decide(choice: Choice, vmlinuz: &Path) -> Result<Accel> {
              fix: run with --accel tcg (or --accel auto to fall back by itself)"
         ),
     }
+}
+
+/// A KVM probe's verdict and the host boot it was made in.
+#[derive(Debug, Serialize, Deserialize)]
+struct Verdict {
+    boot_id: String,
+    /// `Ok(how)` when KVM works, else why not.
+    kvm: Result<String, String>,
+}
+
+fn verdict_file() -> PathBuf {
+    cache_dir().join("accel.json")
+}
+
+fn host_boot_id() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(id.trim().to_string())
+}
+
+/// [`probe_kvm`], or its verdict from earlier in this host boot (kept in `file`). A cache that
+/// cannot be read or written only costs a probe.
+fn probe_kvm_once_per_boot(vmlinuz: &Path, file: &Path) -> Result<String, String> {
+    let boot_id = host_boot_id();
+    let cached = std::fs::read_to_string(file)
+        .ok()
+        .and_then(|s| serde_json::from_str::<Verdict>(&s).ok())
+        .filter(|v| Some(&v.boot_id) == boot_id.as_ref());
+    if let Some(v) = cached {
+        let note = format!(
+            "probed earlier this host boot; delete {} to probe again",
+            file.display()
+        );
+        return v
+            .kvm
+            .map(|how| format!("{how}; {note}"))
+            .map_err(|why| format!("{why}; {note}"));
+    }
+    let kvm = probe_kvm(vmlinuz);
+    if let Some(boot_id) = boot_id {
+        let v = Verdict {
+            boot_id,
+            kvm: kvm.clone(),
+        };
+        if let Ok(json) = serde_json::to_string(&v) {
+            let _ = std::fs::create_dir_all(cache_dir());
+            let _ = crate::report::write_atomic(file, json.as_bytes());
+        }
+    }
+    kvm
 }
 
 /// Boots `vmlinuz` under KVM with no root filesystem and waits for "Linux version".
@@ -140,6 +192,38 @@ mod tests {
         let a = decide(Choice::Tcg, Path::new("/nonexistent")).unwrap();
         assert_eq!(a.name, "tcg");
         assert!(a.describe().starts_with("TCG"));
+    }
+
+    #[test]
+    fn a_verdict_from_this_host_boot_is_reused_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("accel.json");
+        let v = Verdict {
+            boot_id: host_boot_id().unwrap(),
+            kvm: Err("qemu exited".into()),
+        };
+        std::fs::write(&file, serde_json::to_string(&v).unwrap()).unwrap();
+        // A vmlinuz that does not exist: a real probe could not have said "qemu exited".
+        let why = probe_kvm_once_per_boot(Path::new("/nonexistent"), &file).unwrap_err();
+        assert!(
+            why.starts_with("qemu exited; probed earlier this host boot"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_verdict_from_another_host_boot_is_not_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("accel.json");
+        let v = Verdict {
+            boot_id: "another boot".into(),
+            kvm: Ok("probe booted".into()),
+        };
+        std::fs::write(&file, serde_json::to_string(&v).unwrap()).unwrap();
+        let r = probe_kvm_once_per_boot(Path::new("/nonexistent"), &file);
+        assert!(r.is_err(), "{r:?}");
+        let kept: Verdict = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(Some(kept.boot_id), host_boot_id());
     }
 
     #[test]

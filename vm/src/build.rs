@@ -236,14 +236,19 @@ fn cargo_json(args: &[&str], ebpf_dir: &Path, events: &Events) -> Result<Vec<Art
     Ok(arts)
 }
 
-/// Builds the guest tests (`cargo test --no-run -p bpfvm-tests`) embedding the objects in
-/// `ebpf_dir`, and returns their executables.
+/// The cargo profile of the guest tests and probe (see `[profile.guest]` in `Cargo.toml`).
+pub const GUEST_PROFILE: &str = "guest";
+
+/// Builds the guest tests (`cargo test --no-run --profile guest -p bpfvm-tests`) embedding the
+/// objects in `ebpf_dir`, and returns their executables.
 pub fn build_guest_tests(ebpf_dir: &Path, events: &Events) -> Result<Vec<TestBinary>> {
     events.step("building guest tests (bpfvm-tests)");
     let arts = cargo_json(
         &[
             "test",
             "--no-run",
+            "--profile",
+            GUEST_PROFILE,
             "--message-format=json",
             "-p",
             "bpfvm-tests",
@@ -272,16 +277,23 @@ pub fn test_binaries(arts: &[Artifact]) -> Vec<TestBinary> {
     out
 }
 
-/// Builds the `[[bin]]` `bin` of `bpfvm-tests` in release mode (benchmarks) embedding the
-/// objects in `ebpf_dir`, and returns its path.
-pub fn build_guest_bin(ebpf_dir: &Path, bin: &str, events: &Events) -> Result<PathBuf> {
+/// Builds the `[[bin]]` `bin` of `bpfvm-tests` with cargo profile `profile` (`release` for
+/// benchmarks, [`GUEST_PROFILE`] beside the tests) embedding the objects in `ebpf_dir`, and
+/// returns its path.
+pub fn build_guest_bin(
+    ebpf_dir: &Path,
+    bin: &str,
+    profile: &str,
+    events: &Events,
+) -> Result<PathBuf> {
     events.step(format!(
-        "building guest binary {bin} (bpfvm-tests, release)"
+        "building guest binary {bin} (bpfvm-tests, {profile})"
     ));
     let arts = cargo_json(
         &[
             "build",
-            "--release",
+            "--profile",
+            profile,
             "--message-format=json",
             "-p",
             "bpfvm-tests",

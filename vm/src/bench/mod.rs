@@ -101,7 +101,7 @@ const PROGRESS: &str = "bpfvm-bench-progress ";
 pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, PathBuf)> {
     let p = run::prepare(&opts.vm, events)?;
     let ebpf_dir = build::build_ebpf(&p.tools.ebpf, events)?;
-    let bin = build::build_guest_bin(&ebpf_dir, "bench", events)?;
+    let bin = build::build_guest_bin(&ebpf_dir, "bench", "release", events)?;
     // A smoke run (CI) must not overwrite the report of a real run.
     let out_dir = match opts.size {
         Size::Smoke => target_dir()

@@ -354,7 +354,7 @@ pub fn summary_table(report: &Report) -> String {
     }
     let s = &report.summary;
     format!(
-        "{t}\nkernel {} ({}), {}: {} passed, {} failed, {} skipped\ntime: {}",
+        "{t}\nkernel {} ({}), {}: {} passed, {} failed, {} skipped\ntime: {}\nslowest: {}",
         report.kernel.version,
         report
             .kernel
@@ -365,8 +365,21 @@ pub fn summary_table(report: &Report) -> String {
         s.passed,
         s.failed,
         s.skipped,
-        report.timings.describe()
+        report.timings.describe(),
+        slowest(&report.tests, 5)
     )
+}
+
+/// "a 1.2 s, b 0.9 s, ..." for the `n` tests that took longest.
+fn slowest(tests: &[TestResult], n: usize) -> String {
+    let mut by_time: Vec<&TestResult> = tests.iter().collect();
+    by_time.sort_by(|a, b| b.duration_ms.cmp(&a.duration_ms));
+    by_time
+        .iter()
+        .take(n)
+        .map(|t| format!("{} {:.1} s", t.name, t.duration_ms as f64 / 1000.0))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The `--kernel all` matrix: one row per test, one column per kernel, then each kernel's
@@ -492,7 +505,13 @@ mod tests {
             tests,
         };
         let table = summary_table(&report);
-        assert!(table.ends_with("time: build 12.0 s, boot 6.0 s"), "{table}");
+        assert!(
+            table.ends_with(
+                "time: build 12.0 s, boot 6.0 s\nslowest: bloom::b 0.5 s, bloom::a 0.0 s, \
+                 bloom::c 0.0 s, bloom::d 0.0 s"
+            ),
+            "{table}"
+        );
         let matrix = matrix_table(&[report.clone(), Report::not_run("5.10", "offline")]);
         assert!(matrix.contains("bloom::b"), "{matrix}");
         assert!(matrix.contains("2/2/0"), "{matrix}");

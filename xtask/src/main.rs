@@ -1,4 +1,6 @@
 //! `cargo xtask`: arguments in, one call into the `vm` library, its result out as an exit code.
+mod bench_suite;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -86,6 +88,18 @@ enum Cmd {
         /// Only these benchmarks: bloom, bpf_loop, batch (comma-separated).
         #[arg(long, value_delimiter = ',', value_parser = ["bloom", "bpf_loop", "batch"])]
         only: Vec<String>,
+    },
+    /// Time a warm `vm-test` phase by phase against a bare virtme-ng boot, alternated.
+    BenchSuite {
+        #[arg(long, default_value = "6.1")]
+        kernel: String,
+        /// Runs of each (after one untimed warm-up).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[arg(long, default_value_t = 2)]
+        cpus: u32,
+        #[arg(long, default_value = "2G")]
+        memory: String,
     },
 }
 
@@ -203,6 +217,21 @@ fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
             println!("{}", vm::report::summary_table(&report));
             println!("report: {}", dir.join("report.json").display());
             Ok(exit_if(report.ok()))
+        }
+        Cmd::BenchSuite {
+            kernel,
+            runs,
+            cpus,
+            memory,
+        } => {
+            let opts = bench_suite::Options {
+                kernel,
+                runs,
+                cpus,
+                memory,
+            };
+            bench_suite::run(&opts, events)?;
+            Ok(ExitCode::SUCCESS)
         }
         Cmd::BenchVm {
             vm,

@@ -373,7 +373,7 @@ pub fn summary_table(report: &Report) -> String {
 /// "a 1.2 s, b 0.9 s, ..." for the `n` tests that took longest.
 fn slowest(tests: &[TestResult], n: usize) -> String {
     let mut by_time: Vec<&TestResult> = tests.iter().collect();
-    by_time.sort_by(|a, b| b.duration_ms.cmp(&a.duration_ms));
+    by_time.sort_by_key(|t| std::cmp::Reverse(t.duration_ms));
     by_time
         .iter()
         .take(n)

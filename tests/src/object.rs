@@ -5,7 +5,7 @@
 //! line here.
 use anyhow::{anyhow, Context, Result};
 use aya::programs::{Program, ProgramError};
-use aya::{Btf, Ebpf, EbpfLoader};
+use aya::{Btf, Ebpf, EbpfLoader, Endianness};
 use std::sync::OnceLock;
 
 use crate::features::Feature;
@@ -62,13 +62,18 @@ pub fn load(bytes: &[u8]) -> Result<Ebpf> {
         .context("loading BPF object")
 }
 
-/// The running kernel's BTF (`/sys/kernel/btf/vmlinux`, megabytes), parsed once per process
-/// and only read afterwards. `Ebpf::load` in aya 0.14 parses it twice per object (in
-/// `EbpfLoader::new` and again for `.btf()`); `EbpfLoader::new` has no way around its own
-/// parse, so handing it this copy halves the cost of every load.
+/// The running kernel's BTF, parsed once per process and only read afterwards. aya 0.14's
+/// `Ebpf::load` parses `/sys/kernel/btf/vmlinux` (megabytes) twice per object, once in
+/// `EbpfLoader::new`, which has no way around it. `vm-test` runs the tests with a copy at
+/// `$BPFVM_KERNEL_BTF` and the sysfs file reading empty (vm/src/guest.rs), so that the loader's
+/// own parse fails at once and this copy is the only one parsed.
 fn kernel_btf() -> Option<&'static Btf> {
     static BTF: OnceLock<Option<Btf>> = OnceLock::new();
-    BTF.get_or_init(|| Btf::from_sys_fs().ok()).as_ref()
+    BTF.get_or_init(|| match std::env::var_os("BPFVM_KERNEL_BTF") {
+        Some(path) => Btf::parse_file(path, Endianness::default()).ok(),
+        None => Btf::from_sys_fs().ok(),
+    })
+    .as_ref()
 }
 
 /// Formats an error and its sources on one line each.

@@ -58,6 +58,7 @@ pub fn test_script(
         files::FEATURES
     )
     .unwrap();
+    s.push_str(KERNEL_BTF_ONCE);
     for b in binaries {
         let mut argv = vec![
             b.path.display().to_string(),
@@ -71,7 +72,7 @@ pub fn test_script(
         let n = &b.name;
         writeln!(
             s,
-            "{{ {} 2> \"$OUT/{n}.stderr\"; echo $? > \"$OUT/{n}.rc\"; }} | tee \"$OUT/{n}.jsonl\"",
+            "{{ with_kernel_btf_once {} 2> \"$OUT/{n}.stderr\"; echo $? > \"$OUT/{n}.rc\"; }} | tee \"$OUT/{n}.jsonl\"",
             join(&argv)
         )
         .unwrap();
@@ -79,6 +80,20 @@ pub fn test_script(
     epilogue(&mut s, "0");
     s
 }
+
+/// Defines `with_kernel_btf_once CMD...`. aya 0.14's `EbpfLoader::new` parses the kernel's BTF
+/// (`/sys/kernel/btf/vmlinux`, ~0.3 s under TCG) on every object load, even when it is then
+/// handed a parsed copy; that parse was most of a test's time. So the tests parse a copy once
+/// per process (`BPFVM_KERNEL_BTF`, see `tests/src/object.rs`) and run in a mount namespace where
+/// the sysfs file reads empty, so that the loader's own parse fails at once. A kernel without
+/// BTF runs the tests as they are.
+const KERNEL_BTF_ONCE: &str = r#"if cp /sys/kernel/btf/vmlinux /tmp/bpfvm-vmlinux.btf 2>/dev/null; then
+  export BPFVM_KERNEL_BTF=/tmp/bpfvm-vmlinux.btf
+  with_kernel_btf_once() { unshare --mount sh -c 'mount --bind /dev/null /sys/kernel/btf/vmlinux && exec "$@"' sh "$@"; }
+else
+  with_kernel_btf_once() { "$@"; }
+fi
+"#;
 
 /// The `bench-vm` script: run the guest benchmark binary with plan `size` (progress lines on
 /// stdout), its results to `results`, its exit status to `rc`.
@@ -149,8 +164,10 @@ mod tests {
         );
         assert!(s.contains("export BPFVM_EXPECT_RELEASE=6.1.0-57-cloud-amd64"));
         assert!(s.contains(
-            "/t/deps/bpfvm_tests-abc -Z unstable-options --format json --report-time bloom"
+            "{ with_kernel_btf_once /t/deps/bpfvm_tests-abc -Z unstable-options --format json \
+             --report-time bloom"
         ));
+        assert!(s.contains(KERNEL_BTF_ONCE));
         assert!(s.contains("/t/probe > \"$OUT/features.json\""));
         assert!(
             s.ends_with("echo 0 > \"$OUT/exit-status\"\necho 'bpfvm: guest script finished' >&2\n")

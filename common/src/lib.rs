@@ -3,6 +3,7 @@
 
 #[cfg(feature = "bench-results")]
 pub mod bench_results;
+pub mod features;
 
 /// `smoke` object (ebpf/src/smoke.rs): a socket filter that fills a BTF hash map and a BTF
 /// bloom filter, run through `BPF_PROG_TEST_RUN`.

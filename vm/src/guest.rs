@@ -16,10 +16,10 @@ pub mod files {
     pub const CMDLINE: &str = "cmdline";
     pub const SPECTRE_V2: &str = "spectre_v2";
     pub const FEATURES: &str = "features.json";
-    /// The probe binary's name, exit status and stderr.
-    pub const PROBE: &str = "probe";
-    pub const PROBE_RC: &str = "probe.rc";
-    pub const PROBE_STDERR: &str = "probe.stderr";
+    /// The feature probe's exit status and stderr (not `probe.*`: the probe binary's own test
+    /// harness is a test binary named `probe`).
+    pub const PROBE_RC: &str = "features.rc";
+    pub const PROBE_STDERR: &str = "features.stderr";
     pub const SKIPS: &str = "skips.jsonl";
 
     /// Where test binary `name` lists its tests (`--list --format terse`).
@@ -180,7 +180,7 @@ mod tests {
             "/t/deps/bpfvm_tests-abc -Z unstable-options --format json --report-time bloom"
         ));
         assert!(s.contains(
-            "/t/probe > \"$OUT/features.json\" 2> \"$OUT/probe.stderr\"; echo $? > \"$OUT/probe.rc\""
+            "/t/probe > \"$OUT/features.json\" 2> \"$OUT/features.stderr\"; echo $? > \"$OUT/features.rc\""
         ));
         assert!(s.contains(
             "/t/deps/bpfvm_tests-abc --list --format terse bloom > \"$OUT/bpfvm_tests.list\""

@@ -460,7 +460,7 @@ pub fn judge_features(
     let rc = read_fact(dir, files::PROBE_RC);
     if rc.as_deref() != Some("0") {
         entries.push(failed(
-            format!("binary:{}", files::PROBE),
+            "guest:feature-probe".into(),
             format!(
                 "the feature probe {}; stderr: {}",
                 rc.and_then(|s| s.parse().ok())
@@ -779,7 +779,7 @@ mod tests {
         let e = exp("6.1.0-57-cloud-amd64");
         let (_, _, entries) = judge_features(d.path(), &e);
         let names: Vec<&str> = entries.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["binary:probe", "guest:features.json"]);
+        assert_eq!(names, ["guest:feature-probe", "guest:features.json"]);
         std::fs::write(d.path().join(files::PROBE_RC), "0\n").unwrap();
         std::fs::write(d.path().join(files::FEATURES), "{\"bloom_filter_map\": tr").unwrap();
         let (_, _, entries) = judge_features(d.path(), &e);

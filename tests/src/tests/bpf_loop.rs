@@ -1,6 +1,6 @@
 //! The `bpf_loop` helper (5.17) run through `BPF_PROG_TEST_RUN`: bounds, early stop, nesting,
 //! the verifier's check of the callback's return value, and both ways the kernel runs it.
-//! References: NOTES.md section 5 (`bpf_loop`), the kernel's `prog_tests/bpf_loop.c` and
+//! References: docs/kernel-behaviour.md (`bpf_loop`), the kernel's `prog_tests/bpf_loop.c` and
 //! `verifier/bpf_loop_inline.c`.
 //!
 //! Paths: since 6.0 the verifier inlines a `bpf_loop` call whose callback is constant and whose
@@ -9,7 +9,8 @@
 //! and `loop_nested` pass the constant 0 (inlined path); `loop_helper` reads its flags from a
 //! map (helper path). `constant_zero_flags_are_inlined` checks this split.
 //!
-//! Every test requires the feature before loading anything: without `bpf_loop` the object
+//! Every test requires what the object needs (read from it) before loading anything, and the
+//! inlining feature where it asserts inlining: without `bpf_loop` the object
 //! fails to load.
 use std::os::fd::{AsFd, AsRawFd};
 

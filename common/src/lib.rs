@@ -1,4 +1,5 @@
-//! Constants shared by the BPF programs in `ebpf/` and the guest tests in `tests/`.
+//! Constants shared by the BPF programs in `ebpf/` and the guest tests in `tests/`, and the
+//! expected-features table (`features`) the host runner judges probes against.
 #![no_std]
 
 #[cfg(feature = "bench-results")]

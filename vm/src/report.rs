@@ -306,14 +306,11 @@ pub fn parse_binary(out: &BinaryOutput, vm_ending: &str) -> Vec<TestResult> {
     }
     let binary = format!("binary:{}", out.name);
     if out.list.is_none() {
-        let why = if out.rc.is_none() { vm_ending } else { "" };
-        results.push(failed(
-            binary.clone(),
-            format!(
-                "no test list: `{} --list` wrote nothing {why}{stderr}",
-                out.name
-            ),
-        ));
+        let why = match out.rc {
+            None => format!("never ran: {vm_ending}"),
+            Some(_) => format!("`{} --list` failed{stderr}", out.name),
+        };
+        results.push(failed(binary.clone(), format!("no test list: {why}")));
     }
     let any_failed = results.iter().any(|r| r.outcome == Outcome::Fail);
     if out.rc != Some(0) && !any_failed {
@@ -405,7 +402,7 @@ pub fn read_binary(dir: &Path, name: &str) -> BinaryOutput {
 
 /// Collects every binary's results from the shared directory, judged against `exp`, plus the
 /// probes' own entries (`expect::check`); `vm_ending` says why the VM stopped, if it died.
-pub fn collect_tests(
+fn collect_tests(
     dir: &Path,
     binaries: &[String],
     exp: &Expectation,
@@ -418,8 +415,43 @@ pub fn collect_tests(
     }
     let skips = std::fs::read_to_string(dir.join(files::SKIPS)).unwrap_or_default();
     apply_skips(&mut tests, &skips, exp, probes);
-    tests.sort_by(|a, b| a.name.cmp(&b.name));
     tests
+}
+
+/// What the guest left in the shared directory, judged against what the kernel must have.
+pub struct Verdict {
+    pub probes: BTreeMap<String, Probe>,
+    pub mismatches: Vec<Mismatch>,
+    /// Tests and the failing probe, binary and guest entries, sorted by name.
+    pub tests: Vec<TestResult>,
+}
+
+/// Judges a run: the probes (`judge_features`), every binary's tests (`collect_tests`), and a
+/// failing entry when the VM ended normally (`vm_ending` is `None`) but no test ran.
+pub fn judge(
+    dir: &Path,
+    binaries: &[String],
+    exp: &Expectation,
+    vm_ending: Option<&str>,
+    filter: Option<&str>,
+) -> Verdict {
+    let (probes, mismatches, mut tests) = judge_features(dir, exp);
+    tests.extend(collect_tests(
+        dir,
+        binaries,
+        exp,
+        &probes,
+        vm_ending.unwrap_or("the VM exited"),
+    ));
+    if vm_ending.is_none() && !tests.iter().any(|t| is_test(&t.name)) {
+        tests.push(no_test_ran(filter));
+    }
+    tests.sort_by(|a, b| a.name.cmp(&b.name));
+    Verdict {
+        probes,
+        mismatches,
+        tests,
+    }
 }
 
 /// Entries that are not tests: `feature:<name>` (a probe), `binary:<name>` (a test binary or
@@ -427,12 +459,12 @@ pub fn collect_tests(
 const ENTRY_KINDS: [&str; 3] = ["feature:", "binary:", "guest:"];
 
 /// Whether a report entry is a test (not a probe, binary or guest entry).
-pub fn is_test(name: &str) -> bool {
+fn is_test(name: &str) -> bool {
     !ENTRY_KINDS.iter().any(|k| name.starts_with(k))
 }
 
 /// The failing entry of a run in which no test ran.
-pub fn no_test_ran(filter: Option<&str>) -> TestResult {
+fn no_test_ran(filter: Option<&str>) -> TestResult {
     failed(
         "guest:tests".into(),
         match filter {
@@ -452,7 +484,7 @@ pub fn read_probes(dir: &Path) -> Result<BTreeMap<String, Probe>, String> {
 
 /// The feature verdict of a run: probes, their entries and mismatches. A missing or unreadable
 /// `features.json`, or a probe binary that failed, is a failing entry itself.
-pub fn judge_features(
+fn judge_features(
     dir: &Path,
     exp: &Expectation,
 ) -> (BTreeMap<String, Probe>, Vec<Mismatch>, Vec<TestResult>) {
@@ -792,6 +824,77 @@ mod tests {
         )
         .unwrap();
         assert_eq!(judge_features(d.path(), &e).2.len(), 1);
+    }
+
+    /// What `vm-test` made of real guest output, recorded on 6.1 with a defect planted by hand
+    /// (vm/testdata/<kernel>-<defect>/; the plants were never committed).
+    fn recorded(defect: &str, ending: Option<&str>) -> (Vec<TestResult>, Vec<Mismatch>) {
+        let dir = crate::paths::workspace_root()
+            .join("vm/testdata")
+            .join(format!("6.1-{defect}"));
+        assert!(dir.is_dir(), "{}", dir.display());
+        let e = Expectation::for_pin(&crate::kernels::resolve("6.1").unwrap()).unwrap();
+        let v = judge(&dir, &["bpfvm_tests".into()], &e, ending, None);
+        (v.tests, v.mismatches)
+    }
+
+    fn failure_of<'a>(tests: &'a [TestResult], name: &str) -> &'a str {
+        let t = tests
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap_or_else(|| panic!("no {name} in {tests:#?}"));
+        assert_eq!(t.outcome, Outcome::Fail, "{t:?}");
+        t.reason.as_deref().unwrap()
+    }
+
+    #[test]
+    fn recorded_broken_bloom_probe_fails_the_feature_and_the_skipped_test() {
+        let (tests, mismatches) = recorded("broken-bloom-probe", None);
+        let msg = "6.1 should have bloom_filter_map (since 5.16), but the probe says: absent";
+        assert!(failure_of(&tests, "feature:bloom_filter_map").starts_with(msg));
+        assert!(failure_of(&tests, "bloom_filter::lookup_miss_is_enoent").starts_with(msg));
+        assert_eq!(mismatches.len(), 1);
+        assert_eq!(summarize(&tests).failed, 2);
+    }
+
+    #[test]
+    fn recorded_panic_fails_the_test_with_its_message() {
+        let (tests, _) = recorded("panic", None);
+        assert!(failure_of(&tests, "smoke::planted_panic").contains("planted panic"));
+        assert_eq!(summarize(&tests).failed, 1);
+    }
+
+    #[test]
+    fn recorded_abort_fails_the_running_test_with_the_signal() {
+        let (tests, _) = recorded("abort", None);
+        assert!(failure_of(&tests, "smoke::planted_abort")
+            .starts_with("test process died (signal 6 (SIGABRT)) while this test ran"));
+        assert_eq!(summarize(&tests).failed, 1);
+    }
+
+    #[test]
+    fn recorded_exit_3_fails_every_test_that_was_running() {
+        let (tests, _) = recorded("exit-3", None);
+        for name in [
+            "smoke::planted_exit_3",
+            "smoke::planted_exit_slow_neighbour",
+        ] {
+            assert!(
+                failure_of(&tests, name)
+                    .starts_with("test process died (exit status 3) while this test ran"),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn recorded_hang_past_the_timeout_fails_the_test_it_was_in() {
+        let ending = "the guest did not finish within 75 s (a hang, or raise --timeout)";
+        let (tests, _) = recorded("hang", Some(ending));
+        assert_eq!(
+            failure_of(&tests, "smoke::planted_hang"),
+            format!("test process never finished: {ending} while this test ran")
+        );
     }
 
     fn report(tests: Vec<TestResult>) -> Report {

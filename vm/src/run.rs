@@ -224,17 +224,14 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
     let vm_ok = outcome.ending == Ending::Exited(0);
     let ending = outcome.diagnosis().lines().next().unwrap_or("").to_string();
-    let (probes, feature_mismatches, mut tests) = report::judge_features(shared, &p.expected);
-    tests.extend(report::collect_tests(
+    let verdict = report::judge(
         shared,
         &names,
         &p.expected,
-        &probes,
-        &ending,
-    ));
-    if vm_ok && !tests.iter().any(|t| report::is_test(&t.name)) {
-        tests.push(report::no_test_ran(opts.filter.as_deref()));
-    }
+        (!vm_ok).then_some(ending.as_str()),
+        opts.filter.as_deref(),
+    );
+    let tests = verdict.tests;
     let report = Report {
         kernel: KernelInfo {
             version: p.label.clone(),
@@ -244,13 +241,14 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         accel: AccelInfo::from(&p.accel),
         cmdline: report::read_fact(shared, guest::files::CMDLINE),
         spectre_v2: report::read_fact(shared, guest::files::SPECTRE_V2),
-        features: probes
+        features: verdict
+            .probes
             .iter()
             .map(|(name, p)| (name.clone(), *p == Probe::Present))
             .collect(),
-        probes,
+        probes: verdict.probes,
         expected_features: Some(p.expected.clone()),
-        feature_mismatches,
+        feature_mismatches: verdict.mismatches,
         vm: VmInfo {
             ending: if vm_ok { "exited".into() } else { ending },
             wall_time_s: outcome.elapsed.as_secs_f64(),

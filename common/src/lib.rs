@@ -1,8 +1,10 @@
-//! Constants shared by the BPF programs in `ebpf/` and the guest tests in `tests/`.
+//! Constants shared by the BPF programs in `ebpf/` and the guest tests in `tests/`, and the
+//! expected-features table (`features`) the host runner judges probes against.
 #![no_std]
 
 #[cfg(feature = "bench-results")]
 pub mod bench_results;
+pub mod features;
 
 /// `smoke` object (ebpf/src/smoke.rs): a socket filter that fills a BTF hash map and a BTF
 /// bloom filter, run through `BPF_PROG_TEST_RUN`.

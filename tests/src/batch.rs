@@ -173,8 +173,9 @@ pub enum BatchError {
     /// `ENOENT` from an update or delete: a key is missing.
     #[error("ENOENT: a key does not exist ({processed} processed)")]
     NotFound { processed: u32 },
-    /// `EINTR`: an entry vanished between get_next_key and lookup three times in a row
-    /// (`generic_map_lookup_batch`); retrying from the same token is safe.
+    /// `EINTR`: kernels without "bpf: skip non exist keys in generic_map_lookup_batch" return it
+    /// when an entry vanished between get_next_key and lookup three times in a row; no pinned
+    /// kernel does (docs/kernel-behaviour.md).
     #[error("EINTR: an entry vanished during the batch ({processed} processed)")]
     Interrupted { processed: u32 },
     /// Any other errno (`E2BIG`, `ENOMEM`, `EPERM`, `EFAULT`, ...).

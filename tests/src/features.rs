@@ -1,20 +1,35 @@
 //! Feature probes, done the way bpftool and aya do them: try to create the map or load a tiny
 //! program on the running kernel, never guess from the version number.
+//!
+//! A probe answers [`Probe::Present`], [`Probe::Absent`] (only for the kernel's documented
+//! "no": EINVAL for an unknown map type or command, "unknown func" for a helper) or
+//! [`Probe::Error`] (anything else). The runner compares the answers with what the kernel is
+//! expected to have (`bpfvm_common::features`): a test never skips for an expected feature, and
+//! an error fails the run whatever the kernel.
 use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::os::fd::AsFd;
-use std::sync::{Mutex, OnceLock};
+use std::os::fd::{AsFd, AsRawFd};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+
+use aya::programs::SocketFilter;
 
 use crate::batch::{BatchError, BatchMap, Flags};
+use crate::object;
 use crate::sys::{self, bpf_map_type, bpf_prog_type, MapAttr};
 
-/// A kernel feature a test may need.
+/// A kernel feature a test may need. Each has a row (its [`Feature::name`], the release that
+/// brought it) in `bpfvm_common::features::EXPECTED`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Feature {
     /// `BPF_MAP_TYPE_BLOOM_FILTER` with `map_extra` (5.16).
     BloomFilter,
     /// The `bpf_loop` helper (5.17).
     BpfLoop,
+    /// The verifier inlines `bpf_loop` with a constant callback and flags 0 (6.0).
+    BpfLoopInlining,
+    /// The `bpf_for_each_map_elem` helper (5.13).
+    ForEachMapElem,
     /// `BPF_MAP_*_BATCH` commands on this map type (5.6 for hash and array maps).
     Batch(bpf_map_type),
 }
@@ -23,6 +38,8 @@ pub enum Feature {
 pub const ALL: &[Feature] = &[
     Feature::BloomFilter,
     Feature::BpfLoop,
+    Feature::BpfLoopInlining,
+    Feature::ForEachMapElem,
     Feature::Batch(bpf_map_type::BPF_MAP_TYPE_HASH),
     Feature::Batch(bpf_map_type::BPF_MAP_TYPE_PERCPU_HASH),
     Feature::Batch(bpf_map_type::BPF_MAP_TYPE_LRU_HASH),
@@ -30,12 +47,47 @@ pub const ALL: &[Feature] = &[
     Feature::Batch(bpf_map_type::BPF_MAP_TYPE_PERCPU_ARRAY),
 ];
 
+/// `BPF_FUNC_for_each_map_elem` and `BPF_FUNC_loop` (include/uapi/linux/bpf.h).
+const FUNC_FOR_EACH_MAP_ELEM: i32 = 164;
+const FUNC_LOOP: i32 = 181;
+
+/// What a probe found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Probe {
+    Present,
+    /// The kernel's documented answer for a missing feature, with what it said.
+    Absent(String),
+    /// Anything else: the probe itself is broken, or the kernel regressed.
+    Error(String),
+}
+
+impl Probe {
+    fn from_result(r: io::Result<Result<(), String>>) -> Self {
+        match r {
+            Ok(Ok(())) => Probe::Present,
+            Ok(Err(why)) => Probe::Absent(why),
+            Err(e) => Probe::Error(e.to_string()),
+        }
+    }
+
+    /// The entry in `features.json` (read by `vm::expect::Probe`).
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Probe::Present => serde_json::json!({ "answer": "present" }),
+            Probe::Absent(d) => serde_json::json!({ "answer": "absent", "detail": d }),
+            Probe::Error(d) => serde_json::json!({ "answer": "error", "detail": d }),
+        }
+    }
+}
+
 impl Feature {
-    /// The stable name used in `report.json` (`features`).
+    /// The stable name used in `features.json`, `report.json` and the expected-features table.
     pub fn name(self) -> String {
         match self {
             Feature::BloomFilter => "bloom_filter_map".into(),
             Feature::BpfLoop => "bpf_loop_helper".into(),
+            Feature::BpfLoopInlining => "bpf_loop_inlining".into(),
+            Feature::ForEachMapElem => "bpf_for_each_map_elem_helper".into(),
             Feature::Batch(t) => format!("batch_ops_{}", map_type_name(t)),
         }
     }
@@ -45,6 +97,10 @@ impl Feature {
         match self {
             Feature::BloomFilter => "bloom filter map not supported by this kernel".into(),
             Feature::BpfLoop => "bpf_loop helper not supported by this kernel".into(),
+            Feature::BpfLoopInlining => "this kernel's verifier does not inline bpf_loop".into(),
+            Feature::ForEachMapElem => {
+                "bpf_for_each_map_elem helper not supported by this kernel".into()
+            }
             Feature::Batch(t) => format!(
                 "batch map operations on {} not supported by this kernel",
                 map_type_name(t)
@@ -52,19 +108,68 @@ impl Feature {
         }
     }
 
-    fn probe(self) -> Result<(), String> {
+    fn probe(self) -> Probe {
         sys::raise_memlock();
-        let supported = match self {
-            Feature::BloomFilter => probe_map(bpf_map_type::BPF_MAP_TYPE_BLOOM_FILTER as u32, 0, 4),
-            Feature::BpfLoop => probe_helper(181), // BPF_FUNC_loop
-            Feature::Batch(t) => probe_batch(t),
-        };
-        match supported {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(self.missing_reason()),
-            Err(e) => Err(format!("{} (probe failed: {e})", self.missing_reason())),
+        match self {
+            Feature::BloomFilter => Probe::from_result(probe_map(
+                bpf_map_type::BPF_MAP_TYPE_BLOOM_FILTER as u32,
+                0,
+                4,
+            )),
+            Feature::BpfLoop => Probe::from_result(probe_helper(FUNC_LOOP)),
+            Feature::BpfLoopInlining => probe_bpf_loop_inlining(),
+            Feature::ForEachMapElem => Probe::from_result(probe_helper(FUNC_FOR_EACH_MAP_ELEM)),
+            Feature::Batch(t) => Probe::from_result(probe_batch(t)),
         }
     }
+
+    /// The feature a map type needs beyond what the oldest pin (5.10) has, if any.
+    fn for_map_type(map_type: u32) -> Option<Feature> {
+        (map_type == bpf_map_type::BPF_MAP_TYPE_BLOOM_FILTER as u32).then_some(Feature::BloomFilter)
+    }
+
+    /// The feature a helper needs beyond what the oldest pin (5.10) has, if any.
+    fn for_helper(helper: i32) -> Option<Feature> {
+        match helper {
+            FUNC_FOR_EACH_MAP_ELEM => Some(Feature::ForEachMapElem),
+            FUNC_LOOP => Some(Feature::BpfLoop),
+            _ => None,
+        }
+    }
+}
+
+/// Map types and helpers up to these exist in 5.10, the oldest pin (`BPF_MAP_TYPE_INODE_STORAGE`,
+/// `BPF_FUNC_redirect_peer` in its include/uapi/linux/bpf.h); newer ones need a [`Feature`].
+const LAST_MAP_TYPE_IN_5_10: u32 = bpf_map_type::BPF_MAP_TYPE_INODE_STORAGE as u32;
+const LAST_HELPER_IN_5_10: i32 = 155;
+
+/// Every feature a BPF object needs, read from the object itself: its maps' types (inner map
+/// templates included) and the helpers its programs call. Panics on a map type or helper newer
+/// than 5.10 that has no [`Feature`] yet, so a new object cannot load untested on an old kernel.
+pub fn needed_by(bytes: &[u8]) -> Vec<Feature> {
+    let uses = object::uses(bytes).expect("parse the embedded BPF object");
+    let mut needs = Vec::new();
+    for t in uses.map_types {
+        match Feature::for_map_type(t) {
+            Some(f) => needs.push(f),
+            None => assert!(
+                t <= LAST_MAP_TYPE_IN_5_10,
+                "the object uses map type {t}, newer than 5.10: add a Feature for it"
+            ),
+        }
+    }
+    for h in uses.helpers {
+        match Feature::for_helper(h) {
+            Some(f) => needs.push(f),
+            None => assert!(
+                h <= LAST_HELPER_IN_5_10,
+                "the object calls helper {h}, newer than 5.10: add a Feature for it"
+            ),
+        }
+    }
+    needs.sort_by_key(|f| ALL.iter().position(|a| a == f));
+    needs.dedup();
+    needs
 }
 
 /// Lower-case map type name without the prefix, e.g. `percpu_hash`.
@@ -74,18 +179,63 @@ pub fn map_type_name(t: bpf_map_type) -> String {
         .to_lowercase()
 }
 
-/// `Ok(())` when the running kernel has `feature`, else the reason to skip. Probed once.
-pub fn require(feature: Feature) -> Result<(), String> {
-    static CACHE: OnceLock<Mutex<HashMap<Feature, Result<(), String>>>> = OnceLock::new();
-    let mut cache = CACHE.get_or_init(Default::default).lock().unwrap();
-    cache
-        .entry(feature)
-        .or_insert_with(|| feature.probe())
-        .clone()
+/// Probe answers, each probed once per process.
+#[derive(Default)]
+struct Cache(Mutex<HashMap<Feature, Probe>>);
+
+impl Cache {
+    /// The lock, even if a thread panicked while holding it: the map is only ever inserted
+    /// into whole, so it is never half-written.
+    fn lock(&self) -> MutexGuard<'_, HashMap<Feature, Probe>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The cached answer, or `probe`'s. The probe runs outside the lock, and a panic in it is
+    /// its answer (an error), so one broken probe cannot take the other features down with it.
+    fn get(&self, feature: Feature, probe: impl FnOnce() -> Probe) -> Probe {
+        if let Some(p) = self.lock().get(&feature) {
+            return p.clone();
+        }
+        let answer = catch_unwind(AssertUnwindSafe(probe)).unwrap_or_else(|panic| {
+            let msg = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("a non-string panic");
+            Probe::Error(format!("the probe panicked: {msg}"))
+        });
+        self.lock().entry(feature).or_insert(answer).clone()
+    }
 }
 
-/// A map type exists when a minimal map of it can be created; EINVAL means unknown type.
-fn probe_map(map_type: u32, key_size: u32, value_size: u32) -> io::Result<bool> {
+/// What the running kernel says about `feature` (probed once per process).
+pub fn probe(feature: Feature) -> Probe {
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    CACHE
+        .get_or_init(Cache::default)
+        .get(feature, || feature.probe())
+}
+
+/// `Ok(())` when the running kernel has `feature`, else the reason to skip. A probe that erred
+/// fails the calling test: an error is never a reason to skip.
+pub fn require(feature: Feature) -> Result<(), String> {
+    match probe(feature) {
+        Probe::Present => Ok(()),
+        Probe::Absent(why) => Err(format!("{}: {why}", feature.missing_reason())),
+        Probe::Error(e) => panic!("the probe of {} failed: {e}", feature.name()),
+    }
+}
+
+fn errno_name(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EINVAL) => "EINVAL".into(),
+        _ => e.to_string(),
+    }
+}
+
+/// A map type exists when a minimal map of it can be created; EINVAL means unknown type
+/// (`map_create` -> `find_and_alloc_map` in kernel/bpf/syscall.c).
+fn probe_map(map_type: u32, key_size: u32, value_size: u32) -> io::Result<Result<(), String>> {
     let attr = MapAttr {
         map_type,
         key_size,
@@ -95,15 +245,17 @@ fn probe_map(map_type: u32, key_size: u32, value_size: u32) -> io::Result<bool> 
         map_extra: 0,
     };
     match sys::map_create(&attr) {
-        Ok(_) => Ok(true),
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(false),
+        Ok(_) => Ok(Ok(())),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(Err(format!(
+            "BPF_MAP_CREATE of type {map_type} gives EINVAL"
+        ))),
         Err(e) => Err(e),
     }
 }
 
 /// A helper exists when the verifier does not call it unknown (bpftool's probe): the program
 /// passes it no valid arguments, so other rejections are expected and mean "known".
-fn probe_helper(helper: i32) -> io::Result<bool> {
+fn probe_helper(helper: i32) -> io::Result<Result<(), String>> {
     let insns = [
         sys::mov64_imm(1, 0),
         sys::mov64_imm(2, 0),
@@ -114,18 +266,20 @@ fn probe_helper(helper: i32) -> io::Result<bool> {
         sys::EXIT,
     ];
     match sys::prog_load(bpf_prog_type::BPF_PROG_TYPE_SOCKET_FILTER, &insns) {
-        Ok(_) => Ok(true),
+        Ok(_) => Ok(Ok(())),
         Err((_, log)) if log.contains("invalid func ") || log.contains("unknown func ") => {
-            Ok(false)
+            let line = log.lines().find(|l| l.contains(" func ")).unwrap_or("");
+            Ok(Err(format!("the verifier says \"{}\"", line.trim())))
         }
         Err((e, log)) if log.is_empty() => Err(e),
-        Err(_) => Ok(true),
+        Err(_) => Ok(Ok(())),
     }
 }
 
 /// Batch lookup on an empty map: ENOENT (end of map) means supported; EINVAL (unknown command,
-/// before 5.6) or ENOTSUPP (no batch ops for this type) mean not.
-fn probe_batch(map_type: bpf_map_type) -> io::Result<bool> {
+/// before 5.6) or ENOTSUPP (no batch ops for this type, `BPF_DO_BATCH` in kernel/bpf/syscall.c)
+/// mean not.
+fn probe_batch(map_type: bpf_map_type) -> io::Result<Result<(), String>> {
     let fd = match sys::map_create(&MapAttr {
         map_type: map_type as u32,
         key_size: 4,
@@ -135,14 +289,52 @@ fn probe_batch(map_type: bpf_map_type) -> io::Result<bool> {
         map_extra: 0,
     }) {
         Ok(fd) => fd,
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(false),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            return Ok(Err(format!("BPF_MAP_CREATE gives {}", errno_name(&e))))
+        }
         Err(e) => return Err(e),
     };
     // The end of the empty map (ENOENT) comes back as Ok with `end` set.
     match BatchMap::new(fd.as_fd())?.lookup_batch(None, 1, Flags::default()) {
-        Ok(_) => Ok(true),
-        Err(BatchError::Invalid { .. } | BatchError::NotSupported) => Ok(false),
+        Ok(_) => Ok(Ok(())),
+        Err(e @ (BatchError::Invalid { .. } | BatchError::NotSupported)) => {
+            Ok(Err(format!("BPF_MAP_LOOKUP_BATCH gives {e}")))
+        }
         Err(e) => Err(io::Error::other(e)),
+    }
+}
+
+/// Inlined when the program that passes flags 0 and a constant callback (`loop_inlined` of the
+/// `bpf_loop` object) keeps no call of the helper after verification (`optimize_bpf_loop` in
+/// kernel/bpf/verifier.c).
+fn probe_bpf_loop_inlining() -> Probe {
+    match probe(Feature::BpfLoop) {
+        Probe::Present => {}
+        Probe::Absent(why) => return Probe::Absent(format!("no bpf_loop helper: {why}")),
+        Probe::Error(e) => return Probe::Error(format!("the bpf_loop helper probe failed: {e}")),
+    }
+    let calls = || -> anyhow::Result<Option<usize>> {
+        let Some(helper) = sys::helper_call_imm("bpf_loop")? else {
+            return Ok(None);
+        };
+        let mut ebpf = object::load(object::BPF_LOOP)?;
+        let prog: &mut SocketFilter =
+            object::load_program(&mut ebpf, bpfvm_common::bpf_loop::PROG_INLINED)?;
+        let insns = sys::xlated(prog.fd()?.as_fd().as_raw_fd())?;
+        Ok(Some(
+            insns
+                .iter()
+                .filter(|&&i| sys::is_helper_call(i, helper))
+                .count(),
+        ))
+    };
+    match calls() {
+        Ok(Some(0)) => Probe::Present,
+        Ok(Some(n)) => Probe::Absent(format!(
+            "the verified `loop_inlined` still calls the bpf_loop helper {n} time(s)"
+        )),
+        Ok(None) => Probe::Error("no bpf_loop address in /proc/kallsyms (kptr_restrict?)".into()),
+        Err(e) => Probe::Error(format!("{e:#}")),
     }
 }
 
@@ -151,10 +343,10 @@ pub fn possible_cpus() -> io::Result<usize> {
     aya::util::nr_cpus().map_err(|(_, e)| e)
 }
 
-/// Probes every known feature: `name -> supported` for `features.json`.
-pub fn probe_all() -> BTreeMap<String, bool> {
+/// Probes every known feature, for `features.json`: `name -> {"answer": ..., "detail": ...}`.
+pub fn probe_all() -> BTreeMap<String, serde_json::Value> {
     ALL.iter()
-        .map(|f| (f.name(), require(*f).is_ok()))
+        .map(|f| (f.name(), probe(*f).to_json()))
         .collect()
 }
 
@@ -164,11 +356,67 @@ mod probes_can_say_no {
 
     #[test]
     fn an_unknown_helper_is_reported_missing() {
-        assert!(!probe_helper(1_000_000).expect("probe"));
+        assert!(probe_helper(1_000_000).expect("probe").is_err());
     }
 
     #[test]
     fn an_unknown_map_type_is_reported_missing() {
-        assert!(!probe_map(10_000, 4, 4).expect("probe"));
+        assert!(probe_map(10_000, 4, 4).expect("probe").is_err());
+    }
+
+    /// The cache once unwrapped its lock: a probe that panicked poisoned it, and every later
+    /// `require!` panicked too.
+    #[test]
+    fn a_panicking_probe_fails_alone() {
+        let cache = Cache::default();
+        let broken = cache.get(Feature::BloomFilter, || panic!("broken probe"));
+        assert_eq!(
+            broken,
+            Probe::Error("the probe panicked: broken probe".into())
+        );
+        assert_eq!(
+            cache.get(Feature::BpfLoop, || Probe::Present),
+            Probe::Present
+        );
+        // A lock poisoned anyway (a panic while it was held) still serves the others.
+        let _ = std::thread::scope(|s| {
+            s.spawn(|| {
+                let _held = cache.0.lock();
+                panic!("poison the lock");
+            })
+            .join()
+        });
+        assert!(cache.0.is_poisoned());
+        assert_eq!(
+            cache.get(Feature::BpfLoop, || unreachable!("cached")),
+            Probe::Present
+        );
+        assert_eq!(
+            cache.get(Feature::BloomFilter, || unreachable!("cached")),
+            broken
+        );
+    }
+
+    #[test]
+    fn every_feature_has_a_row_in_the_expected_features_table() {
+        for f in ALL {
+            assert!(
+                bpfvm_common::features::find(&f.name()).is_some(),
+                "{f:?} ({}) has no row in common/src/features.rs",
+                f.name()
+            );
+        }
+        assert_eq!(ALL.len(), bpfvm_common::features::EXPECTED.len());
+    }
+
+    #[test]
+    fn objects_need_what_their_maps_and_helpers_need() {
+        use Feature::*;
+        assert_eq!(needed_by(object::SMOKE), [BloomFilter]);
+        assert_eq!(needed_by(object::BPF_LOOP), [BpfLoop]);
+        assert_eq!(
+            needed_by(object::BLOOM_FILTER),
+            [BloomFilter, BpfLoop, ForEachMapElem]
+        );
     }
 }

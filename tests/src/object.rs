@@ -2,13 +2,12 @@
 //! `$BPFVM_EBPF_DIR` (set by `cargo xtask`), and helpers to load them with aya.
 //!
 //! To add a feature: add `ebpf/src/<feature>.rs` as a `[[bin]]` of `ebpf/Cargo.toml`, then a
-//! line here.
+//! line here. What an object needs from the kernel is read from the object itself
+//! ([`uses`], `features::needed_by`), never listed by hand.
 use anyhow::{anyhow, Context, Result};
 use aya::programs::{Program, ProgramError};
 use aya::{Btf, Ebpf, EbpfLoader, Endianness};
 use std::sync::OnceLock;
-
-use crate::features::Feature;
 
 /// `ebpf/src/smoke.rs`: a socket filter writing into a BTF hash map and a BTF bloom filter.
 pub static SMOKE: &[u8] = aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/smoke"));
@@ -22,12 +21,10 @@ pub static BLOOM_FILTER: &[u8] =
 pub static BPF_LOOP: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bpf_loop"));
 
-/// An embedded object with what the running kernel must have to load it.
+/// An embedded object.
 pub struct Object {
     pub name: &'static str,
     pub bytes: &'static [u8],
-    /// Its maps and helpers need these (a bloom filter map cannot even be created on 5.10).
-    pub needs: &'static [Feature],
 }
 
 /// Every object whose programs load without an attach target.
@@ -36,19 +33,48 @@ pub fn all() -> Vec<Object> {
         Object {
             name: "smoke",
             bytes: SMOKE,
-            needs: &[Feature::BloomFilter],
         },
         Object {
             name: "bloom_filter",
             bytes: BLOOM_FILTER,
-            needs: &[Feature::BloomFilter, Feature::BpfLoop],
         },
         Object {
             name: "bpf_loop",
             bytes: BPF_LOOP,
-            needs: &[Feature::BpfLoop],
         },
     ]
+}
+
+/// What an object asks of the kernel: the types of its maps (inner map templates included) and
+/// the helpers its functions call, each sorted and once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Uses {
+    pub map_types: Vec<u32>,
+    pub helpers: Vec<i32>,
+}
+
+/// Reads [`Uses`] from an object's ELF (aya's own parser; nothing is loaded).
+pub fn uses(bytes: &[u8]) -> Result<Uses> {
+    let obj = aya_obj::Object::parse(bytes).map_err(|e| anyhow!("parse BPF object: {e}"))?;
+    let mut map_types: Vec<u32> = obj
+        .maps
+        .values()
+        .flat_map(|m| [Some(m.map_type()), m.inner().map(|i| i.map_type())])
+        .flatten()
+        .collect();
+    // `BPF_JMP | BPF_CALL` with src_reg 0 calls a helper; 1 and 2 are BPF and kernel functions.
+    let mut helpers: Vec<i32> = obj
+        .functions
+        .values()
+        .flat_map(|f| &f.instructions)
+        .filter(|i| i.code == 0x85 && i.src_reg() == 0)
+        .map(|i| i.imm)
+        .collect();
+    map_types.sort_unstable();
+    map_types.dedup();
+    helpers.sort_unstable();
+    helpers.dedup();
+    Ok(Uses { map_types, helpers })
 }
 
 /// Parses `bytes` and creates its maps (programs are not loaded yet). Each call creates its

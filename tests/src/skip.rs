@@ -3,6 +3,8 @@
 //! that pass into `skip` with the reason.
 use std::io::Write;
 
+use crate::features::Feature;
+
 /// What a skipped test returns: `()` or `Ok(())`.
 pub trait Skipped {
     fn skipped() -> Self;
@@ -20,6 +22,16 @@ impl<E> Skipped for Result<(), E> {
 
 /// Records that the current test is skipped. libtest names each test's thread after the test.
 pub fn record(reason: &str) {
+    write_record(reason, None);
+}
+
+/// Records that the current test is skipped because the kernel lacks `feature`: the runner
+/// turns the skip into a failure when the kernel is expected to have it.
+pub fn record_missing(feature: Feature, reason: &str) {
+    write_record(reason, Some(feature));
+}
+
+fn write_record(reason: &str, feature: Option<Feature>) {
     let test = std::thread::current()
         .name()
         .unwrap_or("<unknown test>")
@@ -28,7 +40,11 @@ pub fn record(reason: &str) {
     let Some(dir) = std::env::var_os("BPFVM_RESULTS") else {
         return;
     };
-    let line = serde_json::json!({ "test": test, "reason": reason }).to_string() + "\n";
+    let mut record = serde_json::json!({ "test": test, "reason": reason });
+    if let Some(f) = feature {
+        record["feature"] = f.name().into();
+    }
+    let line = record.to_string() + "\n";
     // One write of a short line with O_APPEND: concurrent tests never interleave.
     let written = std::fs::OpenOptions::new()
         .create(true)
@@ -50,12 +66,26 @@ macro_rules! skip {
     }};
 }
 
-/// Skips the current test unless the running kernel has `feature` (probed once per process).
+/// Skips the current test unless the running kernel has `feature` (probed once per process);
+/// fails it if the probe erred.
 #[macro_export]
 macro_rules! require {
-    ($feature:expr) => {
-        if let Err(reason) = $crate::features::require($feature) {
-            $crate::skip!("{reason}");
+    ($feature:expr) => {{
+        let feature = $feature;
+        if let Err(reason) = $crate::features::require(feature) {
+            $crate::skip::record_missing(feature, &reason);
+            return $crate::skip::Skipped::skipped();
+        }
+    }};
+}
+
+/// Skips the current test unless the running kernel has every feature the BPF object `bytes`
+/// needs (read from the object: `features::needed_by`).
+#[macro_export]
+macro_rules! require_object {
+    ($bytes:expr) => {
+        for feature in $crate::features::needed_by($bytes) {
+            $crate::require!(feature);
         }
     };
 }

@@ -133,6 +133,53 @@ pub const fn call(helper: i32) -> u64 {
 /// `exit` (BPF_JMP | BPF_EXIT).
 pub const EXIT: u64 = insn(0x95, 0, 0, 0, 0);
 
+/// The `imm` of an xlated call of the helper function `name`: its address minus
+/// `__bpf_call_base` (what `fixup_bpf_calls` writes and `BPF_OBJ_GET_INFO_BY_FD` dumps raw for
+/// root). `None` when kallsyms hides addresses.
+pub fn helper_call_imm(name: &str) -> io::Result<Option<i32>> {
+    let syms = std::fs::read_to_string("/proc/kallsyms")?;
+    let addr = |want: &str| {
+        syms.lines().find_map(|l| {
+            let mut f = l.split_whitespace();
+            let (a, _kind, n) = (f.next()?, f.next()?, f.next()?);
+            (n == want && f.next().is_none())
+                .then(|| u64::from_str_radix(a, 16).ok())
+                .flatten()
+                .filter(|&a| a != 0)
+        })
+    };
+    let (Some(f), Some(base)) = (addr(name), addr("__bpf_call_base")) else {
+        return Ok(None);
+    };
+    Ok(Some(f.wrapping_sub(base) as i64 as i32))
+}
+
+/// `BPF_JMP | BPF_CALL` with `src_reg` 0 (a helper, not a BPF-to-BPF call) and `imm`.
+pub fn is_helper_call(insn: u64, imm: i32) -> bool {
+    let b = insn.to_le_bytes();
+    b[0] == 0x85 && b[1] >> 4 == 0 && i32::from_le_bytes([b[4], b[5], b[6], b[7]]) == imm
+}
+
+/// The program's instructions after the verifier's rewrites (`BPF_OBJ_GET_INFO_BY_FD`).
+pub fn xlated(fd: i32) -> io::Result<Vec<u64>> {
+    let info_of = |insns: &mut [u64]| -> io::Result<aya_obj::generated::bpf_prog_info> {
+        // SAFETY: plain-old-data kernel struct; all-zero is valid.
+        let mut info: aya_obj::generated::bpf_prog_info = unsafe { std::mem::zeroed() };
+        info.xlated_prog_len = (insns.len() * 8) as u32;
+        info.xlated_prog_insns = insns.as_mut_ptr() as u64;
+        let mut attr = zeroed_attr();
+        attr.info.bpf_fd = fd as u32;
+        attr.info.info_len = std::mem::size_of_val(&info) as u32;
+        attr.info.info = &mut info as *mut _ as u64;
+        bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+        Ok(info)
+    };
+    let len = info_of(&mut [])?.xlated_prog_len as usize / 8;
+    let mut insns = vec![0u64; len];
+    info_of(&mut insns)?;
+    Ok(insns)
+}
+
 #[cfg(test)]
 mod unit {
     use super::*;

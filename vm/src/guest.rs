@@ -16,7 +16,16 @@ pub mod files {
     pub const CMDLINE: &str = "cmdline";
     pub const SPECTRE_V2: &str = "spectre_v2";
     pub const FEATURES: &str = "features.json";
+    /// The feature probe's exit status and stderr (not `probe.*`: the probe binary's own test
+    /// harness is a test binary named `probe`).
+    pub const PROBE_RC: &str = "features.rc";
+    pub const PROBE_STDERR: &str = "features.stderr";
     pub const SKIPS: &str = "skips.jsonl";
+
+    /// Where test binary `name` lists its tests (`--list --format terse`).
+    pub fn list(name: &str) -> String {
+        format!("{name}.list")
+    }
 }
 
 /// Mounts what BPF tests need and records which kernel and mitigations the guest really got.
@@ -53,15 +62,35 @@ pub fn test_script(
     s.push_str("export RUSTC_BOOTSTRAP=1 RUST_BACKTRACE=1\n");
     writeln!(
         s,
-        "{} > \"$OUT/{}\"",
+        "{} > \"$OUT/{}\" 2> \"$OUT/{}\"; echo $? > \"$OUT/{}\"",
         quote(&probe.display().to_string()),
-        files::FEATURES
+        files::FEATURES,
+        files::PROBE_STDERR,
+        files::PROBE_RC,
     )
     .unwrap();
     s.push_str(KERNEL_BTF_ONCE);
     for b in binaries {
+        let path = b.path.display().to_string();
+        let n = &b.name;
+        // The list first: tests a crash never reaches are reported by name.
+        let mut list = vec![
+            path.clone(),
+            "--list".into(),
+            "--format".into(),
+            "terse".into(),
+        ];
+        list.extend(filter.map(str::to_string));
+        writeln!(
+            s,
+            "{} > \"$OUT/{}\" 2> \"$OUT/{n}.stderr\" || rm -f \"$OUT/{}\"",
+            join(&list),
+            files::list(n),
+            files::list(n)
+        )
+        .unwrap();
         let mut argv = vec![
-            b.path.display().to_string(),
+            path,
             "-Z".into(),
             "unstable-options".into(),
             "--format".into(),
@@ -69,10 +98,9 @@ pub fn test_script(
             "--report-time".into(),
         ];
         argv.extend(filter.map(str::to_string));
-        let n = &b.name;
         writeln!(
             s,
-            "{{ with_kernel_btf_once {} 2> \"$OUT/{n}.stderr\"; echo $? > \"$OUT/{n}.rc\"; }} | tee \"$OUT/{n}.jsonl\"",
+            "{{ with_kernel_btf_once {} 2>> \"$OUT/{n}.stderr\"; echo $? > \"$OUT/{n}.rc\"; }} | tee \"$OUT/{n}.jsonl\"",
             join(&argv)
         )
         .unwrap();
@@ -168,7 +196,12 @@ mod tests {
              --report-time bloom"
         ));
         assert!(s.contains(KERNEL_BTF_ONCE));
-        assert!(s.contains("/t/probe > \"$OUT/features.json\""));
+        assert!(s.contains(
+            "/t/probe > \"$OUT/features.json\" 2> \"$OUT/features.stderr\"; echo $? > \"$OUT/features.rc\""
+        ));
+        assert!(s.contains(
+            "/t/deps/bpfvm_tests-abc --list --format terse bloom > \"$OUT/bpfvm_tests.list\""
+        ));
         assert!(
             s.ends_with("echo 0 > \"$OUT/exit-status\"\necho 'bpfvm: guest script finished' >&2\n")
         );

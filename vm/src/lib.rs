@@ -4,6 +4,7 @@ pub mod bench;
 pub mod build;
 pub mod ci;
 pub mod custom;
+pub mod expect;
 pub mod guest;
 pub mod kernels;
 pub mod lint;

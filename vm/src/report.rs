@@ -1,12 +1,14 @@
 //! Reads what the guest wrote into the shared directory and turns it into `report.json`,
 //! `junit.xml` and the terminal summary. The serial console is never parsed for results.
 use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::accel::Accel;
+use crate::expect::{self, Expectation, Mismatch, Probe};
 use crate::guest::files;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,8 +67,17 @@ pub struct Report {
     pub accel: AccelInfo,
     pub cmdline: Option<String>,
     pub spectre_v2: Option<String>,
-    /// Probe results: feature name -> supported by this kernel.
+    /// Probe results: feature name -> present in this kernel.
     pub features: BTreeMap<String, bool>,
+    /// Each probe's whole answer (present, absent or error, with the kernel's reason).
+    #[serde(default)]
+    pub probes: BTreeMap<String, Probe>,
+    /// The features this kernel must have (see `vm::expect`); none when the run never booted.
+    #[serde(default)]
+    pub expected_features: Option<Expectation>,
+    /// Expected features the probes did not find: each also fails the run.
+    #[serde(default)]
+    pub feature_mismatches: Vec<Mismatch>,
     /// How the VM ended ("exited" or why not), and its wall time.
     pub vm: VmInfo,
     /// Where the run's wall time went.
@@ -132,6 +143,9 @@ impl Report {
             cmdline: None,
             spectre_v2: None,
             features: BTreeMap::new(),
+            probes: BTreeMap::new(),
+            expected_features: None,
+            feature_mismatches: vec![],
             vm: VmInfo {
                 ending: format!("not run: {why}"),
                 wall_time_s: 0.0,
@@ -143,9 +157,12 @@ impl Report {
         }
     }
 
-    /// Failed tests, or a VM that did not end normally, make the run fail.
+    /// Failed entries (tests, probes, binaries), or a VM that did not end normally, make the
+    /// run fail; so does a run where no test ran.
     pub fn ok(&self) -> bool {
-        self.summary.failed == 0 && self.vm.ending == "exited" && !self.tests.is_empty()
+        self.summary.failed == 0
+            && self.vm.ending == "exited"
+            && self.summary.passed + self.summary.skipped > 0
     }
 }
 
@@ -160,10 +177,14 @@ struct Event {
     stdout: Option<String>,
 }
 
+/// A line of `skips.jsonl`: a test that skipped itself, and the feature it lacked (if the
+/// skip came from `require!`).
 #[derive(Deserialize)]
 struct SkipRecord {
     test: String,
     reason: String,
+    #[serde(default)]
+    feature: Option<String>,
 }
 
 /// Test names as users see them: without the crate's `tests::` module prefix.
@@ -174,12 +195,66 @@ fn display_name(libtest_name: &str) -> String {
         .to_string()
 }
 
-/// Reads one binary's JSON events (plus its exit status) into results. A test that started
-/// but never finished was running when the binary crashed.
-pub fn parse_binary(jsonl: &str, rc: Option<i32>, stderr_tail: &str) -> Vec<TestResult> {
+/// What one test binary left in the shared directory.
+#[derive(Debug, Clone, Default)]
+pub struct BinaryOutput {
+    /// The test target's name (`bpfvm_tests`).
+    pub name: String,
+    /// `--list --format terse` output: every test the run should report. `None` if missing.
+    pub list: Option<String>,
+    /// libtest's JSON events.
+    pub jsonl: String,
+    /// The exit status as the shell saw it (128 + N for signal N); `None` if never written.
+    pub rc: Option<i32>,
+    /// The last lines of its stderr, joined with " | ".
+    pub stderr_tail: String,
+}
+
+/// "exit status 3", "signal 6 (SIGABRT)": a shell exit status in words.
+fn status_words(rc: i32) -> String {
+    let names = [
+        (4, "SIGILL"),
+        (6, "SIGABRT"),
+        (7, "SIGBUS"),
+        (8, "SIGFPE"),
+        (9, "SIGKILL"),
+        (11, "SIGSEGV"),
+        (15, "SIGTERM"),
+    ];
+    match rc - 128 {
+        sig @ 1..=64 => match names.iter().find(|(n, _)| *n == sig) {
+            Some((_, name)) => format!("signal {sig} ({name})"),
+            None => format!("signal {sig}"),
+        },
+        _ => format!("exit status {rc}"),
+    }
+}
+
+/// The test names of libtest's `--list --format terse` output (`name: test` lines).
+fn listed(list: &str) -> Vec<String> {
+    list.lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .map(str::to_string)
+        .collect()
+}
+
+fn failed(name: String, reason: String) -> TestResult {
+    TestResult {
+        name,
+        outcome: Outcome::Fail,
+        reason: Some(reason),
+        duration_ms: 0,
+    }
+}
+
+/// Reads one binary's JSON events into results, and accounts for how it ended: a test that
+/// started but never finished was running when the process died (or the VM did: `vm_ending`);
+/// a listed test with no result was never reached; a non-zero exit with no failing test, or no
+/// list, fails an entry named after the binary.
+pub fn parse_binary(out: &BinaryOutput, vm_ending: &str) -> Vec<TestResult> {
     let mut started: Vec<String> = Vec::new();
     let mut results = Vec::new();
-    for line in jsonl.lines() {
+    for line in out.jsonl.lines() {
         let Ok(ev) = serde_json::from_str::<Event>(line) else {
             continue;
         };
@@ -205,16 +280,44 @@ pub fn parse_binary(jsonl: &str, rc: Option<i32>, stderr_tail: &str) -> Vec<Test
             duration_ms,
         });
     }
-    for name in started {
-        results.push(TestResult {
-            name: display_name(&name),
-            outcome: Outcome::Fail,
-            reason: Some(format!(
-                "the test binary died (exit status {}) while this test ran: {stderr_tail}",
-                rc.map_or("unknown".into(), |c| c.to_string())
-            )),
-            duration_ms: 0,
-        });
+    let death = match out.rc {
+        Some(rc) => format!("test process died ({})", status_words(rc)),
+        None => format!("test process never finished: {vm_ending}"),
+    };
+    let stderr = if out.stderr_tail.is_empty() {
+        String::new()
+    } else {
+        format!("; stderr: {}", out.stderr_tail)
+    };
+    for name in &started {
+        results.push(failed(
+            display_name(name),
+            format!("{death} while this test ran{stderr}"),
+        ));
+    }
+    for name in listed(out.list.as_deref().unwrap_or("")) {
+        let shown = display_name(&name);
+        if !started.contains(&name) && !results.iter().any(|r| r.name == shown) {
+            results.push(failed(
+                shown,
+                format!("not run: the {death} before reaching it"),
+            ));
+        }
+    }
+    let binary = format!("binary:{}", out.name);
+    if out.list.is_none() {
+        let why = match out.rc {
+            None => format!("never ran: {vm_ending}"),
+            Some(_) => format!("`{} --list` failed{stderr}", out.name),
+        };
+        results.push(failed(binary.clone(), format!("no test list: {why}")));
+    }
+    let any_failed = results.iter().any(|r| r.outcome == Outcome::Fail);
+    if out.rc != Some(0) && !any_failed {
+        results.push(failed(
+            binary,
+            format!("{death} with no failing test{stderr}"),
+        ));
     }
     results
 }
@@ -237,18 +340,29 @@ fn failure_reason(stdout: Option<&str>) -> String {
     }
 }
 
-/// Turns passes that recorded a skip into skips with their reason.
-pub fn apply_skips(results: &mut [TestResult], skips_jsonl: &str) {
-    let skips: HashMap<String, String> = skips_jsonl
+/// Turns passes that recorded a skip into skips with their reason, or into failures when the
+/// feature they skipped for is one the kernel must have (`expect::judge_skip`).
+pub fn apply_skips(
+    results: &mut [TestResult],
+    skips_jsonl: &str,
+    exp: &Expectation,
+    probes: &BTreeMap<String, Probe>,
+) {
+    let skips: HashMap<String, SkipRecord> = skips_jsonl
         .lines()
         .filter_map(|l| serde_json::from_str::<SkipRecord>(l).ok())
-        .map(|s| (display_name(&s.test), s.reason))
+        .map(|s| (display_name(&s.test), s))
         .collect();
     for r in results.iter_mut() {
-        if let (Outcome::Pass, Some(reason)) = (r.outcome, skips.get(&r.name)) {
-            r.outcome = Outcome::Skip;
-            r.reason = Some(reason.clone());
-        }
+        let (Outcome::Pass, Some(skip)) = (r.outcome, skips.get(&r.name)) else {
+            continue;
+        };
+        let (outcome, reason) = match &skip.feature {
+            Some(f) => expect::judge_skip(exp, probes, f, &skip.reason),
+            None => (Outcome::Skip, skip.reason.clone()),
+        };
+        r.outcome = outcome;
+        r.reason = Some(reason);
     }
 }
 
@@ -268,29 +382,138 @@ pub fn read_fact(dir: &Path, name: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
 }
 
-/// Collects every binary's results from the shared directory.
-pub fn collect_tests(dir: &Path, binaries: &[String]) -> Vec<TestResult> {
+/// The last lines of a file the guest wrote, on one line.
+fn tail_of(dir: &Path, name: &str) -> String {
+    let text = read_fact(dir, name).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(5).collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+}
+
+/// Reads what binary `name` left in the shared directory.
+pub fn read_binary(dir: &Path, name: &str) -> BinaryOutput {
+    BinaryOutput {
+        name: name.to_string(),
+        list: std::fs::read_to_string(dir.join(files::list(name))).ok(),
+        jsonl: std::fs::read_to_string(dir.join(format!("{name}.jsonl"))).unwrap_or_default(),
+        rc: read_fact(dir, &format!("{name}.rc")).and_then(|s| s.parse().ok()),
+        stderr_tail: tail_of(dir, &format!("{name}.stderr")),
+    }
+}
+
+/// Collects every binary's results from the shared directory, judged against `exp`, plus the
+/// probes' own entries (`expect::check`); `vm_ending` says why the VM stopped, if it died.
+fn collect_tests(
+    dir: &Path,
+    binaries: &[String],
+    exp: &Expectation,
+    probes: &BTreeMap<String, Probe>,
+    vm_ending: &str,
+) -> Vec<TestResult> {
     let mut tests = Vec::new();
     for b in binaries {
-        let jsonl = std::fs::read_to_string(dir.join(format!("{b}.jsonl"))).unwrap_or_default();
-        let rc = read_fact(dir, &format!("{b}.rc")).and_then(|s| s.parse().ok());
-        let stderr = read_fact(dir, &format!("{b}.stderr")).unwrap_or_default();
-        let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
-        let tail = tail.into_iter().rev().collect::<Vec<_>>().join(" | ");
-        tests.extend(parse_binary(&jsonl, rc, &tail));
+        tests.extend(parse_binary(&read_binary(dir, b), vm_ending));
     }
     let skips = std::fs::read_to_string(dir.join(files::SKIPS)).unwrap_or_default();
-    apply_skips(&mut tests, &skips);
-    tests.sort_by(|a, b| a.name.cmp(&b.name));
+    apply_skips(&mut tests, &skips, exp, probes);
     tests
 }
 
-/// Reads `features.json` as the probe binary wrote it.
-pub fn read_features(dir: &Path) -> BTreeMap<String, bool> {
-    std::fs::read_to_string(dir.join(files::FEATURES))
-        .ok()
-        .and_then(|s| serde_json::from_str(&s).ok())
-        .unwrap_or_default()
+/// What the guest left in the shared directory, judged against what the kernel must have.
+pub struct Verdict {
+    pub probes: BTreeMap<String, Probe>,
+    pub mismatches: Vec<Mismatch>,
+    /// Tests and the failing probe, binary and guest entries, sorted by name.
+    pub tests: Vec<TestResult>,
+}
+
+/// Judges a run: the probes (`judge_features`), every binary's tests (`collect_tests`), and a
+/// failing entry when the VM ended normally (`vm_ending` is `None`) but no test ran.
+pub fn judge(
+    dir: &Path,
+    binaries: &[String],
+    exp: &Expectation,
+    vm_ending: Option<&str>,
+    filter: Option<&str>,
+) -> Verdict {
+    let (probes, mismatches, mut tests) = judge_features(dir, exp);
+    tests.extend(collect_tests(
+        dir,
+        binaries,
+        exp,
+        &probes,
+        vm_ending.unwrap_or("the VM exited"),
+    ));
+    if vm_ending.is_none() && !tests.iter().any(|t| is_test(&t.name)) {
+        tests.push(no_test_ran(filter));
+    }
+    tests.sort_by(|a, b| a.name.cmp(&b.name));
+    Verdict {
+        probes,
+        mismatches,
+        tests,
+    }
+}
+
+/// Entries that are not tests: `feature:<name>` (a probe), `binary:<name>` (a test binary or
+/// the probe), `guest:<what>` (a file or step of the guest script).
+const ENTRY_KINDS: [&str; 3] = ["feature:", "binary:", "guest:"];
+
+/// Whether a report entry is a test (not a probe, binary or guest entry).
+fn is_test(name: &str) -> bool {
+    !ENTRY_KINDS.iter().any(|k| name.starts_with(k))
+}
+
+/// The failing entry of a run in which no test ran.
+fn no_test_ran(filter: Option<&str>) -> TestResult {
+    failed(
+        "guest:tests".into(),
+        match filter {
+            Some(f) => format!("no test name contains `{f}`: nothing ran"),
+            None => "the guest ran no test".into(),
+        },
+    )
+}
+
+/// Reads `features.json` as the probe binary wrote it; an error names what is wrong with it.
+pub fn read_probes(dir: &Path) -> Result<BTreeMap<String, Probe>, String> {
+    let path = dir.join(files::FEATURES);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("the feature probe wrote no {}: {e}", files::FEATURES))?;
+    serde_json::from_str(&text).map_err(|e| format!("{} is not valid: {e}", files::FEATURES))
+}
+
+/// The feature verdict of a run: probes, their entries and mismatches. A missing or unreadable
+/// `features.json`, or a probe binary that failed, is a failing entry itself.
+fn judge_features(
+    dir: &Path,
+    exp: &Expectation,
+) -> (BTreeMap<String, Probe>, Vec<Mismatch>, Vec<TestResult>) {
+    let mut entries = Vec::new();
+    let rc = read_fact(dir, files::PROBE_RC);
+    if rc.as_deref() != Some("0") {
+        entries.push(failed(
+            "guest:feature-probe".into(),
+            format!(
+                "the feature probe {}; stderr: {}",
+                rc.and_then(|s| s.parse().ok())
+                    .map_or("never finished".into(), |rc| format!(
+                        "ended with {}",
+                        status_words(rc)
+                    )),
+                tail_of(dir, files::PROBE_STDERR)
+            ),
+        ));
+    }
+    let probes = match read_probes(dir) {
+        Ok(p) => p,
+        Err(e) => {
+            entries.push(failed(format!("guest:{}", files::FEATURES), e));
+            return (BTreeMap::new(), vec![], entries);
+        }
+    };
+    let (mismatches, more) = expect::check(exp, &probes);
+    entries.extend(more);
+    (probes, mismatches, entries)
 }
 
 /// Writes `report.json` and `junit.xml` into `dir`, each atomically (two runs at once never
@@ -353,8 +576,20 @@ pub fn summary_table(report: &Report) -> String {
         t.add_row([r.name.as_str(), outcome, &r.duration_ms.to_string(), first]);
     }
     let s = &report.summary;
+    let mut features = String::new();
+    if let Some(e) = &report.expected_features {
+        let _ = writeln!(
+            features,
+            "expected features ({}): {}",
+            e.source,
+            e.features.join(", ")
+        );
+    }
+    for m in &report.feature_mismatches {
+        let _ = writeln!(features, "FEATURE MISMATCH: {}", m.message);
+    }
     format!(
-        "{t}\nkernel {} ({}), {}: {} passed, {} failed, {} skipped\ntime: {}\nslowest: {}",
+        "{t}\n{features}kernel {} ({}), {}: {} passed, {} failed, {} skipped\ntime: {}\nslowest: {}",
         report.kernel.version,
         report
             .kernel
@@ -439,10 +674,27 @@ mod tests {
 { "type": "test", "event": "started", "name": "tests::bloom::d" }
 "#;
 
+    const LIST: &str = "tests::bloom::a: test\ntests::bloom::b: test\ntests::bloom::c: test\n\
+                        tests::bloom::d: test\ntests::bloom::e: test\n";
+
+    fn binary(jsonl: &str, rc: Option<i32>, stderr_tail: &str) -> BinaryOutput {
+        BinaryOutput {
+            name: "bpfvm_tests".into(),
+            list: Some(LIST.into()),
+            jsonl: jsonl.into(),
+            rc,
+            stderr_tail: stderr_tail.into(),
+        }
+    }
+
+    fn by_name(r: &[TestResult]) -> HashMap<&str, &TestResult> {
+        r.iter().map(|t| (t.name.as_str(), t)).collect()
+    }
+
     #[test]
     fn parses_passes_failures_and_a_crash() {
-        let r = parse_binary(RUN, Some(134), "Aborted");
-        let by: HashMap<_, _> = r.iter().map(|t| (t.name.as_str(), t)).collect();
+        let r = parse_binary(&binary(RUN, Some(134), "Aborted"), "");
+        let by = by_name(&r);
         assert_eq!(by["bloom::a"].outcome, Outcome::Pass);
         assert_eq!(by["bloom::a"].duration_ms, 13);
         assert_eq!(by["bloom::b"].outcome, Outcome::Fail);
@@ -451,34 +703,215 @@ mod tests {
             "thread 'tests::bloom::b' (12) panicked at tests/src/x.rs:3:5:\nassertion failed: 1 == 2"
         );
         assert_eq!(by["bloom::d"].outcome, Outcome::Fail);
-        assert!(by["bloom::d"]
+        assert_eq!(
+            by["bloom::d"].reason.as_deref().unwrap(),
+            "test process died (signal 6 (SIGABRT)) while this test ran; stderr: Aborted"
+        );
+        assert_eq!(by["bloom::e"].outcome, Outcome::Fail);
+        assert!(
+            by["bloom::e"]
+                .reason
+                .as_deref()
+                .unwrap()
+                .starts_with("not run: the test process died"),
+            "{:?}",
+            by["bloom::e"]
+        );
+        assert!(
+            !by.contains_key("binary:bpfvm_tests"),
+            "a test failed: no binary entry"
+        );
+    }
+
+    #[test]
+    fn a_non_zero_exit_with_no_failing_test_fails_the_binary() {
+        let clean =
+            "{ \"type\": \"test\", \"event\": \"started\", \"name\": \"tests::bloom::a\" }\n\
+                     { \"type\": \"test\", \"name\": \"tests::bloom::a\", \"event\": \"ok\" }\n";
+        let mut out = binary(clean, Some(3), "leaked fd | exiting");
+        out.list = Some("tests::bloom::a: test\n".into());
+        let r = parse_binary(&out, "");
+        let by = by_name(&r);
+        assert_eq!(by["bloom::a"].outcome, Outcome::Pass);
+        assert_eq!(
+            by["binary:bpfvm_tests"].reason.as_deref(),
+            Some("test process died (exit status 3) with no failing test; stderr: leaked fd | exiting")
+        );
+        out.rc = Some(0);
+        assert_eq!(
+            parse_binary(&out, "").len(),
+            1,
+            "a clean run is its tests only"
+        );
+    }
+
+    #[test]
+    fn a_binary_that_never_ran_fails_every_listed_test_and_itself_without_a_list() {
+        let r = parse_binary(
+            &binary("", None, ""),
+            "the guest did not finish within 60 s",
+        );
+        assert_eq!(r.len(), 5);
+        assert!(r.iter().all(|t| t.outcome == Outcome::Fail
+            && t.reason
+                .as_deref()
+                .unwrap()
+                .contains("did not finish within 60 s")));
+        let mut out = binary("", Some(101), "error: unexpected argument");
+        out.list = None;
+        let r = parse_binary(&out, "");
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].name, "binary:bpfvm_tests");
+        assert!(r[0]
             .reason
             .as_deref()
             .unwrap()
-            .contains("exit status 134"));
+            .contains("unexpected argument"));
+    }
+
+    #[test]
+    fn statuses_read_as_signals_or_exit_codes() {
+        assert_eq!(status_words(134), "signal 6 (SIGABRT)");
+        assert_eq!(status_words(137), "signal 9 (SIGKILL)");
+        assert_eq!(status_words(101), "exit status 101");
+        assert_eq!(status_words(3), "exit status 3");
+    }
+
+    fn exp(release: &str) -> Expectation {
+        Expectation::for_release(release).unwrap()
     }
 
     #[test]
     fn recorded_skips_turn_passes_into_skips_but_never_hide_failures() {
-        let mut r = parse_binary(RUN, Some(101), "");
+        let mut r = parse_binary(&binary(RUN, Some(101), ""), "");
         apply_skips(
             &mut r,
-            "{\"test\":\"tests::bloom::c\",\"reason\":\"bloom filter map not supported by this kernel\"}\n\
+            "{\"test\":\"tests::bloom::c\",\"reason\":\"no kallsyms\"}\n\
              {\"test\":\"tests::bloom::b\",\"reason\":\"x\"}\n",
+            &exp("6.1.0-57-cloud-amd64"),
+            &BTreeMap::new(),
         );
         let s = summarize(&r);
-        assert_eq!((s.passed, s.failed, s.skipped), (1, 2, 1));
+        assert_eq!((s.passed, s.failed, s.skipped), (1, 3, 1));
         let c = r.iter().find(|t| t.name == "bloom::c").unwrap();
-        assert_eq!(
-            c.reason.as_deref(),
-            Some("bloom filter map not supported by this kernel")
-        );
+        assert_eq!(c.reason.as_deref(), Some("no kallsyms"));
     }
 
     #[test]
-    fn junit_marks_skips_and_failures() {
-        let tests = parse_binary(RUN, Some(101), "");
-        let report = Report {
+    fn a_skip_for_an_expected_feature_is_a_failure_naming_it() {
+        let skips = "{\"test\":\"tests::bloom::a\",\"reason\":\"bloom filter map not supported by this kernel\",\"feature\":\"bloom_filter_map\"}\n\
+                     {\"test\":\"tests::bloom::c\",\"reason\":\"bloom filter map not supported by this kernel\",\"feature\":\"bloom_filter_map\"}\n";
+        let probes = BTreeMap::from([(
+            "bloom_filter_map".to_string(),
+            Probe::Absent("EINVAL from BPF_MAP_CREATE".into()),
+        )]);
+        let mut r = parse_binary(&binary(RUN, Some(101), ""), "");
+        apply_skips(&mut r, skips, &exp("6.1.0-57-cloud-amd64"), &probes);
+        let a = r.iter().find(|t| t.name == "bloom::a").unwrap();
+        assert_eq!(a.outcome, Outcome::Fail);
+        assert!(a.reason.as_deref().unwrap().starts_with(
+            "6.1 should have bloom_filter_map (since 5.16), but the probe says: absent (EINVAL from BPF_MAP_CREATE)"
+        ));
+        let mut r = parse_binary(&binary(RUN, Some(101), ""), "");
+        apply_skips(&mut r, skips, &exp("5.10.0-46-cloud-amd64"), &probes);
+        let a = r.iter().find(|t| t.name == "bloom::a").unwrap();
+        assert_eq!(a.outcome, Outcome::Skip);
+    }
+
+    #[test]
+    fn features_json_missing_or_corrupt_or_a_failed_probe_fail_the_run() {
+        let d = tempfile::tempdir().unwrap();
+        let e = exp("6.1.0-57-cloud-amd64");
+        let (_, _, entries) = judge_features(d.path(), &e);
+        let names: Vec<&str> = entries.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["guest:feature-probe", "guest:features.json"]);
+        std::fs::write(d.path().join(files::PROBE_RC), "0\n").unwrap();
+        std::fs::write(d.path().join(files::FEATURES), "{\"bloom_filter_map\": tr").unwrap();
+        let (_, _, entries) = judge_features(d.path(), &e);
+        assert_eq!(entries.len(), 1);
+        assert!(entries[0].reason.as_deref().unwrap().contains("not valid"));
+        // The old format (name -> bool) is not an answer either.
+        std::fs::write(
+            d.path().join(files::FEATURES),
+            "{\"bloom_filter_map\": true}",
+        )
+        .unwrap();
+        assert_eq!(judge_features(d.path(), &e).2.len(), 1);
+    }
+
+    /// What `vm-test` made of real guest output, recorded on 6.1 with a defect planted by hand
+    /// (vm/testdata/<kernel>-<defect>/; the plants were never committed).
+    fn recorded(defect: &str, ending: Option<&str>) -> (Vec<TestResult>, Vec<Mismatch>) {
+        let dir = crate::paths::workspace_root()
+            .join("vm/testdata")
+            .join(format!("6.1-{defect}"));
+        assert!(dir.is_dir(), "{}", dir.display());
+        let e = Expectation::for_pin(&crate::kernels::resolve("6.1").unwrap()).unwrap();
+        let v = judge(&dir, &["bpfvm_tests".into()], &e, ending, None);
+        (v.tests, v.mismatches)
+    }
+
+    fn failure_of<'a>(tests: &'a [TestResult], name: &str) -> &'a str {
+        let t = tests
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap_or_else(|| panic!("no {name} in {tests:#?}"));
+        assert_eq!(t.outcome, Outcome::Fail, "{t:?}");
+        t.reason.as_deref().unwrap()
+    }
+
+    #[test]
+    fn recorded_broken_bloom_probe_fails_the_feature_and_the_skipped_test() {
+        let (tests, mismatches) = recorded("broken-bloom-probe", None);
+        let msg = "6.1 should have bloom_filter_map (since 5.16), but the probe says: absent";
+        assert!(failure_of(&tests, "feature:bloom_filter_map").starts_with(msg));
+        assert!(failure_of(&tests, "bloom_filter::lookup_miss_is_enoent").starts_with(msg));
+        assert_eq!(mismatches.len(), 1);
+        assert_eq!(summarize(&tests).failed, 2);
+    }
+
+    #[test]
+    fn recorded_panic_fails_the_test_with_its_message() {
+        let (tests, _) = recorded("panic", None);
+        assert!(failure_of(&tests, "smoke::planted_panic").contains("planted panic"));
+        assert_eq!(summarize(&tests).failed, 1);
+    }
+
+    #[test]
+    fn recorded_abort_fails_the_running_test_with_the_signal() {
+        let (tests, _) = recorded("abort", None);
+        assert!(failure_of(&tests, "smoke::planted_abort")
+            .starts_with("test process died (signal 6 (SIGABRT)) while this test ran"));
+        assert_eq!(summarize(&tests).failed, 1);
+    }
+
+    #[test]
+    fn recorded_exit_3_fails_every_test_that_was_running() {
+        let (tests, _) = recorded("exit-3", None);
+        for name in [
+            "smoke::planted_exit_3",
+            "smoke::planted_exit_slow_neighbour",
+        ] {
+            assert!(
+                failure_of(&tests, name)
+                    .starts_with("test process died (exit status 3) while this test ran"),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn recorded_hang_past_the_timeout_fails_the_test_it_was_in() {
+        let ending = "the guest did not finish within 75 s (a hang, or raise --timeout)";
+        let (tests, _) = recorded("hang", Some(ending));
+        assert_eq!(
+            failure_of(&tests, "smoke::planted_hang"),
+            format!("test process never finished: {ending} while this test ran")
+        );
+    }
+
+    fn report(tests: Vec<TestResult>) -> Report {
+        Report {
             kernel: KernelInfo {
                 version: "6.1".into(),
                 pinned_release: None,
@@ -491,6 +924,14 @@ mod tests {
             cmdline: None,
             spectre_v2: None,
             features: BTreeMap::new(),
+            probes: BTreeMap::new(),
+            expected_features: Some(exp("6.1.0-57-cloud-amd64")),
+            feature_mismatches: vec![Mismatch {
+                feature: "bloom_filter_map".into(),
+                since: "5.16".into(),
+                probe: "absent (EINVAL)".into(),
+                message: "6.1 should have bloom_filter_map (since 5.16), but the probe says: absent (EINVAL)".into(),
+            }],
             vm: VmInfo {
                 ending: "exited".into(),
                 wall_time_s: 1.0,
@@ -503,21 +944,51 @@ mod tests {
             },
             summary: summarize(&tests),
             tests,
-        };
+        }
+    }
+
+    #[test]
+    fn junit_marks_skips_and_failures() {
+        let report = report(parse_binary(&binary(RUN, Some(101), ""), ""));
         let table = summary_table(&report);
         assert!(
-            table.ends_with(
-                "time: build 12.0 s, boot 6.0 s\nslowest: bloom::b 0.5 s, bloom::a 0.0 s, \
-                 bloom::c 0.0 s, bloom::d 0.0 s"
+            table.contains(
+                "time: build 12.0 s, boot 6.0 s\nslowest: bloom::b 0.5 s, bloom::a 0.0 s"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains("FEATURE MISMATCH: 6.1 should have bloom_filter_map"),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "expected features (release 6.1.0-57-cloud-amd64 (mainline 6.1)): batch_ops_hash,"
             ),
             "{table}"
         );
         let matrix = matrix_table(&[report.clone(), Report::not_run("5.10", "offline")]);
         assert!(matrix.contains("bloom::b"), "{matrix}");
-        assert!(matrix.contains("2/2/0"), "{matrix}");
+        assert!(matrix.contains("2/3/0"), "{matrix}");
         let xml = junit(&report).unwrap();
         assert!(xml.contains("<failure"), "{xml}");
         assert!(!report.ok());
-        assert!(summary_table(&report).contains("2 passed, 2 failed, 0 skipped"));
+        assert!(summary_table(&report).contains("2 passed, 3 failed, 0 skipped"));
+    }
+
+    #[test]
+    fn a_run_with_no_test_fails() {
+        let mut r = report(vec![]);
+        assert!(!r.ok());
+        r.tests.push(TestResult {
+            name: "a".into(),
+            outcome: Outcome::Pass,
+            reason: None,
+            duration_ms: 1,
+        });
+        r.summary = summarize(&r.tests);
+        assert!(r.ok());
+        assert!(!is_test("feature:bloom_filter_map") && is_test("bloom_filter::x"));
+        assert_eq!(no_test_ran(None).outcome, Outcome::Fail);
     }
 }

@@ -2,7 +2,7 @@
 //! and from BPF programs over a grid of hash counts, value sizes and seeds; the attributes and
 //! flags the kernel rejects; the false-positive rate against the theory; bloom filters as inner
 //! maps. References: the kernel's `prog_tests/bloom_filter_map.c` and
-//! `progs/bloom_filter_map.c`, NOTES.md section 5.
+//! `progs/bloom_filter_map.c`; docs/kernel-behaviour.md (bloom filter).
 //!
 //! Filters are created at run time with raw `BPF_MAP_CREATE` (aya 0.14 cannot set `map_extra`)
 //! and reach the programs of the `bloom_filter` object through slot 0 of an array of maps
@@ -253,7 +253,7 @@ fn errno(r: io::Result<i64>) -> Option<i32> {
 #[test_case(15, 64, Random ; "k_15_value_size_64_random_seed")]
 #[test_case(15, 64, Zero ; "k_15_value_size_64_zero_seed")]
 fn no_false_negatives(k: u64, value_size: usize, seed: Seed) -> Result<()> {
-    crate::require!(Feature::BloomFilter);
+    crate::require_object!(object::BLOOM_FILTER);
     match value_size {
         4 => no_false_negatives_of::<4>(k, seed),
         8 => no_false_negatives_of::<8>(k, seed),
@@ -585,8 +585,7 @@ const FP_PROBES: u64 = 1 << 20;
 #[test_case(10 ; "k_10")]
 #[test_case(15 ; "k_15")]
 fn false_positive_rate_matches_theory(k: u32) -> Result<()> {
-    crate::require!(Feature::BloomFilter);
-    crate::require!(Feature::BpfLoop);
+    crate::require_object!(object::BLOOM_FILTER);
     let bits = bitmap_bits(10_000, k) / 2;
     let n = entries_filling(bits, k);
     let mut ebpf = bloom_object()?;
@@ -620,7 +619,7 @@ fn false_positive_rate_matches_theory(k: u32) -> Result<()> {
 /// another program peeking through the outer map.
 #[rstest]
 fn inner_map_filled_from_bpf_has_no_false_negatives(bloom_object: Result<Ebpf>) -> Result<()> {
-    crate::require!(Feature::BloomFilter);
+    crate::require_object!(object::BLOOM_FILTER);
     let mut ebpf = bloom_object?;
     let (bloom, _) = create::<8>(N, 3, 0)?;
     fill_values::<8>(&mut ebpf)?;
@@ -657,7 +656,7 @@ fn inner_map_filled_from_bpf_has_no_false_negatives(bloom_object: Result<Ebpf>) 
 /// reports no miss has really found the values.
 #[rstest]
 fn peeks_through_an_empty_inner_map_all_miss(bloom_object: Result<Ebpf>) -> Result<()> {
-    crate::require!(Feature::BloomFilter);
+    crate::require_object!(object::BLOOM_FILTER);
     let mut ebpf = bloom_object?;
     let (bloom, _) = create::<8>(N, 3, 0)?;
     fill_values::<8>(&mut ebpf)?;
@@ -679,7 +678,7 @@ fn peeks_through_an_empty_inner_map_all_miss(bloom_object: Result<Ebpf>) -> Resu
 /// capacity may differ (as every other test here relies on).
 #[rstest]
 fn inner_map_with_other_value_size_or_flags_is_einval(bloom_object: Result<Ebpf>) -> Result<()> {
-    crate::require!(Feature::BloomFilter);
+    crate::require_object!(object::BLOOM_FILTER);
     let mut ebpf = bloom_object?;
     let (size_4, _) = create::<4>(N, 3, 0)?;
     let (zero_seed, _) = create::<8>(N, 3, BPF_F_ZERO_SEED)?;

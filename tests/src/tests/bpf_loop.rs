@@ -1,6 +1,6 @@
 //! The `bpf_loop` helper (5.17) run through `BPF_PROG_TEST_RUN`: bounds, early stop, nesting,
 //! the verifier's check of the callback's return value, and both ways the kernel runs it.
-//! References: NOTES.md section 5 (`bpf_loop`), the kernel's `prog_tests/bpf_loop.c` and
+//! References: docs/kernel-behaviour.md (`bpf_loop`), the kernel's `prog_tests/bpf_loop.c` and
 //! `verifier/bpf_loop_inline.c`.
 //!
 //! Paths: since 6.0 the verifier inlines a `bpf_loop` call whose callback is constant and whose
@@ -9,7 +9,8 @@
 //! and `loop_nested` pass the constant 0 (inlined path); `loop_helper` reads its flags from a
 //! map (helper path). `constant_zero_flags_are_inlined` checks this split.
 //!
-//! Every test requires the feature before loading anything: without `bpf_loop` the object
+//! Every test requires what the object needs (read from it) before loading anything, and the
+//! inlining feature where it asserts inlining: without `bpf_loop` the object
 //! fails to load.
 use std::os::fd::{AsFd, AsRawFd};
 
@@ -22,7 +23,7 @@ use test_case::test_case;
 
 use crate::features::Feature;
 use crate::object;
-use crate::sys::{self, bpf_cmd};
+use crate::sys;
 
 /// `ebpf/src/bpf_loop_reject.rs`: meant to fail verification, so it is not in
 /// `object::all()` (whose programs must all load).
@@ -130,7 +131,7 @@ fn run(prog: &str, nr_loops: u32, flags: u64, stop_at: u64) -> Result<Outcome> {
 #[test_case(Path::Helper; "helper")]
 #[test_case(Path::Inlined; "inlined")]
 fn zero_loops_return_0_without_calling_back(path: Path) -> Result<()> {
-    crate::require!(Feature::BpfLoop);
+    crate::require_object!(object::BPF_LOOP);
     assert_eq!(run(path.prog(), 0, 0, NO_STOP)?, called(0, 0));
     Ok(())
 }
@@ -140,7 +141,7 @@ fn zero_loops_return_0_without_calling_back(path: Path) -> Result<()> {
 #[test_case(Path::Inlined, 1; "inlined 1")]
 #[test_case(Path::Inlined, 500; "inlined 500")]
 fn n_loops_call_back_with_each_index_and_return_n(path: Path, n: u32) -> Result<()> {
-    crate::require!(Feature::BpfLoop);
+    crate::require_object!(object::BPF_LOOP);
     assert_eq!(
         run(path.prog(), n, 0, NO_STOP)?,
         called(i64::from(n), u64::from(n))
@@ -151,7 +152,7 @@ fn n_loops_call_back_with_each_index_and_return_n(path: Path, n: u32) -> Result<
 #[test_case(Path::Helper; "helper")]
 #[test_case(Path::Inlined; "inlined")]
 fn max_loops_run_every_iteration(path: Path) -> Result<()> {
-    crate::require!(Feature::BpfLoop);
+    crate::require_object!(object::BPF_LOOP);
     assert_eq!(
         run(path.prog(), BPF_MAX_LOOPS, 0, NO_STOP)?,
         called(i64::from(BPF_MAX_LOOPS), u64::from(BPF_MAX_LOOPS))
@@ -166,7 +167,7 @@ fn max_loops_run_every_iteration(path: Path) -> Result<()> {
 #[test_case(Path::Inlined, BPF_MAX_LOOPS + 1; "inlined max plus 1")]
 #[test_case(Path::Inlined, u32::MAX; "inlined u32 max")]
 fn more_than_max_loops_return_e2big_without_calling_back(path: Path, n: u32) -> Result<()> {
-    crate::require!(Feature::BpfLoop);
+    crate::require_object!(object::BPF_LOOP);
     assert_eq!(run(path.prog(), n, 0, NO_STOP)?.ret32(), called(E2BIG, 0));
     Ok(())
 }
@@ -176,7 +177,8 @@ fn more_than_max_loops_return_e2big_without_calling_back(path: Path, n: u32) -> 
 /// reads the 64-bit return sees 0xfffffff9 instead. Seen on 6.1 and 6.18.
 #[test]
 fn e2big_is_sign_extended_by_the_helper_and_zero_extended_when_inlined() -> Result<()> {
-    crate::require!(Feature::BpfLoop);
+    crate::require_object!(object::BPF_LOOP);
+    crate::require!(Feature::BpfLoopInlining);
     let n = BPF_MAX_LOOPS + 1;
     assert_eq!(run(PROG_HELPER, n, 0, NO_STOP)?.ret, E2BIG);
     let inlined = E2BIG as i32 as u32 as i64;
@@ -191,7 +193,7 @@ fn e2big_is_sign_extended_by_the_helper_and_zero_extended_when_inlined() -> Resu
 #[test_case(1, BPF_MAX_LOOPS + 1; "flags 1 over the bound")]
 #[test_case(1, u32::MAX; "flags 1 with u32 max")]
 fn nonzero_flags_return_einval_before_the_bound_check(flags: u64, n: u32) -> Result<()> {
-    crate::require!(Feature::BpfLoop);
+    crate::require_object!(object::BPF_LOOP);
     assert_eq!(run(PROG_HELPER, n, flags, NO_STOP)?, called(EINVAL, 0));
     Ok(())
 }
@@ -203,7 +205,7 @@ fn nonzero_flags_return_einval_before_the_bound_check(flags: u64, n: u32) -> Res
 #[test_case(Path::Inlined, 7; "inlined at 7")]
 #[test_case(Path::Inlined, 499; "inlined at last")]
 fn callback_returning_1_at_i_stops_the_loop_and_returns_i_plus_1(path: Path, i: u32) -> Result<()> {
-    crate::require!(Feature::BpfLoop);
+    crate::require_object!(object::BPF_LOOP);
     let stopped = called(i64::from(i) + 1, u64::from(i) + 1);
     assert_eq!(run(path.prog(), 500, 0, u64::from(i))?, stopped);
     Ok(())
@@ -212,7 +214,7 @@ fn callback_returning_1_at_i_stops_the_loop_and_returns_i_plus_1(path: Path, i: 
 /// Inlined path (every level passes the constant flags 0).
 #[test]
 fn nested_loops_run_every_inner_iteration() -> Result<()> {
-    crate::require!(Feature::BpfLoop);
+    crate::require_object!(object::BPF_LOOP);
     let out = run_raw(PROG_NESTED, [0, 0, NO_STOP])?;
     let [outer, mid, inner] = NESTED.map(u64::from);
     assert_eq!(out[OUT_RET as usize], outer, "outer bpf_loop's return");
@@ -231,7 +233,7 @@ fn nested_loops_run_every_inner_iteration() -> Result<()> {
 #[test_case(0; "0 loops")]
 #[test_case(500; "500 loops")]
 fn null_context_is_accepted_and_passed_to_the_callback(n: u32) -> Result<()> {
-    crate::require!(Feature::BpfLoop);
+    crate::require_object!(object::BPF_LOOP);
     let out = run_raw(PROG_NULL_CTX, [u64::from(n), 0, NO_STOP])?;
     assert_eq!(out[OUT_RET as usize], u64::from(n));
     assert_eq!(out[OUT_CALLS as usize], u64::from(n));
@@ -240,7 +242,7 @@ fn null_context_is_accepted_and_passed_to_the_callback(n: u32) -> Result<()> {
 
 #[test]
 fn verifier_rejects_callback_returning_other_than_0_or_1() -> Result<()> {
-    crate::require!(Feature::BpfLoop);
+    crate::require_object!(REJECT);
     let mut ebpf = object::load(REJECT)?;
     let Err(e) = object::load_program::<SocketFilter>(&mut ebpf, PROG_REJECT) else {
         bail!("the verifier accepted a callback that returns its index");
@@ -265,7 +267,7 @@ fn verifier_rejects_callback_returning_other_than_0_or_1() -> Result<()> {
 #[test_case(PROG_CONST, CONST_LOOPS; "constant 500")]
 #[test_case(PROG_CONST_TOO_MANY, CONST_TOO_MANY; "constant max plus 1")]
 fn constant_nr_loops_behaves_like_one_read_from_a_map(prog: &str, n: u32) -> Result<()> {
-    crate::require!(Feature::BpfLoop);
+    crate::require_object!(object::BPF_LOOP);
     let constant = run(prog, n, 0, NO_STOP)?;
     let expected = if n > BPF_MAX_LOOPS {
         called(E2BIG, 0)
@@ -282,10 +284,11 @@ fn constant_nr_loops_behaves_like_one_read_from_a_map(prog: &str, n: u32) -> Res
 /// only when the flags come from the map.
 #[test]
 fn constant_zero_flags_are_inlined() -> Result<()> {
-    crate::require!(Feature::BpfLoop);
-    let Some(helper) = helper_call_imm("bpf_loop")? else {
-        crate::skip!("no bpf_loop address in /proc/kallsyms (kptr_restrict?)");
-    };
+    crate::require_object!(object::BPF_LOOP);
+    crate::require!(Feature::BpfLoopInlining);
+    // The inlining probe read the same address: it cannot be missing here.
+    let helper =
+        sys::helper_call_imm("bpf_loop")?.context("no bpf_loop address in /proc/kallsyms")?;
     let mut ebpf = object::load(object::BPF_LOOP)?;
     for (prog, inlined) in [
         (PROG_HELPER, false),
@@ -296,58 +299,11 @@ fn constant_zero_flags_are_inlined() -> Result<()> {
         (PROG_NESTED, true),
     ] {
         let p: &mut SocketFilter = object::load_program(&mut ebpf, prog)?;
-        let calls = xlated(p.fd()?.as_fd().as_raw_fd())?
+        let calls = sys::xlated(p.fd()?.as_fd().as_raw_fd())?
             .iter()
-            .filter(|&&i| is_helper_call(i, helper))
+            .filter(|&&i| sys::is_helper_call(i, helper))
             .count();
         assert_eq!(calls == 0, inlined, "{prog}: {calls} calls of the helper");
     }
     Ok(())
-}
-
-/// The `imm` of an xlated call of the helper function `name`: its address minus
-/// `__bpf_call_base` (what `fixup_bpf_calls` writes and `BPF_OBJ_GET_INFO_BY_FD` dumps raw for
-/// root). `None` when kallsyms hides addresses.
-fn helper_call_imm(name: &str) -> Result<Option<i32>> {
-    let syms = std::fs::read_to_string("/proc/kallsyms").context("reading /proc/kallsyms")?;
-    let addr = |want: &str| {
-        syms.lines().find_map(|l| {
-            let mut f = l.split_whitespace();
-            let (a, _kind, n) = (f.next()?, f.next()?, f.next()?);
-            (n == want && f.next().is_none())
-                .then(|| u64::from_str_radix(a, 16).ok())
-                .flatten()
-                .filter(|&a| a != 0)
-        })
-    };
-    let (Some(f), Some(base)) = (addr(name), addr("__bpf_call_base")) else {
-        return Ok(None);
-    };
-    Ok(Some(f.wrapping_sub(base) as i64 as i32))
-}
-
-/// `BPF_JMP | BPF_CALL` with `src_reg` 0 (a helper, not a BPF-to-BPF call) and `imm`.
-fn is_helper_call(insn: u64, imm: i32) -> bool {
-    let b = insn.to_le_bytes();
-    b[0] == 0x85 && b[1] >> 4 == 0 && i32::from_le_bytes([b[4], b[5], b[6], b[7]]) == imm
-}
-
-/// The program's instructions after the verifier's rewrites.
-fn xlated(fd: i32) -> Result<Vec<u64>> {
-    let info_of = |insns: &mut [u64]| -> Result<aya_obj::generated::bpf_prog_info> {
-        // SAFETY: plain-old-data kernel struct; all-zero is valid.
-        let mut info: aya_obj::generated::bpf_prog_info = unsafe { std::mem::zeroed() };
-        info.xlated_prog_len = (insns.len() * 8) as u32;
-        info.xlated_prog_insns = insns.as_mut_ptr() as u64;
-        let mut attr = sys::zeroed_attr();
-        attr.info.bpf_fd = fd as u32;
-        attr.info.info_len = std::mem::size_of_val(&info) as u32;
-        attr.info.info = &mut info as *mut _ as u64;
-        sys::bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr).context("BPF_OBJ_GET_INFO_BY_FD")?;
-        Ok(info)
-    };
-    let len = info_of(&mut [])?.xlated_prog_len as usize / 8;
-    let mut insns = vec![0u64; len];
-    info_of(&mut insns)?;
-    Ok(insns)
 }

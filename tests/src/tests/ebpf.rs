@@ -11,7 +11,6 @@ use bpfvm_common::smoke;
 
 use test_case::test_case;
 
-use crate::features::Feature;
 use crate::{object, sys};
 
 fn map_info(map: &MapData) -> Result<bpf_map_info> {
@@ -29,7 +28,7 @@ fn map_data<'a>(ebpf: &'a aya::Ebpf, name: &str) -> Result<&'a MapData> {
 }
 
 /// The objects of [`object::all`], one test case each, so a kernel lacking one object's
-/// features skips that object only.
+/// features (read from the object: `features::needed_by`) skips that object only.
 const OBJECTS: [&str; 3] = ["smoke", "bloom_filter", "bpf_loop"];
 
 fn object_named(name: &str) -> object::Object {
@@ -53,9 +52,7 @@ fn the_load_tests_cover_every_object() {
 #[test_case("bpf_loop" ; "bpf_loop")]
 fn object_loads(name: &str) -> Result<()> {
     let obj = object_named(name);
-    for feature in obj.needs {
-        crate::require!(*feature);
-    }
+    crate::require_object!(obj.bytes);
     object::load(obj.bytes).with_context(|| format!("object `{name}`"))?;
     Ok(())
 }
@@ -65,9 +62,7 @@ fn object_loads(name: &str) -> Result<()> {
 #[test_case("bpf_loop" ; "bpf_loop")]
 fn verifier_accepts_every_program(name: &str) -> Result<()> {
     let obj = object_named(name);
-    for feature in obj.needs {
-        crate::require!(*feature);
-    }
+    crate::require_object!(obj.bytes);
     let mut ebpf = object::load(obj.bytes).with_context(|| format!("object `{name}`"))?;
     let mut n = 0;
     for (prog_name, prog) in ebpf.programs_mut() {
@@ -80,7 +75,7 @@ fn verifier_accepts_every_program(name: &str) -> Result<()> {
 
 #[test]
 fn smoke_bloom_filter_carries_map_extra() -> Result<()> {
-    crate::require!(Feature::BloomFilter);
+    crate::require_object!(object::SMOKE);
     let ebpf = object::load(object::SMOKE)?;
     let info = map_info(map_data(&ebpf, smoke::BLOOM)?)?;
     assert_eq!(
@@ -103,8 +98,7 @@ fn smoke_bloom_filter_carries_map_extra() -> Result<()> {
 
 #[test]
 fn smoke_program_test_run() -> Result<()> {
-    // The smoke object holds a bloom filter: it cannot load where that map type is missing.
-    crate::require!(Feature::BloomFilter);
+    crate::require_object!(object::SMOKE);
     let mut ebpf = object::load(object::SMOKE)?;
     let prog: &mut SocketFilter = object::load_program(&mut ebpf, smoke::PROG)?;
     // A socket filter's test run needs at least an Ethernet header of data.

@@ -63,6 +63,8 @@ pub struct Pin {
     pub description: String,
     pub sources: Vec<Source>,
     pub packages: Vec<Package>,
+    /// Features this kernel must have (names from `bpfvm_common::features`; see `vm::expect`).
+    pub features: Vec<String>,
     /// The pin file.
     pub path: PathBuf,
 }
@@ -78,6 +80,8 @@ struct RawPin {
     sources: Vec<Source>,
     #[serde(rename = "package", default)]
     packages: Vec<Package>,
+    #[serde(default)]
+    features: Vec<String>,
 }
 
 impl Pin {
@@ -91,6 +95,7 @@ impl Pin {
             description: raw.description,
             sources: raw.sources,
             packages: raw.packages,
+            features: raw.features,
             path: path.to_path_buf(),
         };
         pin.validate()
@@ -178,6 +183,13 @@ impl Pin {
                 regex::Regex::new(re).with_context(|| {
                     format!("[[package]] {}: bump is not a valid regex", p.name)
                 })?;
+            }
+        }
+        for f in &self.features {
+            if bpfvm_common::features::find(f).is_none() {
+                bail!(
+                    "features: {f:?} is not a known feature (the table is in common/src/features.rs)"
+                );
             }
         }
         Ok(())

@@ -21,6 +21,10 @@ pub static BLOOM_FILTER: &[u8] =
 pub static BPF_LOOP: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bpf_loop"));
 
+/// `ebpf/src/spin_lock.rs`: a BTF hash map whose value holds a `bpf_spin_lock`.
+pub static SPIN_LOCK: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/spin_lock"));
+
 /// An embedded object with what the running kernel must have to load it.
 pub struct Object {
     pub name: &'static str,
@@ -46,6 +50,12 @@ pub fn all() -> Vec<Object> {
             name: "bpf_loop",
             bytes: BPF_LOOP,
             needs: &[Feature::BpfLoop],
+        },
+        Object {
+            name: "spin_lock",
+            bytes: SPIN_LOCK,
+            // BTF maps with a spin lock in the value (5.1) and socket filters: every pin.
+            needs: &[],
         },
     ]
 }

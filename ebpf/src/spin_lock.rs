@@ -1,6 +1,7 @@
 //! `spin_lock` object: a BTF hash map whose value starts with a `struct bpf_spin_lock`, so the
 //! kernel finds the lock in the value's BTF and accepts `BPF_F_LOCK` on it (the selftests'
-//! `test_map_lock`), and a socket filter that updates a value under its lock.
+//! `test_map_lock`), and a tc classifier that updates a value under its lock (socket filters
+//! may not touch a map with a lock: `check_map_prog_compatibility` in kernel/bpf/verifier.c).
 #![no_std]
 #![no_main]
 
@@ -8,8 +9,8 @@ use aya_ebpf::{
     bindings::bpf_spin_lock as SpinLock,
     btf_maps::HashMap,
     helpers::generated::{bpf_spin_lock, bpf_spin_unlock},
-    macros::{btf_map, socket_filter},
-    programs::SkBuffContext,
+    macros::{btf_map, classifier},
+    programs::TcContext,
 };
 use bpfvm_common::spin_lock::{BUMP_KEY, DATA_WORDS, MAX_ENTRIES};
 
@@ -24,8 +25,8 @@ pub struct Locked {
 static LOCKED: HashMap<u32, Locked, MAX_ENTRIES> = HashMap::new();
 
 /// Adds 1 to `data[0]` of key `BUMP_KEY` while holding its lock.
-#[socket_filter]
-pub fn bump_locked(_ctx: SkBuffContext) -> i64 {
+#[classifier]
+pub fn bump_locked(_ctx: TcContext) -> i32 {
     let Some(v) = LOCKED.get_ptr_mut(BUMP_KEY) else {
         return 0;
     };

@@ -13,7 +13,7 @@ use std::sync::{Arc, Barrier};
 
 use anyhow::Result;
 use aya::maps::{MapData, MapFd};
-use aya::programs::{SocketFilter, TestRun, TestRunOptions};
+use aya::programs::{SchedClassifier, TestRun, TestRunOptions};
 use test_case::test_case;
 
 use crate::batch::{BatchError, BatchMap, Flags, Layout, Token, BATCH_ATTR_END, BPF_F_LOCK};
@@ -1315,7 +1315,7 @@ fn f_lock_batches_copy_values_but_never_the_lock() -> Result<()> {
         "plain lookup batch"
     );
 
-    let prog: &mut SocketFilter = crate::object::load_program(&mut ebpf, PROG_BUMP)?;
+    let prog: &mut SchedClassifier = crate::object::load_program(&mut ebpf, PROG_BUMP)?;
     prog.test_run(TestRunOptions {
         data_in: Some(&[0u8; 64]),
         ..Default::default()

@@ -175,9 +175,14 @@ fn set_arg(ebpf: &mut Ebpf, slot: u32, v: u64) -> Result<()> {
     Ok(())
 }
 
-/// Runs program `name` once through `BPF_PROG_TEST_RUN`.
+/// Runs program `name` once through `BPF_PROG_TEST_RUN` (loading it on its first run).
 fn run(ebpf: &mut Ebpf, name: &str) -> Result<Outcome> {
-    let prog: &mut SocketFilter = object::load_program(ebpf, name)?;
+    let loaded = ebpf.program(name).is_some_and(|p| p.fd().is_ok());
+    let prog: &mut SocketFilter = if loaded {
+        ebpf.program_mut(name).context("no program")?.try_into()?
+    } else {
+        object::load_program(ebpf, name)?
+    };
     // A socket filter's test run needs at least an Ethernet header of data.
     prog.test_run(TestRunOptions {
         data_in: Some(&[0u8; 64]),

@@ -24,11 +24,15 @@ pub const EXPECTED: &[Expected] = &[
     row("batch_ops_hash", (5, 6), "057996380a42 \"bpf: Add batch ops to all htab bpf map\" (kernel/bpf/hashtab.c, BATCH_OPS(htab))"),
     row("batch_ops_percpu_hash", (5, 6), "057996380a42 \"bpf: Add batch ops to all htab bpf map\" (kernel/bpf/hashtab.c, BATCH_OPS(htab_percpu))"),
     row("batch_ops_lru_hash", (5, 6), "057996380a42 \"bpf: Add batch ops to all htab bpf map\" (kernel/bpf/hashtab.c, BATCH_OPS(htab_lru))"),
+    row("batch_ops_lru_percpu_hash", (5, 6), "057996380a42 \"bpf: Add batch ops to all htab bpf map\" (kernel/bpf/hashtab.c, BATCH_OPS(htab_lru_percpu))"),
     row("batch_ops_array", (5, 6), "\"bpf: Add lookup and update batch ops to arraymap\" (kernel/bpf/arraymap.c, array_map_ops)"),
     row("batch_ops_percpu_array", (5, 13), "f008d732ab18 \"bpf: Add batched ops support for percpu array\" (kernel/bpf/arraymap.c, percpu_array_map_ops)"),
+    row("batch_ops_lpm_trie", (5, 13), "\"bpf: Add support for batched ops in LPM trie maps\" (kernel/bpf/lpm_trie.c, trie_map_ops: generic_map_*_batch)"),
     row("bpf_for_each_map_elem_helper", (5, 13), "69c087ba6225 \"bpf: Add bpf_for_each_map_elem() helper\" (kernel/bpf/bpf_iter.c, bpf_for_each_map_elem)"),
     row("bloom_filter_map", (5, 16), "9330986c0300 \"bpf: Add bloom filter map implementation\" (kernel/bpf/bloom_filter.c)"),
     row("bpf_loop_helper", (5, 17), "e6f2dd0f8067 \"bpf: Add bpf_loop helper\" (kernel/bpf/bpf_iter.c, bpf_loop)"),
+    row("batch_ops_hash_of_maps", (5, 19), "9263dddc7b6f \"bpf: Extend batch operations for map-in-map bpf-maps\" (kernel/bpf/hashtab.c, htab_of_maps_map_ops)"),
+    row("batch_ops_array_of_maps", (5, 19), "9263dddc7b6f \"bpf: Extend batch operations for map-in-map bpf-maps\" (kernel/bpf/arraymap.c, array_of_maps_map_ops)"),
     row("bpf_loop_inlining", (6, 0), "1ade23711971 \"bpf: Inline calls to bpf_loop when callback is known\" (kernel/bpf/verifier.c, inline_bpf_loop)"),
 ];
 

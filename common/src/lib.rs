@@ -195,4 +195,58 @@ pub mod bpf_loop {
     pub const CONST_TOO_MANY: u32 = BPF_MAX_LOOPS + 1;
     /// Outer, middle and inner `nr_loops` of [`PROG_NESTED`].
     pub const NESTED: [u32; 3] = [100, 4, 4];
+
+    /// `check_stack` of the kernel's `prog_tests/bpf_loop.c`: reads keys
+    /// [`STACK_OUTER_KEYS`] of [`STACK`], calls `bpf_loop(1, ...)` whose callback reads
+    /// [`STACK_INNER_KEYS`], runs an inner `bpf_loop(1, ...)` and writes each value it read
+    /// plus 1 back; then the program writes its own values plus 1. Six values live across each
+    /// call: more than the callee-saved registers R6-R9, which the inlined loop borrows.
+    pub const PROG_STACK_CHECK: &str = "loop_stack_check";
+    /// `i32 -> i32` hash map of [`PROG_STACK_CHECK`] (`map1` of the kernel's
+    /// `progs/bpf_loop.c`).
+    pub const STACK: &str = "BPF_LOOP_STACK";
+    pub const STACK_MAX_ENTRIES: usize = 32;
+    /// Keys the outer callback reads and bumps.
+    pub const STACK_INNER_KEYS: [i32; 6] = [1, 2, 3, 4, 5, 6];
+    /// Keys the program reads and bumps around the outer loop.
+    pub const STACK_OUTER_KEYS: [i32; 6] = [7, 8, 9, 10, 11, 12];
+
+    /// `check_non_constant_callback` of `prog_tests/bpf_loop.c`: `bpf_loop(1, cb, NULL, 0)`
+    /// with `cb` picked at run time by [`RUNTIME_SELECT`]: [`MARK_0F`] picks the callback that
+    /// stores [`MARK_0F`] in [`RUNTIME_MARK`], any other value the one that stores [`MARK_F0`].
+    /// Two callbacks reach one call, so the verifier must not inline it.
+    pub const PROG_RUNTIME_CALLBACK: &str = "loop_runtime_callback";
+    /// `u32 -> u64` array of [`PROG_RUNTIME_CALLBACK`].
+    pub const RUNTIME: &str = "BPF_LOOP_RUNTIME";
+    /// In: which callback to pass.
+    pub const RUNTIME_SELECT: u32 = 0;
+    /// Out: what the callback stored (the program zeroes it first).
+    pub const RUNTIME_MARK: u32 = 1;
+    /// Out: `bpf_loop`'s return value.
+    pub const RUNTIME_RET: u32 = 2;
+    pub const RUNTIME_LEN: usize = 3;
+    pub const MARK_0F: u64 = 0x0f;
+    pub const MARK_F0: u64 = 0xf0;
+}
+
+/// `spin_lock` object (ebpf/src/spin_lock.rs): a BTF hash map whose value holds a
+/// `struct bpf_spin_lock`, the only kind of map on which the kernel accepts `BPF_F_LOCK`
+/// (`map_value_has_spin_lock` / `btf_record_has_field(.., BPF_SPIN_LOCK)`), and a socket
+/// filter that bumps a value under the lock.
+pub mod spin_lock {
+    /// The `u32 -> Locked` hash map.
+    pub const MAP: &str = "LOCKED";
+    pub const MAX_ENTRIES: usize = 64;
+    /// Bumps `data[0]` of key [`BUMP_KEY`] under the value's lock.
+    pub const PROG_BUMP: &str = "bump_locked";
+    pub const BUMP_KEY: u32 = 0;
+    /// `u64` words after the lock.
+    pub const DATA_WORDS: usize = 3;
+    /// Bytes of a value: the 4-byte lock, 4 bytes of padding, then the data words
+    /// (`#[repr(C)]` layout of `Locked`).
+    pub const VALUE_SIZE: usize = 8 + 8 * DATA_WORDS;
+    /// Offset of the lock in the value.
+    pub const LOCK_OFFSET: usize = 0;
+    /// Offset of `data[0]`.
+    pub const DATA_OFFSET: usize = 8;
 }

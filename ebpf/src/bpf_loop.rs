@@ -7,14 +7,16 @@
 use core::ffi::c_void;
 
 use aya_ebpf::{
-    btf_maps::Array,
+    btf_maps::{Array, HashMap},
     helpers::generated::bpf_loop,
     macros::{btf_map, socket_filter},
     programs::SkBuffContext,
 };
 use bpfvm_common::bpf_loop::{
-    ARGS_LEN, ARG_FLAGS, ARG_NR_LOOPS, ARG_STOP_AT, CONST_LOOPS, CONST_TOO_MANY, NESTED, OUT_CALLS,
-    OUT_LEN, OUT_MID_CALLS, OUT_NESTED_RET_SUM, OUT_OUTER_CALLS, OUT_RET, OUT_SUM,
+    ARGS_LEN, ARG_FLAGS, ARG_NR_LOOPS, ARG_STOP_AT, CONST_LOOPS, CONST_TOO_MANY, MARK_0F, MARK_F0,
+    NESTED, OUT_CALLS, OUT_LEN, OUT_MID_CALLS, OUT_NESTED_RET_SUM, OUT_OUTER_CALLS, OUT_RET,
+    OUT_SUM, RUNTIME_LEN, RUNTIME_MARK, RUNTIME_RET, RUNTIME_SELECT, STACK_INNER_KEYS,
+    STACK_MAX_ENTRIES, STACK_OUTER_KEYS,
 };
 
 #[btf_map]
@@ -179,6 +181,94 @@ pub fn loop_nested(_ctx: SkBuffContext) -> i64 {
     out(OUT_MID_CALLS, n.mid_calls);
     out(OUT_CALLS, n.inner_calls);
     out(OUT_NESTED_RET_SUM, n.ret_sum);
+    0
+}
+
+#[btf_map]
+static BPF_LOOP_STACK: HashMap<i32, i32, STACK_MAX_ENTRIES> = HashMap::new();
+
+/// The value under `key`, -1 when absent (`map1_lookup_elem` of `progs/bpf_loop.c`).
+fn stack_get(key: i32) -> i32 {
+    match BPF_LOOP_STACK.get_ptr(key) {
+        // SAFETY: a hash map value, valid until the program ends (no deletes run meanwhile).
+        Some(p) => unsafe { *p },
+        None => -1,
+    }
+}
+
+fn stack_set(key: i32, v: i32) {
+    let _ = BPF_LOOP_STACK.insert(key, v, 0);
+}
+
+#[inline(never)]
+extern "C" fn stack_check_inner(_index: u32, _ctx: *mut c_void) -> i64 {
+    0
+}
+
+/// Reads six values, runs a nested (inlined) loop, writes each value plus 1 back.
+#[inline(never)]
+extern "C" fn stack_check_outer(_index: u32, _ctx: *mut c_void) -> i64 {
+    let [k0, k1, k2, k3, k4, k5] = STACK_INNER_KEYS;
+    let (a, b, c) = (stack_get(k0), stack_get(k1), stack_get(k2));
+    let (d, e, f) = (stack_get(k3), stack_get(k4), stack_get(k5));
+    call(1, stack_check_inner, core::ptr::null_mut(), 0);
+    stack_set(k0, a.wrapping_add(1));
+    stack_set(k1, b.wrapping_add(1));
+    stack_set(k2, c.wrapping_add(1));
+    stack_set(k3, d.wrapping_add(1));
+    stack_set(k4, e.wrapping_add(1));
+    stack_set(k5, f.wrapping_add(1));
+    0
+}
+
+/// `stack_check` of `progs/bpf_loop.c`: six values live across an inlined loop whose callback
+/// has one of its own.
+#[socket_filter]
+pub fn loop_stack_check(_ctx: SkBuffContext) -> i64 {
+    let [k0, k1, k2, k3, k4, k5] = STACK_OUTER_KEYS;
+    let (a, b, c) = (stack_get(k0), stack_get(k1), stack_get(k2));
+    let (d, e, f) = (stack_get(k3), stack_get(k4), stack_get(k5));
+    call(1, stack_check_outer, core::ptr::null_mut(), 0);
+    stack_set(k0, a.wrapping_add(1));
+    stack_set(k1, b.wrapping_add(1));
+    stack_set(k2, c.wrapping_add(1));
+    stack_set(k3, d.wrapping_add(1));
+    stack_set(k4, e.wrapping_add(1));
+    stack_set(k5, f.wrapping_add(1));
+    0
+}
+
+#[btf_map]
+static BPF_LOOP_RUNTIME: Array<u64, RUNTIME_LEN> = Array::new();
+
+fn runtime_set(i: u32, v: u64) {
+    if let Some(p) = BPF_LOOP_RUNTIME.get_ptr_mut(i) {
+        // SAFETY: an array map value, valid for the program's run.
+        unsafe { *p = v };
+    }
+}
+
+#[inline(never)]
+extern "C" fn mark_0f(_index: u32, _ctx: *mut c_void) -> i64 {
+    runtime_set(RUNTIME_MARK, MARK_0F);
+    0
+}
+
+#[inline(never)]
+extern "C" fn mark_f0(_index: u32, _ctx: *mut c_void) -> i64 {
+    runtime_set(RUNTIME_MARK, MARK_F0);
+    0
+}
+
+/// `prog_non_constant_callback` of `progs/bpf_loop.c`: one `bpf_loop` call reached with either
+/// callback.
+#[socket_filter]
+pub fn loop_runtime_callback(_ctx: SkBuffContext) -> i64 {
+    runtime_set(RUNTIME_MARK, 0);
+    let select = BPF_LOOP_RUNTIME.get(RUNTIME_SELECT).copied().unwrap_or(0);
+    let cb: Callback = if select == MARK_0F { mark_0f } else { mark_f0 };
+    let ret = call(1, cb, core::ptr::null_mut(), 0);
+    runtime_set(RUNTIME_RET, ret as u64);
     0
 }
 

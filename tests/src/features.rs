@@ -8,7 +8,7 @@
 //! an error fails the run whatever the kernel.
 use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
@@ -45,6 +45,13 @@ pub const ALL: &[Feature] = &[
     Feature::Batch(bpf_map_type::BPF_MAP_TYPE_LRU_HASH),
     Feature::Batch(bpf_map_type::BPF_MAP_TYPE_ARRAY),
     Feature::Batch(bpf_map_type::BPF_MAP_TYPE_PERCPU_ARRAY),
+    // 5.6, with the other hash tables (`BATCH_OPS(htab_lru_percpu)` in kernel/bpf/hashtab.c).
+    Feature::Batch(bpf_map_type::BPF_MAP_TYPE_LRU_PERCPU_HASH),
+    // 5.13: "bpf: Add support for batched ops in LPM trie maps" (generic ops in lpm_trie.c).
+    Feature::Batch(bpf_map_type::BPF_MAP_TYPE_LPM_TRIE),
+    // 5.19: "bpf: Extend batch operations for map-in-map bpf-maps" (9263dddc7b6f).
+    Feature::Batch(bpf_map_type::BPF_MAP_TYPE_HASH_OF_MAPS),
+    Feature::Batch(bpf_map_type::BPF_MAP_TYPE_ARRAY_OF_MAPS),
 ];
 
 /// `BPF_FUNC_for_each_map_elem` and `BPF_FUNC_loop` (include/uapi/linux/bpf.h).
@@ -280,14 +287,7 @@ fn probe_helper(helper: i32) -> io::Result<Result<(), String>> {
 /// before 5.6) or ENOTSUPP (no batch ops for this type, `BPF_DO_BATCH` in kernel/bpf/syscall.c)
 /// mean not.
 fn probe_batch(map_type: bpf_map_type) -> io::Result<Result<(), String>> {
-    let fd = match sys::map_create(&MapAttr {
-        map_type: map_type as u32,
-        key_size: 4,
-        value_size: 8,
-        max_entries: 4,
-        map_flags: 0,
-        map_extra: 0,
-    }) {
+    let fd = match batch_probe_map(map_type) {
         Ok(fd) => fd,
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
             return Ok(Err(format!("BPF_MAP_CREATE gives {}", errno_name(&e))))
@@ -336,6 +336,40 @@ fn probe_bpf_loop_inlining() -> Probe {
         Ok(None) => Probe::Error("no bpf_loop address in /proc/kallsyms (kptr_restrict?)".into()),
         Err(e) => Probe::Error(format!("{e:#}")),
     }
+}
+
+/// A small empty map of `map_type` for [`probe_batch`]: an LPM trie needs `BPF_F_NO_PREALLOC`
+/// and a prefix length in its key (`trie_alloc`), a map of maps an inner map template
+/// (`bpf_map_meta_alloc`).
+fn batch_probe_map(map_type: bpf_map_type) -> io::Result<OwnedFd> {
+    use bpf_map_type::*;
+    let (key_size, value_size, map_flags) = match map_type {
+        BPF_MAP_TYPE_LPM_TRIE => (8, 8, aya_obj::generated::BPF_F_NO_PREALLOC),
+        BPF_MAP_TYPE_HASH_OF_MAPS | BPF_MAP_TYPE_ARRAY_OF_MAPS => (4, 4, 0),
+        _ => (4, 8, 0),
+    };
+    let a = MapAttr {
+        map_type: map_type as u32,
+        key_size,
+        value_size,
+        max_entries: 4,
+        map_flags,
+        map_extra: 0,
+    };
+    if !matches!(
+        map_type,
+        BPF_MAP_TYPE_HASH_OF_MAPS | BPF_MAP_TYPE_ARRAY_OF_MAPS
+    ) {
+        return sys::map_create(&a);
+    }
+    let inner = sys::map_create(&MapAttr {
+        map_type: BPF_MAP_TYPE_ARRAY as u32,
+        value_size: 4,
+        ..a
+    })?;
+    let mut attr = sys::map_create_attr(&a);
+    attr.__bindgen_anon_1.inner_map_fd = inner.as_raw_fd() as u32;
+    sys::map_create_from(&mut attr)
 }
 
 /// The number of possible CPUs: the length of every per-CPU value array.

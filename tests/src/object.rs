@@ -21,6 +21,10 @@ pub static BLOOM_FILTER: &[u8] =
 pub static BPF_LOOP: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bpf_loop"));
 
+/// `ebpf/src/spin_lock.rs`: a BTF hash map whose value holds a `bpf_spin_lock`.
+pub static SPIN_LOCK: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/spin_lock"));
+
 /// An embedded object.
 pub struct Object {
     pub name: &'static str,
@@ -41,6 +45,10 @@ pub fn all() -> Vec<Object> {
         Object {
             name: "bpf_loop",
             bytes: BPF_LOOP,
+        },
+        Object {
+            name: "spin_lock",
+            bytes: SPIN_LOCK,
         },
     ]
 }

@@ -45,6 +45,12 @@ pub struct MapAttr {
 
 /// Creates a map with exactly the given attributes, bypassing aya's own checks.
 pub fn map_create(a: &MapAttr) -> io::Result<OwnedFd> {
+    map_create_from(&mut map_create_attr(a))
+}
+
+/// The `BPF_MAP_CREATE` attr for `a`, for callers that set more fields (`numa_node`,
+/// `inner_map_fd`) before [`map_create_from`].
+pub fn map_create_attr(a: &MapAttr) -> bpf_attr {
     let mut attr = zeroed_attr();
     // SAFETY: writing plain integers into the map-create member of the union.
     unsafe {
@@ -56,7 +62,12 @@ pub fn map_create(a: &MapAttr) -> io::Result<OwnedFd> {
         m.map_flags = a.map_flags;
         m.map_extra = a.map_extra;
     }
-    let fd = bpf(bpf_cmd::BPF_MAP_CREATE, &mut attr)?;
+    attr
+}
+
+/// `BPF_MAP_CREATE` with a complete attr.
+pub fn map_create_from(attr: &mut bpf_attr) -> io::Result<OwnedFd> {
+    let fd = bpf(bpf_cmd::BPF_MAP_CREATE, attr)?;
     // SAFETY: on success the kernel returned a new fd that we now own.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }

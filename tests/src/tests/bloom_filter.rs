@@ -16,8 +16,8 @@ use aya::maps::{Array, ArrayOfMaps, BloomFilter, Map, MapData, MapError};
 use aya::programs::{SocketFilter, TestRun, TestRunOptions};
 use aya::Ebpf;
 use aya_obj::generated::{
-    BPF_EXIST, BPF_F_LOCK, BPF_F_MMAPABLE, BPF_F_NO_COMMON_LRU, BPF_F_NO_PREALLOC, BPF_F_RDONLY,
-    BPF_F_RDONLY_PROG, BPF_F_WRONLY, BPF_F_ZERO_SEED, BPF_NOEXIST, BPF_PSEUDO_MAP_FD,
+    BPF_EXIST, BPF_F_LOCK, BPF_F_MMAPABLE, BPF_F_NO_COMMON_LRU, BPF_F_NO_PREALLOC, BPF_F_NUMA_NODE,
+    BPF_F_RDONLY, BPF_F_RDONLY_PROG, BPF_F_WRONLY, BPF_F_ZERO_SEED, BPF_NOEXIST, BPF_PSEUDO_MAP_FD,
 };
 use bpfvm_common::bloom_filter::{
     self as common, value, ARG_COUNT, ARG_FIRST, OUT_COUNT, OUT_NO_INNER, OUT_VISITED, VALUES,
@@ -175,9 +175,14 @@ fn set_arg(ebpf: &mut Ebpf, slot: u32, v: u64) -> Result<()> {
     Ok(())
 }
 
-/// Runs program `name` once through `BPF_PROG_TEST_RUN`.
+/// Runs program `name` once through `BPF_PROG_TEST_RUN` (loading it on its first run).
 fn run(ebpf: &mut Ebpf, name: &str) -> Result<Outcome> {
-    let prog: &mut SocketFilter = object::load_program(ebpf, name)?;
+    let loaded = ebpf.program(name).is_some_and(|p| p.fd().is_ok());
+    let prog: &mut SocketFilter = if loaded {
+        ebpf.program_mut(name).context("no program")?.try_into()?
+    } else {
+        object::load_program(ebpf, name)?
+    };
     // A socket filter's test run needs at least an Ethernet header of data.
     prog.test_run(TestRunOptions {
         data_in: Some(&[0u8; 64]),
@@ -697,4 +702,153 @@ fn inner_map_with_other_value_size_or_flags_is_einval(bloom_object: Result<Ebpf>
     );
     plug(&mut ebpf, &Random.outer(8), &other_k_and_capacity)?;
     Ok(())
+}
+
+/// Deleting the filter from its outer slot (`fd_array_map_delete_elem` in
+/// kernel/bpf/arraymap.c, as `test_inner_map` in prog_tests/bloom_filter_map.c does at its end)
+/// empties the slot: a program's lookup of it gets NULL (`array_of_map_lookup_elem`), so the
+/// walk reports "no inner map" instead of peeking, userspace gets ENOENT, and a second delete
+/// too. The filter itself lives on behind its fd with every value.
+#[rstest]
+fn deleting_the_inner_filter_leaves_programs_no_inner_map(
+    bloom_object: Result<Ebpf>,
+) -> Result<()> {
+    crate::require_object!(object::BLOOM_FILTER);
+    let mut ebpf = bloom_object?;
+    let (mut bloom, _) = create::<8>(N, 3, 0)?;
+    insert_all(&mut bloom, N)?;
+    fill_values::<8>(&mut ebpf)?;
+    plug(&mut ebpf, &Random.outer(8), &bloom)?;
+    let found = Outcome {
+        visited: u64::from(N),
+        count: 0,
+        no_inner: 0,
+    };
+    assert_eq!(
+        run(&mut ebpf, &Random.check(8))?,
+        found,
+        "before the delete"
+    );
+
+    let outer = match ebpf.map(&Random.outer(8)) {
+        Some(Map::ArrayOfMaps(d)) => d.fd().as_fd().try_clone_to_owned()?,
+        other => anyhow::bail!("outer map: {other:?}"),
+    };
+    let slot = 0u32.to_ne_bytes();
+    let delete = || slot_cmd(bpf_cmd::BPF_MAP_DELETE_ELEM, outer.as_fd(), &slot, 0);
+    delete().context("delete slot 0 of the outer map")?;
+    let mut id = [0u8; 4];
+    let lookup = slot_cmd(
+        bpf_cmd::BPF_MAP_LOOKUP_ELEM,
+        outer.as_fd(),
+        &slot,
+        id.as_mut_ptr() as u64,
+    );
+    assert_eq!(
+        errno(lookup),
+        Some(libc::ENOENT),
+        "lookup of the empty slot"
+    );
+    assert_eq!(errno(delete()), Some(libc::ENOENT), "second delete");
+
+    for slot in [OUT_VISITED, OUT_COUNT, OUT_NO_INNER] {
+        set_arg(&mut ebpf, slot, 0)?;
+    }
+    let empty = Outcome {
+        visited: 0,
+        count: 0,
+        no_inner: 1,
+    };
+    assert_eq!(run(&mut ebpf, &Random.check(8))?, empty, "after the delete");
+    assert_eq!(
+        missing(&bloom, 0..u64::from(N))?,
+        0,
+        "the filter kept its values"
+    );
+    Ok(())
+}
+
+/// An element command on a keyed map: `key` points at `key`, `value` as given.
+fn slot_cmd(cmd: bpf_cmd, map: BorrowedFd<'_>, key: &[u8], value: u64) -> io::Result<i64> {
+    let mut attr = sys::zeroed_attr();
+    // SAFETY: plain integers; `key` and `value` point at buffers the caller keeps alive.
+    unsafe {
+        let e = &mut attr.__bindgen_anon_2;
+        e.map_fd = map.as_raw_fd() as u32;
+        e.key = key.as_ptr() as u64;
+        e.__bindgen_anon_1.value = value;
+    }
+    sys::bpf(cmd, &mut attr)
+}
+
+/// `KMALLOC_MAX_SIZE` on x86-64 (include/linux/slab.h): `1 << KMALLOC_SHIFT_MAX`, which is
+/// `MAX_ORDER + PAGE_SHIFT - 1` = 11 + 12 - 1 in 6.1 and `MAX_PAGE_ORDER + PAGE_SHIFT` =
+/// 10 + 12 since 6.8: 4 MiB on every pin.
+const KMALLOC_MAX_SIZE: u32 = 1 << 22;
+
+/// `bloom_map_alloc_check` (kernel/bpf/bloom_filter.c, in Debian's 6.1.192 and mainline):
+/// a value larger than `KMALLOC_MAX_SIZE` could not be copied to or from userspace, so the
+/// create fails with E2BIG before the attributes are checked for EINVAL.
+#[test_case(KMALLOC_MAX_SIZE + 1 ; "kmalloc_max_size_plus_1")]
+#[test_case(u32::MAX ; "u32_max")]
+fn value_size_above_kmalloc_max_size_is_e2big(value_size: u32) {
+    crate::require!(Feature::BloomFilter);
+    sys::raise_memlock();
+    let err = sys::map_create(&attr(value_size, 100, 3, 0)).expect_err("create accepted");
+    assert_eq!(
+        err.raw_os_error(),
+        Some(libc::E2BIG),
+        "value_size {value_size}: {err}"
+    );
+}
+
+/// The boundary of the case above: a value of exactly `KMALLOC_MAX_SIZE` bytes is accepted,
+/// and pushing and peeking one works.
+#[test]
+fn value_size_of_kmalloc_max_size_works() -> Result<()> {
+    crate::require!(Feature::BloomFilter);
+    sys::raise_memlock();
+    let fd = sys::map_create(&attr(KMALLOC_MAX_SIZE, 100, 3, 0)).context("create")?;
+    let v: Vec<u8> = (0..KMALLOC_MAX_SIZE).map(|i| (i % 251) as u8).collect();
+    let ptr = v.as_ptr() as u64;
+    elem_cmd(bpf_cmd::BPF_MAP_UPDATE_ELEM, fd.as_fd(), ptr, 0).context("push")?;
+    elem_cmd(bpf_cmd::BPF_MAP_LOOKUP_ELEM, fd.as_fd(), ptr, 0).context("peek")?;
+    Ok(())
+}
+
+/// `BPF_F_NUMA_NODE`: part of `BLOOM_CREATE_FLAG_MASK` (kernel/bpf/bloom_filter.c); `map_create`
+/// in kernel/bpf/syscall.c accepts `numa_node` `NUMA_NO_NODE` (-1, what
+/// `test_success_cases` in prog_tests/bloom_filter_map.c passes) or an online node (node 0
+/// always is), and the filter then works like any other.
+#[test_case(0 ; "node_0")]
+#[test_case(u32::MAX ; "numa_no_node")]
+fn numa_node_flag_with_an_online_node_is_accepted(node: u32) -> Result<()> {
+    crate::require!(Feature::BloomFilter);
+    let fd = create_on_node(node).context("create with BPF_F_NUMA_NODE")?;
+    assert_eq!(
+        sys::map_info(fd.as_fd())?.map_flags,
+        BPF_F_NUMA_NODE | BPF_F_ZERO_SEED
+    );
+    let v = value(7).to_ne_bytes();
+    let ptr = v.as_ptr() as u64;
+    elem_cmd(bpf_cmd::BPF_MAP_UPDATE_ELEM, fd.as_fd(), ptr, 0).context("push")?;
+    elem_cmd(bpf_cmd::BPF_MAP_LOOKUP_ELEM, fd.as_fd(), ptr, 0).context("peek")?;
+    Ok(())
+}
+
+/// The control: a node that does not exist (`numa_node >= nr_node_ids` in `map_create`) is
+/// EINVAL, so the flag really carries the node.
+#[test]
+fn numa_node_flag_with_a_missing_node_is_einval() {
+    crate::require!(Feature::BloomFilter);
+    let err = create_on_node(1 << 16).expect_err("node 65536 accepted");
+    assert_eq!(err.raw_os_error(), Some(libc::EINVAL), "{err}");
+}
+
+/// An 8-byte zero-seed filter on `node` (`BPF_F_NUMA_NODE`).
+fn create_on_node(node: u32) -> io::Result<OwnedFd> {
+    sys::raise_memlock();
+    let mut a = sys::map_create_attr(&attr(8, 100, 3, BPF_F_NUMA_NODE | BPF_F_ZERO_SEED));
+    a.__bindgen_anon_1.numa_node = node;
+    sys::map_create_from(&mut a)
 }

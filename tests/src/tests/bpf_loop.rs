@@ -15,7 +15,7 @@
 use std::os::fd::{AsFd, AsRawFd};
 
 use anyhow::{bail, Context, Result};
-use aya::maps::Array;
+use aya::maps::{Array, HashMap};
 use aya::programs::{SocketFilter, TestRun, TestRunOptions};
 use aya::Ebpf;
 use bpfvm_common::bpf_loop::*;
@@ -297,6 +297,9 @@ fn constant_zero_flags_are_inlined() -> Result<()> {
         (PROG_CONST_TOO_MANY, true),
         (PROG_NULL_CTX, true),
         (PROG_NESTED, true),
+        (PROG_STACK_CHECK, true),
+        // Two callbacks reach one call: `update_loop_inline_state` clears `fit_for_inline`.
+        (PROG_RUNTIME_CALLBACK, false),
     ] {
         let p: &mut SocketFilter = object::load_program(&mut ebpf, prog)?;
         let calls = sys::xlated(p.fd()?.as_fd().as_raw_fd())?
@@ -305,5 +308,60 @@ fn constant_zero_flags_are_inlined() -> Result<()> {
             .count();
         assert_eq!(calls == 0, inlined, "{prog}: {calls} calls of the helper");
     }
+    Ok(())
+}
+
+/// `check_stack` (tools/testing/selftests/bpf/prog_tests/bpf_loop.c, `stack_check` in
+/// progs/bpf_loop.c): values the program and an outer callback keep across a `bpf_loop` call
+/// (six each, so in callee-saved registers R6-R9 and on the stack) survive, although the
+/// inlined loop borrows R6-R8 as its counter, bound and context and the outer callback runs an
+/// inlined loop of its own. `inline_bpf_loop` in kernel/bpf/verifier.c spills R6-R8 to stack
+/// slots that `optimize_bpf_loop` adds below the subprogram's frame and restores them after
+/// the loop; a slot shared with the program's own stack would corrupt them. Each key starts at
+/// its own number and must end one higher. (That both loops are inlined is checked by
+/// `constant_zero_flags_are_inlined`.)
+#[test]
+fn values_kept_across_nested_inlined_loops_survive() -> Result<()> {
+    crate::require_object!(object::BPF_LOOP);
+    let mut ebpf = object::load(object::BPF_LOOP)?;
+    let keys: Vec<i32> = STACK_INNER_KEYS
+        .into_iter()
+        .chain(STACK_OUTER_KEYS)
+        .collect();
+    {
+        let mut stack: HashMap<_, i32, i32> =
+            HashMap::try_from(ebpf.map_mut(STACK).context("no stack map")?)?;
+        for &k in &keys {
+            stack.insert(k, k, u64::from(aya_obj::generated::BPF_NOEXIST))?;
+        }
+    }
+    test_run(&mut ebpf, PROG_STACK_CHECK)?;
+    let stack: HashMap<_, i32, i32> = HashMap::try_from(ebpf.map(STACK).context("no stack map")?)?;
+    let got: Vec<(i32, i32)> = keys
+        .iter()
+        .map(|&k| Ok((k, stack.get(&k, 0)?)))
+        .collect::<Result<_>>()?;
+    let want: Vec<(i32, i32)> = keys.iter().map(|&k| (k, k + 1)).collect();
+    assert_eq!(got, want, "(key, value) after one run: each value + 1");
+    Ok(())
+}
+
+/// `check_non_constant_callback` (prog_tests/bpf_loop.c, `prog_non_constant_callback` in
+/// progs/bpf_loop.c): the callback is picked at run time, so one `bpf_loop` call sees two
+/// callbacks; `update_loop_inline_state` in kernel/bpf/verifier.c then leaves it to the helper
+/// (`constant_zero_flags_are_inlined` checks that), and the helper (`bpf_loop` in
+/// kernel/bpf/bpf_iter.c) calls whichever callback was passed.
+#[test_case(MARK_0F ; "selects_0x0f")]
+#[test_case(MARK_F0 ; "selects_0xf0")]
+fn callback_chosen_at_run_time_is_the_one_called(select: u64) -> Result<()> {
+    crate::require_object!(object::BPF_LOOP);
+    let mut ebpf = object::load(object::BPF_LOOP)?;
+    let mut before = [UNWRITTEN; RUNTIME_LEN];
+    before[RUNTIME_SELECT as usize] = select;
+    fill(&mut ebpf, RUNTIME, &before)?;
+    test_run(&mut ebpf, PROG_RUNTIME_CALLBACK)?;
+    let out: Array<_, u64> = Array::try_from(ebpf.map(RUNTIME).context("no RUNTIME map")?)?;
+    assert_eq!(out.get(&RUNTIME_MARK, 0)?, select, "the callback's mark");
+    assert_eq!(out.get(&RUNTIME_RET, 0)?, 1, "bpf_loop(1, ...) returns 1");
     Ok(())
 }

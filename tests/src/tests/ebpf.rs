@@ -29,7 +29,7 @@ fn map_data<'a>(ebpf: &'a aya::Ebpf, name: &str) -> Result<&'a MapData> {
 
 /// The objects of [`object::all`], one test case each, so a kernel lacking one object's
 /// features (read from the object: `features::needed_by`) skips that object only.
-const OBJECTS: [&str; 3] = ["smoke", "bloom_filter", "bpf_loop"];
+const OBJECTS: [&str; 4] = ["smoke", "bloom_filter", "bpf_loop", "spin_lock"];
 
 fn object_named(name: &str) -> object::Object {
     object::all()
@@ -50,6 +50,7 @@ fn the_load_tests_cover_every_object() {
 #[test_case("smoke" ; "smoke")]
 #[test_case("bloom_filter" ; "bloom_filter")]
 #[test_case("bpf_loop" ; "bpf_loop")]
+#[test_case("spin_lock" ; "spin_lock")]
 fn object_loads(name: &str) -> Result<()> {
     let obj = object_named(name);
     crate::require_object!(obj.bytes);
@@ -60,6 +61,7 @@ fn object_loads(name: &str) -> Result<()> {
 #[test_case("smoke" ; "smoke")]
 #[test_case("bloom_filter" ; "bloom_filter")]
 #[test_case("bpf_loop" ; "bpf_loop")]
+#[test_case("spin_lock" ; "spin_lock")]
 fn verifier_accepts_every_program(name: &str) -> Result<()> {
     let obj = object_named(name);
     crate::require_object!(obj.bytes);

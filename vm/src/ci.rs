@@ -126,6 +126,7 @@ fn vm_options(kernel: &str, timeout: Duration) -> VmOptions {
         timeout,
         cpus: 2,
         memory: "2G".into(),
+        retry: true,
     }
 }
 

@@ -5,6 +5,7 @@ pub mod build;
 pub mod ci;
 pub mod custom;
 pub mod guest;
+pub mod input;
 pub mod kernels;
 pub mod lint;
 pub mod output;

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::accel::Accel;
 use crate::guest::files;
+use crate::vng::FailedBoot;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -114,6 +115,9 @@ pub struct VmInfo {
     /// Set when the VM died: the console's last lines.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub console_tail: Vec<String>,
+    /// Boots that failed before the guest script started and were retried (TCG only).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub retries: Vec<FailedBoot>,
 }
 
 impl Report {
@@ -136,6 +140,7 @@ impl Report {
                 ending: format!("not run: {why}"),
                 wall_time_s: 0.0,
                 console_tail: vec![],
+                retries: vec![],
             },
             timings: Timings::default(),
             tests: vec![],
@@ -145,7 +150,42 @@ impl Report {
 
     /// Failed tests, or a VM that did not end normally, make the run fail.
     pub fn ok(&self) -> bool {
-        self.summary.failed == 0 && self.vm.ending == "exited" && !self.tests.is_empty()
+        self.why_failed().is_none()
+    }
+
+    /// Why this run failed, in one line; `None` when it passed.
+    pub fn why_failed(&self) -> Option<String> {
+        if self.vm.ending != "exited" {
+            let retried = match self.vm.retries.len() {
+                0 => String::new(),
+                n => format!(
+                    " (after {n} failed boot{} retried)",
+                    if n == 1 { "" } else { "s" }
+                ),
+            };
+            return Some(format!("{}{retried}", self.vm.ending));
+        }
+        if self.summary.failed > 0 {
+            let failed: Vec<&str> = self
+                .tests
+                .iter()
+                .filter(|t| t.outcome == Outcome::Fail)
+                .map(|t| t.name.as_str())
+                .collect();
+            let more = failed.len().saturating_sub(3);
+            return Some(format!(
+                "{} test{} failed: {}{}",
+                failed.len(),
+                if failed.len() == 1 { "" } else { "s" },
+                failed[..failed.len().min(3)].join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        self.tests.is_empty().then(|| "no test ran".to_string())
     }
 }
 
@@ -396,6 +436,14 @@ pub fn matrix_table(reports: &[Report]) -> String {
         }
         t.add_row(row);
     }
+    let mut verdicts = vec!["verdict".to_string()];
+    for r in reports {
+        verdicts.push(match r.why_failed() {
+            None => "ok".into(),
+            Some(why) => format!("FAIL: {}", why.chars().take(40).collect::<String>()),
+        });
+    }
+    t.add_row(verdicts);
     let mut totals = vec!["pass/fail/skip".to_string()];
     let mut walls = vec!["VM wall time".to_string()];
     for r in reports {
@@ -482,6 +530,7 @@ mod tests {
                 ending: "exited".into(),
                 wall_time_s: 1.0,
                 console_tail: vec![],
+                retries: vec![],
             },
             timings: Timings {
                 build_s: Some(12.04),
@@ -496,9 +545,40 @@ mod tests {
         let matrix = matrix_table(&[report.clone(), Report::not_run("5.10", "offline")]);
         assert!(matrix.contains("bloom::b"), "{matrix}");
         assert!(matrix.contains("2/2/0"), "{matrix}");
+        assert!(
+            matrix.contains("FAIL: 2 tests failed: bloom::b, bloom::d"),
+            "{matrix}"
+        );
+        assert!(matrix.contains("FAIL: not run: offline"), "{matrix}");
         let xml = junit(&report).unwrap();
         assert!(xml.contains("<failure"), "{xml}");
         assert!(!report.ok());
         assert!(summary_table(&report).contains("2 passed, 2 failed, 0 skipped"));
+    }
+
+    #[test]
+    fn a_failed_run_says_why() {
+        let mut r = Report::not_run("6.12", "x");
+        r.vm.ending = "the guest kernel panicked".into();
+        r.vm.retries.push(FailedBoot {
+            ending: "the guest kernel panicked".into(),
+            console_tail: vec![],
+        });
+        assert_eq!(
+            r.why_failed().unwrap(),
+            "the guest kernel panicked (after 1 failed boot retried)"
+        );
+        r.vm.ending = "exited".into();
+        assert_eq!(r.why_failed().unwrap(), "no test ran");
+        r.tests = parse_binary(RUN, Some(0), "");
+        r.summary = summarize(&r.tests);
+        assert_eq!(
+            r.why_failed().unwrap(),
+            "2 tests failed: bloom::b, bloom::d"
+        );
+        r.tests.retain(|t| t.outcome == Outcome::Pass);
+        r.summary = summarize(&r.tests);
+        assert_eq!(r.why_failed(), None);
+        assert!(r.ok());
     }
 }

@@ -9,6 +9,7 @@ use crate::accel::{self, Accel, Choice};
 use crate::build;
 use crate::custom;
 use crate::guest;
+use crate::input;
 use crate::kernels::{self, KernelTree};
 use crate::output::{Events, Output};
 use crate::paths::target_dir;
@@ -28,6 +29,8 @@ pub struct VmOptions {
     pub timeout: Duration,
     pub cpus: u32,
     pub memory: String,
+    /// Boot once more when a TCG boot panics or hangs before the guest script starts.
+    pub retry: bool,
 }
 
 /// A booted-to-be kernel: the tools, the extracted tree and the accelerator chosen for it.
@@ -42,6 +45,9 @@ pub(crate) struct Prepared {
 }
 
 pub(crate) fn prepare(opts: &VmOptions, events: &Events) -> Result<Prepared> {
+    input::check(opts)?;
+    input::writable(&target_dir(), "the build directory", "CARGO_TARGET_DIR")?;
+    input::writable(&crate::paths::cache_dir(), "the cache", "XDG_CACHE_HOME")?;
     if custom::is_path(&opts.kernel) {
         // The image first: a wrong path should fail before any installing.
         let staging = target_dir().join("custom-kernels");
@@ -86,7 +92,46 @@ fn finish_prepare(
     })
 }
 
+/// How long a boot may take to reach the guest script before it counts as hung. A TCG boot
+/// takes 7-10 s here, about 30 s on a host busy with other builds.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Boots the VM; under TCG, a boot that panics or hangs before the guest script starts is
+/// retried once (see [`retry_boot`]).
 pub(crate) fn boot(
+    p: &Prepared,
+    opts: &VmOptions,
+    rwdir: &Path,
+    script: &Path,
+    events: &Events,
+) -> Result<RunOutcome> {
+    let first = boot_once(p, opts, rwdir, script, events)?;
+    if !retry_boot(&first, &p.accel, opts.retry) {
+        return Ok(first);
+    }
+    events.warn(format!(
+        "the boot failed before the guest script started; booting once more (a boot under \
+         TCG on a busy host can hit a kernel race that says nothing about the tests; \
+         --no-retry turns this off). The first attempt: {}",
+        first.diagnosis()
+    ));
+    let mut second = boot_once(p, opts, rwdir, script, events)?;
+    second.retries.push(first.as_failed_boot());
+    Ok(second)
+}
+
+/// Whether to boot again: only under TCG, only for a panic or hang before the guest script
+/// started (nothing of the user's ran), only once, and not with `--no-retry`.
+///
+/// Why TCG: a 6.12 boot on a busy host died with `Oops: int3` in `sched_clock_cpu`, most
+/// likely the int3 that live text patching (`text_poke_bp`, arch/x86/kernel/alternative.c)
+/// plants while a static key flips, met by a starved vCPU under multi-threaded TCG. Under
+/// KVM a boot failure is the kernel's own and is reported at once.
+pub(crate) fn retry_boot(first: &RunOutcome, accel: &Accel, allowed: bool) -> bool {
+    allowed && !accel.is_kvm() && first.retries.is_empty() && first.failed_before_start()
+}
+
+fn boot_once(
     p: &Prepared,
     opts: &VmOptions,
     rwdir: &Path,
@@ -102,6 +147,7 @@ pub(crate) fn boot(
         rwdir: rwdir.to_path_buf(),
         script: script.to_path_buf(),
         timeout: opts.timeout,
+        boot_timeout: BOOT_TIMEOUT.min(opts.timeout),
     };
     events.step(format!(
         "booting {} under {}",
@@ -239,6 +285,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
             } else {
                 outcome.console_tail.clone()
             },
+            retries: outcome.retries.clone(),
         },
         timings: Timings {
             prepare_s: Some(prepared.as_secs_f64()),
@@ -264,10 +311,19 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
 }
 
 /// `vm-test --kernel all`: every pin in turn, then `target/vm-test/matrix.json`. A kernel
-/// whose run fails to start is recorded as such and the others still run.
+/// that fails (its fetch, its boot, a test) is recorded with why and the others still run;
+/// Ctrl-C stops the loop.
 pub fn vm_test_all(opts: &TestOptions, events: &Events) -> Result<Vec<Report>> {
+    input::check(&opts.vm)?;
     let mut reports = Vec::new();
     for pin in kernels::pins()? {
+        if crate::proc::interrupted() {
+            events.warn(format!(
+                "interrupted: kernel {} and later not run",
+                pin.version
+            ));
+            break;
+        }
         let mut one = opts.clone();
         one.vm.kernel = pin.version.clone();
         events.step(format!("=== kernel {} ===", pin.version));

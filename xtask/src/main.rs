@@ -118,6 +118,9 @@ struct VmArgs {
     /// Guest memory, qemu syntax.
     #[arg(long, default_value = "2G")]
     memory: String,
+    /// Do not boot again when a TCG boot panics or hangs before the guest script starts.
+    #[arg(long)]
+    no_retry: bool,
 }
 
 impl VmArgs {
@@ -130,14 +133,19 @@ impl VmArgs {
             timeout: Duration::from_secs(timeout),
             cpus: self.cpus,
             memory: self.memory,
+            retry: !self.no_retry,
         }
     }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Ctrl-C: the runner kills its VM's whole process group, then we exit.
-    let _ = ctrlc::set_handler(vm::proc::request_interrupt);
+    // Ctrl-C and SIGTERM: the runner kills its VM's whole process group, then we exit. Without
+    // the handler they would kill only this process and leave qemu running: no run starts.
+    if let Err(e) = ctrlc::set_handler(vm::proc::request_interrupt) {
+        eprintln!("error: cannot install the Ctrl-C/SIGTERM handler that stops the VM: {e}");
+        return ExitCode::FAILURE;
+    }
     let events = vm::ui::terminal(cli.verbose);
     match run(cli.cmd, &events) {
         Ok(code) => code,
@@ -197,6 +205,11 @@ fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
             if opts.vm.kernel == "all" {
                 let reports = vm::run::vm_test_all(&opts, events)?;
                 println!("{}", vm::report::matrix_table(&reports));
+                for r in &reports {
+                    if let Some(why) = r.why_failed() {
+                        println!("kernel {} FAILED: {why}", r.kernel.version);
+                    }
+                }
                 return Ok(exit_if(reports.iter().all(|r| r.ok())));
             }
             let (report, dir) = vm::run::vm_test(&opts, events)?;

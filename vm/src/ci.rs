@@ -71,7 +71,37 @@ pub fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
         cargo(&["test", "--workspace", "--exclude", "bpfvm-tests"], None)
     });
     step(
-        "VM lifecycle: exit status, panic, timeout, Ctrl-C",
+        "cache faults: full disk, SIGKILL, two fetches at once",
+        &mut || {
+            cargo(
+                &[
+                    "test",
+                    "-p",
+                    "xtask",
+                    "--test",
+                    "cache_faults",
+                    "--",
+                    "--ignored",
+                ],
+                None,
+            )?;
+            cargo(
+                &[
+                    "test",
+                    "-p",
+                    "vm",
+                    "--lib",
+                    "--",
+                    "--ignored",
+                    "--exact",
+                    "kernels::tests::two_concurrent_fetches_share_one_cache",
+                ],
+                None,
+            )
+        },
+    );
+    step(
+        "VM lifecycle: exit status, panic, retry, timeout, signals, bad input",
         &mut || {
             cargo(
                 &[

@@ -2,12 +2,10 @@
 pub mod accel;
 pub mod bench;
 pub mod build;
-pub mod ci;
 pub mod custom;
 pub mod guest;
 pub mod input;
 pub mod kernels;
-pub mod lint;
 pub mod output;
 pub mod paths;
 pub mod proc;

@@ -1,4 +1,5 @@
 //! `cargo xtask`: arguments in, one call into the `vm` library, its result out as an exit code.
+//! The developer tasks (`ci`, `lint`) live here, not in the library a run needs.
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -9,6 +10,9 @@ use vm::accel::Choice;
 use vm::bench::{BenchOptions, Size};
 use vm::run::{TestOptions, VmOptions};
 use vm::vng::Ending;
+
+mod ci;
+mod lint;
 
 #[derive(Parser)]
 #[command(
@@ -108,7 +112,8 @@ struct VmArgs {
     /// Modules for a kernel image you built: the INSTALL_MOD_PATH of `make modules_install`.
     #[arg(long)]
     modules: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = Choice::Auto)]
+    /// auto (KVM if a probe boots under it, else TCG), kvm or tcg.
+    #[arg(long, default_value_t = Choice::Auto)]
     accel: Choice,
     /// Extra kernel command line (repeatable).
     #[arg(long)]
@@ -172,8 +177,8 @@ fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
         }
         Cmd::Kernels { cmd } => kernels(cmd, events),
         Cmd::Ci { kernel } => {
-            let results = vm::ci::run(&kernel, events);
-            println!("{}", vm::ci::summary(&results));
+            let results = ci::run(&kernel, events);
+            println!("{}", ci::summary(&results));
             Ok(exit_if(results.iter().all(|r| r.result.is_ok())))
         }
         Cmd::BuildEbpf => {

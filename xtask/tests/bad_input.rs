@@ -216,3 +216,13 @@ fn a_read_only_target_directory_is_named() {
     );
     assert!(!err.contains("==> checking host tools"), "{err}");
 }
+
+#[test]
+fn an_unknown_accelerator_is_refused() {
+    let (code, err) = xtask(&["vm-test", "--accel", "nope"]);
+    assert_eq!(code, 2, "clap's usage error: {err}");
+    assert!(
+        err.contains("\"nope\" is not an accelerator: auto, kvm or tcg"),
+        "{err}"
+    );
+}

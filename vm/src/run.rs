@@ -374,3 +374,46 @@ fn test_event(line: &str) -> Option<(String, String)> {
         outcome.to_string(),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn panicked_before_start() -> RunOutcome {
+        RunOutcome {
+            ending: Ending::Panic,
+            console_tail: vec![],
+            elapsed: Duration::from_secs(2),
+            boot: None,
+            guest: None,
+            retries: vec![],
+        }
+    }
+
+    fn accel(name: &'static str) -> Accel {
+        Accel {
+            name,
+            reason: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_boot_is_retried_once_under_tcg_unless_told_not_to() {
+        let first = panicked_before_start();
+        assert!(retry_boot(&first, &accel("tcg"), true));
+        assert!(!retry_boot(&first, &accel("tcg"), false), "--no-retry");
+        assert!(
+            !retry_boot(&first, &accel("kvm"), true),
+            "KVM: the kernel's own"
+        );
+        let mut second = panicked_before_start();
+        second.retries.push(first.as_failed_boot());
+        assert!(!retry_boot(&second, &accel("tcg"), true), "once only");
+        let mut late = panicked_before_start();
+        late.boot = Some(Duration::from_secs(8));
+        assert!(
+            !retry_boot(&late, &accel("tcg"), true),
+            "after the start marker"
+        );
+    }
+}

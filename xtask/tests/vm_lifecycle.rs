@@ -151,26 +151,29 @@ fn quoted_append_values_reach_the_kernel_whole() {
     assert!(cmdline.contains("\"bpfvm.single=x y\""), "{cmdline}");
 }
 
-/// A kernel that cannot mount its root panics before the guest script starts: the boot is
-/// retried once under TCG (and reported with the first attempt's console), never with
-/// `--no-retry`. A panic after the start marker is never retried (see the sysrq test).
+/// A boot that has not reached the guest script when it is stopped (here by a 3 s timeout;
+/// a TCG boot takes 7 s or more) is retried once under TCG, with the first attempt's console
+/// in the output, and never with `--no-retry`. A panic before the guest script takes the same
+/// path (`RunOutcome::failed_before_start`, unit-tested in `vm`); a panic after it is never
+/// retried (the next test).
 #[test]
 #[ignore = "boots a VM"]
-fn a_boot_panic_is_retried_once_unless_no_retry() {
-    let no_root = [
-        "--accel",
-        "tcg",
-        "--append",
-        "root=/dev/bpfvm-none rootfstype=ext4",
-    ];
-    let o = vm_run("1033M", &no_root, &["true"]);
+fn a_boot_that_dies_before_the_guest_script_is_retried_once_unless_no_retry() {
+    let cut_short = ["--accel", "tcg", "--timeout", "3"];
+    let o = vm_run("1033M", &cut_short, &["true"]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert_eq!(err.matches("booting once more").count(), 1, "{err}");
+    assert!(
+        err.contains("The first attempt: the guest did not finish within 3 s"),
+        "{err}"
+    );
     assert_eq!(err.matches("==> booting").count(), 2, "{err}");
-    assert!(err.contains("Kernel panic - not syncing"), "{err}");
-    assert!(err.contains("error: the guest kernel panicked"), "{err}");
-    let mut once = no_root.to_vec();
+    assert!(
+        err.contains("error: the guest did not finish within 3 s"),
+        "{err}"
+    );
+    let mut once = cut_short.to_vec();
     once.push("--no-retry");
     let o = vm_run("1033M", &once, &["true"]);
     let err = stderr(&o);
@@ -217,8 +220,9 @@ fn a_filter_with_shell_syntax_is_never_run() {
         err.contains(&format!("no test name contains `{filter}`")),
         "{err}"
     );
+    // The run's shared directory (the guest's $BPFVM_RESULTS), kept under guest/.
     let guest =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/vm-test/6.1/guest");
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/vm-test/6.1/guest/shared");
     assert!(guest.join("uname-r").is_file(), "the guest files were kept");
     assert!(!guest.join("pwned").exists(), "the filter ran as a command");
 }

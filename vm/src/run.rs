@@ -132,7 +132,7 @@ pub(crate) fn boot(
 /// `sched_clock` stable at ~2.6 s (dmesg "sched_clock: Marking stable", a static key flip,
 /// kernel/sched/clock.c), where 6.1 marks the TSC unstable at CPU bring-up and never flips it.
 /// `-accel tcg,thread=single` serialises the vCPUs: 6.12 boots took 29-33 s against 25-31 s,
-/// and two busy loops on the 2 vCPUs 16.6-18.6 s against 8.4-11.7 s, so it would halve
+/// and two busy loops on the 2 vCPUs 15.9-18.6 s against 8.4-11.7 s, so it would halve
 /// parallel guest work. `tsc=reliable` adds the stable-marking flip to 6.1 (boot 23 s either
 /// way). Neither is adopted; a retry costs one boot, only when a boot fails.
 pub(crate) fn retry_boot(first: &RunOutcome, accel: &Accel, allowed: bool) -> bool {

@@ -13,11 +13,33 @@ use crate::paths::cache_dir;
 use crate::proc::{Group, Stream};
 
 /// What the user asked for with `--accel`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Choice {
     Auto,
     Kvm,
     Tcg,
+}
+
+impl std::str::FromStr for Choice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Choice::Auto),
+            "kvm" => Ok(Choice::Kvm),
+            "tcg" => Ok(Choice::Tcg),
+            _ => Err(format!("{s:?} is not an accelerator: auto, kvm or tcg")),
+        }
+    }
+}
+
+impl std::fmt::Display for Choice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Choice::Auto => "auto",
+            Choice::Kvm => "kvm",
+            Choice::Tcg => "tcg",
+        })
+    }
 }
 
 /// The accelerator a run uses and why, as recorded in reports.

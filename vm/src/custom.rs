@@ -18,7 +18,10 @@ pub fn image_release(image: &[u8]) -> Result<String> {
     if image.get(0x202..0x206) != Some(b"HdrS") {
         bail!("not an x86 bzImage (no \"HdrS\" boot header); pass arch/x86/boot/bzImage");
     }
-    let off = u16::from_le_bytes([image[0x20e], image[0x20f]]) as usize + 0x200;
+    let Some(&[lo, hi]) = image.get(0x20e..0x210) else {
+        bail!("the bzImage ends inside its setup header (a truncated file?); pass a complete arch/x86/boot/bzImage");
+    };
+    let off = u16::from_le_bytes([lo, hi]) as usize + 0x200;
     let rest = image
         .get(off..)
         .context("the bzImage's kernel_version offset points past its end")?;
@@ -47,27 +50,85 @@ fn modules_for(dir: &Path, release: &str) -> Result<PathBuf> {
     )
 }
 
+/// Written last into a staged tree: a tree without it was left by a run that died.
+const COMPLETE: &str = ".bpfvm-complete";
+
 /// Stages `image` (and its modules) under `staging` and returns the tree to boot.
+///
+/// The tree's directory is named for the release and a hash of the image and the modules'
+/// path, so a run never removes or rewrites a tree another run may be booting; staging itself
+/// happens under `staging/.lock` in a temporary directory renamed into place.
 pub fn stage(image: &Path, modules: Option<&Path>, staging: &Path) -> Result<KernelTree> {
     let bytes = std::fs::read(image)
         .with_context(|| format!("--kernel {}: cannot read the image", image.display()))?;
     let release = image_release(&bytes).with_context(|| format!("--kernel {}", image.display()))?;
-    let root = staging.join(&release);
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(root.join("boot"))?;
-    let vmlinuz = root.join("boot").join(format!("vmlinuz-{release}"));
-    std::fs::write(&vmlinuz, &bytes)?;
-    if let Some(dir) = modules {
-        let src = modules_for(dir, &release)?;
-        let src = src.canonicalize()?;
-        std::fs::create_dir_all(root.join("lib/modules"))?;
-        std::os::unix::fs::symlink(&src, root.join("lib/modules").join(&release))?;
-    }
-    Ok(KernelTree {
+    let modules = match modules {
+        Some(dir) => Some(modules_for(dir, &release)?.canonicalize()?),
+        None => None,
+    };
+    let root = staging.join(format!("{release}-{}", key(&bytes, modules.as_deref())));
+    let tree = KernelTree {
+        vmlinuz: root.join("boot").join(format!("vmlinuz-{release}")),
         root,
-        vmlinuz,
         release,
-    })
+    };
+    if tree.root.join(COMPLETE).is_file() {
+        return Ok(tree);
+    }
+    std::fs::create_dir_all(staging).with_context(|| format!("create {}", staging.display()))?;
+    let lock_path = staging.join(".lock");
+    let lock = std::fs::File::create(&lock_path)
+        .with_context(|| format!("open {}", lock_path.display()))?;
+    lock.lock()
+        .with_context(|| format!("lock {}", lock_path.display()))?;
+    if tree.root.join(COMPLETE).is_file() {
+        return Ok(tree);
+    }
+    // Under the lock, temporary directories and trees without the marker are what runs that
+    // died left behind; nobody boots them.
+    remove_leftovers(staging)?;
+    if tree.root.exists() {
+        std::fs::remove_dir_all(&tree.root)
+            .with_context(|| format!("remove the incomplete {}", tree.root.display()))?;
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempdir_in(staging)
+        .with_context(|| format!("create a temporary directory in {}", staging.display()))?;
+    let boot = tmp.path().join("boot");
+    std::fs::create_dir_all(&boot)?;
+    std::fs::write(boot.join(format!("vmlinuz-{}", tree.release)), &bytes)
+        .with_context(|| format!("write the staged image into {}", boot.display()))?;
+    if let Some(src) = &modules {
+        let dir = tmp.path().join("lib/modules");
+        std::fs::create_dir_all(&dir)?;
+        std::os::unix::fs::symlink(src, dir.join(&tree.release))?;
+    }
+    std::fs::write(tmp.path().join(COMPLETE), b"")?;
+    std::fs::rename(tmp.keep(), &tree.root)
+        .with_context(|| format!("move the staged kernel to {}", tree.root.display()))?;
+    Ok(tree)
+}
+
+fn remove_leftovers(staging: &Path) -> Result<()> {
+    for e in std::fs::read_dir(staging)?.flatten() {
+        if e.file_name().to_string_lossy().starts_with(".tmp-") {
+            std::fs::remove_dir_all(e.path())
+                .with_context(|| format!("remove the leftover {}", e.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// 12 hex digits of sha256(image, modules path): which build a staged tree holds.
+fn key(image: &[u8], modules: Option<&Path>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(image);
+    if let Some(m) = modules {
+        h.update(m.as_os_str().as_encoded_bytes());
+    }
+    hex::encode(h.finalize())[..12].to_string()
 }
 
 #[cfg(test)]
@@ -105,13 +166,99 @@ mod tests {
         std::fs::create_dir_all(mods.join("lib/modules/6.13.0-x/kernel")).unwrap();
         let tree = stage(&image, Some(&mods), &d.path().join("stage")).unwrap();
         assert_eq!(tree.release, "6.13.0-x");
-        assert!(tree.vmlinuz.ends_with("6.13.0-x/boot/vmlinuz-6.13.0-x"));
+        assert!(tree.vmlinuz.ends_with("boot/vmlinuz-6.13.0-x"));
+        assert!(tree.vmlinuz.is_file());
         assert!(tree.root.join("lib/modules/6.13.0-x/kernel").is_dir());
         let err = stage(&image, Some(d.path()), &d.path().join("s2")).unwrap_err();
         assert!(
             format!("{err:#}").contains("make modules_install"),
             "{err:#}"
         );
+    }
+
+    #[test]
+    fn a_header_cut_short_is_an_error_not_a_panic() {
+        let img = fake_bzimage("6.13.0 #1");
+        let err = image_release(&img[..0x20f]).unwrap_err().to_string();
+        assert!(err.contains("truncated"), "{err}");
+    }
+
+    proptest::proptest! {
+        /// Any prefix of a good image, and any bytes at all, give a release or an error.
+        #[test]
+        fn truncated_images_never_panic(cut in 0usize..0x1000) {
+            let img = fake_bzimage("6.13.0-rc1 #1");
+            let _ = image_release(&img[..cut]);
+        }
+
+        #[test]
+        fn random_images_never_panic(
+            mut bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..0x1200),
+            hdrs in proptest::bool::ANY,
+        ) {
+            if hdrs && bytes.len() >= 0x206 {
+                bytes[0x202..0x206].copy_from_slice(b"HdrS");
+            }
+            let _ = image_release(&bytes);
+        }
+    }
+
+    #[test]
+    fn runs_staging_one_image_at_once_all_get_the_complete_tree() {
+        let d = tempfile::tempdir().unwrap();
+        let image = d.path().join("bzImage");
+        std::fs::write(&image, fake_bzimage("6.13.0-x #1")).unwrap();
+        let staging = d.path().join("stage");
+        let trees: Vec<KernelTree> = std::thread::scope(|s| {
+            let runs: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut trees: Vec<KernelTree> = (0..10)
+                            .map(|_| stage(&image, None, &staging).unwrap())
+                            .collect();
+                        trees.pop()
+                    })
+                })
+                .collect();
+            runs.into_iter()
+                .map(|r| r.join().unwrap().unwrap())
+                .collect()
+        });
+        assert!(trees.iter().all(|t| t == &trees[0]));
+        assert_eq!(
+            std::fs::read(&trees[0].vmlinuz).unwrap(),
+            std::fs::read(&image).unwrap()
+        );
+        let names: Vec<String> = std::fs::read_dir(&staging)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != ".lock")
+            .collect();
+        assert_eq!(names.len(), 1, "one tree, no temporary left: {names:?}");
+    }
+
+    #[test]
+    fn a_half_staged_tree_is_staged_again_and_a_complete_one_is_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let image = d.path().join("bzImage");
+        std::fs::write(&image, fake_bzimage("6.13.0-x #1")).unwrap();
+        let staging = d.path().join("stage");
+        let tree = stage(&image, None, &staging).unwrap();
+        // A complete tree is reused in place (a run may be booting it).
+        let marker = tree.root.join("in-use");
+        std::fs::write(&marker, b"").unwrap();
+        assert_eq!(stage(&image, None, &staging).unwrap(), tree);
+        assert!(marker.exists());
+        // Killed half-way: the image is cut short and the marker missing.
+        std::fs::write(&tree.vmlinuz, b"cut").unwrap();
+        std::fs::remove_file(tree.root.join(COMPLETE)).unwrap();
+        std::fs::create_dir_all(staging.join(".tmp-dead")).unwrap();
+        assert_eq!(stage(&image, None, &staging).unwrap(), tree);
+        assert_eq!(
+            std::fs::read(&tree.vmlinuz).unwrap(),
+            std::fs::read(&image).unwrap()
+        );
+        assert!(!staging.join(".tmp-dead").exists());
     }
 
     #[test]

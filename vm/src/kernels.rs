@@ -4,7 +4,8 @@
 //! Layout under `cache_dir()`:
 //! - `apt/<suites>-<hash>/`: sources.list, lists and apt cache of one set of sources;
 //! - `debs/<name>_<version>_amd64.deb`: verified packages;
-//! - `kernels/<version>-<short sha>/`: extracted trees (complete once renamed into place);
+//! - `kernels/<version>-<short sha>/`: extracted trees (complete once renamed into place with
+//!   their `.bpfvm-complete` marker);
 //! - `kernels/.lock`: taken by whoever downloads, extracts or bumps.
 mod apt;
 mod cache;
@@ -112,6 +113,9 @@ pub fn fetch(pin: &Pin, events: &Events) -> Result<KernelTree> {
 }
 
 fn fetch_in(cache: &Cache, pin: &Pin, events: &Events) -> Result<KernelTree> {
+    // Everything under the lock: another run may be verifying, removing, downloading or
+    // extracting the same files. Uncontended, the lock costs nothing.
+    let _lock = cache.lock(events)?;
     cache.check_cached_debs(pin)?;
     if let Some(tree) = cache.cached(pin) {
         events.note(format!(
@@ -123,15 +127,6 @@ fn fetch_in(cache: &Cache, pin: &Pin, events: &Events) -> Result<KernelTree> {
         return Ok(tree);
     }
     events.step(format!("fetching kernel {} ({})", pin.version, pin.release));
-    let _lock = cache.lock(events)?;
-    if let Some(tree) = cache.cached(pin) {
-        events.note(format!(
-            "kernel {} was fetched by another run meanwhile: {}",
-            pin.version,
-            tree.root.display()
-        ));
-        return Ok(tree);
-    }
     cache.clean_stale(events);
     let apt = apt::Apt::for_pin(&cache.root, pin);
     let mut updated = false;
@@ -438,6 +433,93 @@ mod tests {
             o.to_string(),
             "kernel 6.1: release 6.1.0-57-cloud-amd64 -> 6.1.0-58-cloud-amd64; a=1 -> b=2 (rewrote kernels/6.1.toml)"
         );
+    }
+
+    /// A pin whose one `.deb` (built here with `dpkg-deb --build`, holding a kernel image and a
+    /// module) is already in the cache's `debs/`: fetching it extracts without any network.
+    fn local_pin(cache: &Cache) -> Pin {
+        let release = "6.1.0-99-test-amd64";
+        let src = tempfile::tempdir().unwrap();
+        let root = src.path().join("pkg");
+        for (path, text) in [
+            (format!("boot/vmlinuz-{release}"), "the kernel image"),
+            (format!("lib/modules/{release}/kernel/x.ko"), "a module"),
+            ("DEBIAN/control".to_string(), "Package: linux-image-test\nVersion: 1\nArchitecture: amd64\nMaintainer: t <t@t>\nDescription: t\n"),
+        ] {
+            let p = root.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        let deb = src.path().join("x.deb");
+        let out = std::process::Command::new("dpkg-deb")
+            .args(["--build", "--root-owner-group"])
+            .arg(&root)
+            .arg(&deb)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let sha = cache::sha256_file(&deb).unwrap();
+        let pin = Pin::parse(
+            &format!(
+                "version = \"6.1\"\nrelease = \"{release}\"\n\
+                 [[source]]\nuri = \"http://deb.debian.org/debian\"\nsuite = \"bookworm\"\n\
+                 [[package]]\nname = \"linux-image-test\"\nversion = \"1\"\nsha256 = \"{sha}\"\n"
+            ),
+            Path::new("kernels/6.1.toml"),
+        )
+        .unwrap();
+        std::fs::create_dir_all(cache.debs()).unwrap();
+        std::fs::copy(&deb, cache.debs().join(pin.packages[0].deb_file_name())).unwrap();
+        pin
+    }
+
+    #[test]
+    fn a_tree_without_its_completion_marker_is_extracted_again() {
+        let t = tempfile::tempdir().unwrap();
+        let c = Cache {
+            root: t.path().to_path_buf(),
+        };
+        let pin = local_pin(&c);
+        let tree = fetch_in(&c, &pin, &Events::silent()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&tree.vmlinuz).unwrap(),
+            "the kernel image"
+        );
+        // A run killed while the tree was being written: a half image, no marker.
+        std::fs::write(&tree.vmlinuz, "half").unwrap();
+        std::fs::remove_file(tree.root.join(cache::COMPLETE)).unwrap();
+        assert_eq!(c.cached(&pin), None);
+        let again = fetch_in(&c, &pin, &Events::silent()).unwrap();
+        assert_eq!(again, tree);
+        assert_eq!(
+            std::fs::read_to_string(&again.vmlinuz).unwrap(),
+            "the kernel image"
+        );
+        assert!(again.root.join(cache::COMPLETE).is_file());
+    }
+
+    #[test]
+    fn cached_debs_are_verified_and_removed_only_under_the_lock() {
+        let t = tempfile::tempdir().unwrap();
+        let c = Cache {
+            root: t.path().to_path_buf(),
+        };
+        let pin = local_pin(&c);
+        let deb = c.debs().join(pin.packages[0].deb_file_name());
+        std::fs::write(&deb, "corrupt").unwrap();
+        let held = c.lock(&Events::silent()).unwrap();
+        std::thread::scope(|s| {
+            let run = s.spawn(|| fetch_in(&c, &pin, &Events::silent()));
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            assert!(
+                deb.exists(),
+                "the .deb was checked and removed while another run held the lock"
+            );
+            drop(held);
+            let err = format!("{:#}", run.join().unwrap().unwrap_err());
+            assert!(err.contains("sha256 mismatch"), "{err}");
+        });
+        assert!(!deb.exists());
     }
 
     /// Real network fetch of the 6.1 pin into a fresh cache, then the cached second call.

@@ -2,12 +2,11 @@
 pub mod accel;
 pub mod bench;
 pub mod build;
-pub mod ci;
 pub mod custom;
 pub mod expect;
 pub mod guest;
+pub mod input;
 pub mod kernels;
-pub mod lint;
 pub mod output;
 pub mod paths;
 pub mod proc;

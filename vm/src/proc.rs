@@ -1,6 +1,13 @@
 //! Child processes that run in their own process group, so that a timeout, a Ctrl-C or a
 //! dropped handle kills the whole tree (vng -> virtme-run -> qemu, virtiofsd), not just the
 //! first process.
+//!
+//! Hand-written rather than duct: duct builds pipelines and kills the processes it started,
+//! but not a group's grandchildren (qemu and virtiofsd are started by vng's Python), it
+//! does not make us their subreaper, and its readers merge or capture whole streams, where a
+//! run needs each stdout and stderr line as it comes, tagged by stream, beside a timeout and
+//! Ctrl-C poll. The other children bpfvm starts (cargo, apt-get, dpkg-deb, pip) are single
+//! commands that `std::process::Command` runs as well as duct would.
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::accel::Accel;
 use crate::expect::{self, Expectation, Mismatch, Probe};
 use crate::guest::files;
+use crate::vng::FailedBoot;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -125,6 +126,9 @@ pub struct VmInfo {
     /// Set when the VM died: the console's last lines.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub console_tail: Vec<String>,
+    /// Boots that failed before the guest script started and were retried (TCG only).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub retries: Vec<FailedBoot>,
 }
 
 impl Report {
@@ -150,6 +154,7 @@ impl Report {
                 ending: format!("not run: {why}"),
                 wall_time_s: 0.0,
                 console_tail: vec![],
+                retries: vec![],
             },
             timings: Timings::default(),
             tests: vec![],
@@ -160,9 +165,42 @@ impl Report {
     /// Failed entries (tests, probes, binaries), or a VM that did not end normally, make the
     /// run fail; so does a run where no test ran.
     pub fn ok(&self) -> bool {
-        self.summary.failed == 0
-            && self.vm.ending == "exited"
-            && self.summary.passed + self.summary.skipped > 0
+        self.why_failed().is_none()
+    }
+
+    /// Why this run failed, in one line; `None` when it passed.
+    pub fn why_failed(&self) -> Option<String> {
+        if self.vm.ending != "exited" {
+            let retried = match self.vm.retries.len() {
+                0 => String::new(),
+                n => format!(
+                    " (after {n} failed boot{} retried)",
+                    if n == 1 { "" } else { "s" }
+                ),
+            };
+            return Some(format!("{}{retried}", self.vm.ending));
+        }
+        if self.summary.failed > 0 {
+            let failed: Vec<&str> = self
+                .tests
+                .iter()
+                .filter(|t| t.outcome == Outcome::Fail)
+                .map(|t| t.name.as_str())
+                .collect();
+            let more = failed.len().saturating_sub(3);
+            return Some(format!(
+                "{} test{} failed: {}{}",
+                failed.len(),
+                if failed.len() == 1 { "" } else { "s" },
+                failed[..failed.len().min(3)].join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        (self.summary.passed + self.summary.skipped == 0).then(|| "no test ran".to_string())
     }
 }
 
@@ -644,6 +682,14 @@ pub fn matrix_table(reports: &[Report]) -> String {
         }
         t.add_row(row);
     }
+    let mut verdicts = vec!["verdict".to_string()];
+    for r in reports {
+        verdicts.push(match r.why_failed() {
+            None => "ok".into(),
+            Some(why) => format!("FAIL: {}", why.chars().take(40).collect::<String>()),
+        });
+    }
+    t.add_row(verdicts);
     let mut totals = vec!["pass/fail/skip".to_string()];
     let mut walls = vec!["VM wall time".to_string()];
     for r in reports {
@@ -936,6 +982,7 @@ mod tests {
                 ending: "exited".into(),
                 wall_time_s: 1.0,
                 console_tail: vec![],
+                retries: vec![],
             },
             timings: Timings {
                 build_s: Some(12.04),
@@ -970,6 +1017,8 @@ mod tests {
         let matrix = matrix_table(&[report.clone(), Report::not_run("5.10", "offline")]);
         assert!(matrix.contains("bloom::b"), "{matrix}");
         assert!(matrix.contains("2/3/0"), "{matrix}");
+        assert!(matrix.contains("FAIL: 3 tests failed: "), "{matrix}");
+        assert!(matrix.contains("FAIL: not run: offline"), "{matrix}");
         let xml = junit(&report).unwrap();
         assert!(xml.contains("<failure"), "{xml}");
         assert!(!report.ok());
@@ -990,5 +1039,32 @@ mod tests {
         assert!(r.ok());
         assert!(!is_test("feature:bloom_filter_map") && is_test("bloom_filter::x"));
         assert_eq!(no_test_ran(None).outcome, Outcome::Fail);
+    }
+
+    #[test]
+    fn a_failed_run_says_why() {
+        let mut r = Report::not_run("6.12", "x");
+        r.vm.ending = "the guest kernel panicked".into();
+        r.vm.retries.push(FailedBoot {
+            ending: "the guest kernel panicked".into(),
+            console_tail: vec![],
+        });
+        assert_eq!(
+            r.why_failed().unwrap(),
+            "the guest kernel panicked (after 1 failed boot retried)"
+        );
+        r.vm.ending = "exited".into();
+        assert_eq!(r.why_failed().unwrap(), "no test ran");
+        r.tests = parse_binary(&binary(RUN, Some(0), ""), "");
+        r.summary = summarize(&r.tests);
+        assert!(
+            r.why_failed().unwrap().starts_with("3 tests failed: "),
+            "{:?}",
+            r.why_failed()
+        );
+        r.tests.retain(|t| t.outcome == Outcome::Pass);
+        r.summary = summarize(&r.tests);
+        assert_eq!(r.why_failed(), None);
+        assert!(r.ok());
     }
 }

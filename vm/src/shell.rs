@@ -50,6 +50,45 @@ mod tests {
         assert_eq!(quote("/usr/bin/x"), "/usr/bin/x");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// What the guest script does with a `--filter` or a `vm-run` argument: `sh` gets the
+        /// word back byte for byte, so `$(...)`, `;`, backquotes and globs are never run.
+        #[test]
+        fn sh_reads_any_quoted_word_back_unchanged(word in "[^\\x00]{0,40}") {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf '%s' {}", quote(&word)))
+                .output()
+                .unwrap();
+            proptest::prop_assert!(out.status.success());
+            proptest::prop_assert_eq!(String::from_utf8_lossy(&out.stdout), word);
+        }
+    }
+
+    #[test]
+    fn shell_metacharacters_are_never_run() {
+        let t = tempfile::tempdir().unwrap();
+        let pwned = t.path().join("pwned");
+        let p = pwned.display();
+        for word in [
+            format!("$(touch {p})"),
+            format!("`touch {p}`"),
+            format!("x; touch {p}"),
+            format!("x' ; touch {p}; '"),
+            format!("x\ntouch {p}"),
+            format!("x && touch {p} #"),
+        ] {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf '%s' {}", quote(&word)))
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8_lossy(&out.stdout), word);
+            assert!(!pwned.exists(), "{word} ran");
+        }
+    }
+
     #[test]
     fn displayed_commands_keep_path_expandable() {
         assert_eq!(

@@ -5,12 +5,14 @@
 //! (a second serial port is not enumerated by the cloud kernels). Console lines carry the
 //! printk timestamp (`[    1.234567] `), which is how the two are told apart; everything before
 //! the guest script's [`START_MARKER`] is boot chatter (vng, the kernel's decompressor).
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
 
 use crate::accel::Accel;
 use crate::output::{Events, Output};
@@ -31,6 +33,8 @@ pub struct VmSpec {
     /// A shell script the guest runs as root (long commands overflow the kernel command line).
     pub script: PathBuf,
     pub timeout: Duration,
+    /// How long the guest script may take to start: longer is a boot hang.
+    pub boot_timeout: Duration,
 }
 
 /// How the VM ended.
@@ -42,6 +46,8 @@ pub enum Ending {
     Panic,
     /// Still running when the timeout struck (a hang, or too short a timeout).
     Timeout(Duration),
+    /// The guest script had not started this long after vng did: the boot hung.
+    BootHang(Duration),
     /// Ctrl-C.
     Interrupted,
     /// vng/qemu ended without the guest script finishing (boot failure).
@@ -58,6 +64,17 @@ pub struct RunOutcome {
     pub boot: Option<Duration>,
     /// The guest script itself, from its first line to its last.
     pub guest: Option<Duration>,
+    /// Earlier boots of this run that failed before the guest script started (see
+    /// `run::boot`, which retries them).
+    pub retries: Vec<FailedBoot>,
+}
+
+/// A boot that failed before the guest script started, as `report.json` records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedBoot {
+    /// Why it failed (the diagnosis' first line).
+    pub ending: String,
+    pub console_tail: Vec<String>,
 }
 
 impl RunOutcome {
@@ -68,6 +85,24 @@ impl RunOutcome {
 }
 
 impl RunOutcome {
+    /// A kernel panic or a hang before the guest script's first line: nothing of the user's
+    /// ran yet, so booting again cannot hide a failure of theirs.
+    pub fn failed_before_start(&self) -> bool {
+        self.boot.is_none()
+            && matches!(
+                self.ending,
+                Ending::Panic | Ending::BootHang(_) | Ending::Timeout(_)
+            )
+    }
+
+    /// This boot as a retried attempt, for the report.
+    pub fn as_failed_boot(&self) -> FailedBoot {
+        FailedBoot {
+            ending: self.diagnosis().lines().next().unwrap_or("").to_string(),
+            console_tail: self.console_tail.clone(),
+        }
+    }
+
     /// A one-line description plus the console tail, for errors shown to the user.
     pub fn diagnosis(&self) -> String {
         let what = match &self.ending {
@@ -75,6 +110,10 @@ impl RunOutcome {
             Ending::Panic => "the guest kernel panicked".into(),
             Ending::Timeout(t) => format!(
                 "the guest did not finish within {} s (a hang, or raise --timeout)",
+                t.as_secs()
+            ),
+            Ending::BootHang(t) => format!(
+                "the guest kernel hung while booting: the guest script had not started after {} s",
                 t.as_secs()
             ),
             Ending::Interrupted => "interrupted (Ctrl-C); the VM was killed".into(),
@@ -119,22 +158,24 @@ pub fn run(
 
     let start = Instant::now();
     let mut tail = VecDeque::new();
-    let mut panicked = false;
-    let mut started = None;
-    let mut finished = None;
-    let mut forward = |stream: Stream, line: String, tail: &mut VecDeque<String>| match stream {
+    let panicked = Cell::new(false);
+    let started = Cell::new(None);
+    let finished = Cell::new(None);
+    let forward = |stream: Stream, line: String, tail: &mut VecDeque<String>| match stream {
         Stream::Stdout => events.emit(Output::GuestStdout(line)),
         Stream::Stderr => {
-            panicked |= line.contains("Kernel panic - not syncing");
+            if line.contains("Kernel panic - not syncing") {
+                panicked.set(true);
+            }
             if tail.len() == TAIL {
                 tail.pop_front();
             }
             tail.push_back(line.clone());
             if line == START_MARKER {
-                started = Some(start.elapsed());
+                started.set(Some(start.elapsed()));
             } else if line == END_MARKER {
-                finished = Some(start.elapsed());
-            } else if started.is_none() || is_console(&line) {
+                finished.set(Some(start.elapsed()));
+            } else if started.get().is_none() || is_console(&line) {
                 events.emit(Output::Console(line));
             } else {
                 events.emit(Output::GuestStderr(line));
@@ -152,6 +193,9 @@ pub fn run(
         if start.elapsed() > spec.timeout {
             break Ending::Timeout(spec.timeout);
         }
+        if started.get().is_none() && start.elapsed() > spec.boot_timeout {
+            break Ending::BootHang(spec.boot_timeout);
+        }
         if let Some(status) = group.try_wait()? {
             break match read_status(&status_file) {
                 Some(code) => Ending::Exited(code),
@@ -164,15 +208,19 @@ pub fn run(
     }
     // The panic line may arrive after the timeout or just before qemu exits.
     let ending = match ending {
-        Ending::Timeout(_) | Ending::VmFailed(_) if panicked => Ending::Panic,
+        Ending::Timeout(_) | Ending::BootHang(_) | Ending::VmFailed(_) if panicked.get() => {
+            Ending::Panic
+        }
         e => e,
     };
+    let (started, finished) = (started.get(), finished.get());
     Ok(RunOutcome {
         ending,
         console_tail: tail.into(),
         elapsed: start.elapsed(),
         boot: started,
         guest: started.zip(finished).and_then(|(s, f)| f.checked_sub(s)),
+        retries: vec![],
     })
 }
 
@@ -249,6 +297,7 @@ mod tests {
             rwdir: "/run/out".into(),
             script: "/run/guest.sh".into(),
             timeout: Duration::from_secs(5),
+            boot_timeout: Duration::from_secs(5),
         }
     }
 
@@ -265,6 +314,33 @@ mod tests {
     fn kvm_runs_keep_kvm() {
         let args = vng_args(&spec("kvm"));
         assert!(!args.contains(&"--disable-kvm".to_string()));
+    }
+
+    fn outcome(ending: Ending, boot: Option<u64>) -> RunOutcome {
+        RunOutcome {
+            ending,
+            console_tail: vec!["[    1.7] Oops: int3".into()],
+            elapsed: Duration::from_secs(3),
+            boot: boot.map(Duration::from_secs),
+            guest: None,
+            retries: vec![],
+        }
+    }
+
+    #[test]
+    fn only_panics_and_hangs_before_the_guest_script_count_as_boot_failures() {
+        let hang = Duration::from_secs(180);
+        assert!(outcome(Ending::Panic, None).failed_before_start());
+        assert!(outcome(Ending::BootHang(hang), None).failed_before_start());
+        assert!(outcome(Ending::Timeout(hang), None).failed_before_start());
+        // After the start marker the user's code ran: never a boot failure.
+        assert!(!outcome(Ending::Panic, Some(2)).failed_before_start());
+        assert!(!outcome(Ending::Timeout(hang), Some(2)).failed_before_start());
+        assert!(!outcome(Ending::Interrupted, None).failed_before_start());
+        assert!(!outcome(Ending::Exited(1), None).failed_before_start());
+        let f = outcome(Ending::Panic, None).as_failed_boot();
+        assert_eq!(f.ending, "the guest kernel panicked");
+        assert_eq!(f.console_tail, vec!["[    1.7] Oops: int3".to_string()]);
     }
 
     #[test]

@@ -1,6 +1,5 @@
 //! `cargo xtask`: arguments in, one call into the `vm` library, its result out as an exit code.
-mod bench_suite;
-
+//! The developer tasks (`ci`, `lint`, `bench-suite`) live here, not in the library a run needs.
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -11,6 +10,10 @@ use vm::accel::Choice;
 use vm::bench::{BenchOptions, Size};
 use vm::run::{TestOptions, VmOptions};
 use vm::vng::Ending;
+
+mod bench_suite;
+mod ci;
+mod lint;
 
 #[derive(Parser)]
 #[command(
@@ -122,7 +125,8 @@ struct VmArgs {
     /// Modules for a kernel image you built: the INSTALL_MOD_PATH of `make modules_install`.
     #[arg(long)]
     modules: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = Choice::Auto)]
+    /// auto (KVM if a probe boots under it, else TCG), kvm or tcg.
+    #[arg(long, default_value_t = Choice::Auto)]
     accel: Choice,
     /// Extra kernel command line (repeatable).
     #[arg(long)]
@@ -132,6 +136,9 @@ struct VmArgs {
     /// Guest memory, qemu syntax.
     #[arg(long, default_value = "2G")]
     memory: String,
+    /// Do not boot again when a TCG boot panics or hangs before the guest script starts.
+    #[arg(long)]
+    no_retry: bool,
 }
 
 impl VmArgs {
@@ -144,14 +151,19 @@ impl VmArgs {
             timeout: Duration::from_secs(timeout),
             cpus: self.cpus,
             memory: self.memory,
+            retry: !self.no_retry,
         }
     }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Ctrl-C: the runner kills its VM's whole process group, then we exit.
-    let _ = ctrlc::set_handler(vm::proc::request_interrupt);
+    // Ctrl-C and SIGTERM: the runner kills its VM's whole process group, then we exit. Without
+    // the handler they would kill only this process and leave qemu running: no run starts.
+    if let Err(e) = ctrlc::set_handler(vm::proc::request_interrupt) {
+        eprintln!("error: cannot install the Ctrl-C/SIGTERM handler that stops the VM: {e}");
+        return ExitCode::FAILURE;
+    }
     let events = vm::ui::terminal(cli.verbose);
     match run(cli.cmd, &events) {
         Ok(code) => code,
@@ -178,8 +190,8 @@ fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
         }
         Cmd::Kernels { cmd } => kernels(cmd, events),
         Cmd::Ci { kernel } => {
-            let results = vm::ci::run(&kernel, events);
-            println!("{}", vm::ci::summary(&results));
+            let results = ci::run(&kernel, events);
+            println!("{}", ci::summary(&results));
             Ok(exit_if(results.iter().all(|r| r.result.is_ok())))
         }
         Cmd::BuildEbpf => {
@@ -211,6 +223,11 @@ fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
             if opts.vm.kernel == "all" {
                 let reports = vm::run::vm_test_all(&opts, events)?;
                 println!("{}", vm::report::matrix_table(&reports));
+                for r in &reports {
+                    if let Some(why) = r.why_failed() {
+                        println!("kernel {} FAILED: {why}", r.kernel.version);
+                    }
+                }
                 return Ok(exit_if(reports.iter().all(|r| r.ok())));
             }
             let (report, dir) = vm::run::vm_test(&opts, events)?;

@@ -68,3 +68,161 @@ fn an_unknown_benchmark_group_is_refused_before_booting() {
         "{err}"
     );
 }
+
+/// Fails with exit status 1 and `want` in the error, before anything is installed or booted.
+fn refused_before_provisioning(args: &[&str], want: &str) {
+    let (code, err) = xtask(args);
+    assert_eq!(code, 1, "{args:?}: {err}");
+    assert!(err.contains(want), "{args:?}: {err}");
+    assert!(
+        !err.contains("==> checking host tools"),
+        "{args:?} failed only after provisioning: {err}"
+    );
+}
+
+#[test]
+fn zero_cpus_are_refused() {
+    refused_before_provisioning(
+        &["vm-run", "--cpus", "0", "--", "true"],
+        "--cpus 0: a VM needs at least one CPU",
+    );
+}
+
+#[test]
+fn more_cpus_than_the_host_has_are_refused() {
+    let host = std::thread::available_parallelism().unwrap().get();
+    let cpus = (host + 1).to_string();
+    refused_before_provisioning(
+        &["vm-test", "--cpus", &cpus],
+        &format!("--cpus {cpus} is more than the {host} CPUs"),
+    );
+}
+
+#[test]
+fn memory_that_is_no_size_or_more_than_the_host_has_is_refused() {
+    refused_before_provisioning(
+        &["vm-run", "--memory", "lots", "--", "true"],
+        "--memory \"lots\" is not a size",
+    );
+    refused_before_provisioning(
+        &["vm-test", "--memory", "64T"],
+        "--memory 64T is more than this machine's",
+    );
+}
+
+#[test]
+fn a_zero_timeout_is_refused() {
+    refused_before_provisioning(
+        &["vm-run", "--timeout", "0", "--", "true"],
+        "--timeout 0 would kill the VM before it boots",
+    );
+}
+
+#[test]
+fn an_append_with_a_line_break_or_an_open_quote_is_refused() {
+    refused_before_provisioning(
+        &["vm-run", "--append", "a=1\nb=2", "--", "true"],
+        "contains a line break",
+    );
+    refused_before_provisioning(
+        &["vm-test", "--append", "foo=\"a b"],
+        "has an unmatched quote",
+    );
+}
+
+#[test]
+fn the_matrix_refuses_bad_options_before_the_first_kernel() {
+    refused_before_provisioning(&["vm-test", "--kernel", "all", "--cpus", "0"], "--cpus 0");
+}
+
+/// Runs `script` with `sh` in a private mount namespace (so it can mount tmpfs without
+/// touching the host's mounts), with `$XTASK` set to this build's binary.
+fn in_mount_namespace(script: &str) -> std::process::Output {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut cmd = Command::new("unshare");
+    cmd.arg("--mount");
+    if !root {
+        cmd.arg("--map-root-user");
+    }
+    cmd.args(["sh", "-c", script])
+        .env("XTASK", env!("CARGO_BIN_EXE_xtask"))
+        .output()
+        .expect("run unshare (util-linux)")
+}
+
+#[test]
+fn a_cache_directory_that_cannot_be_written_is_named() {
+    let d = tempfile::tempdir().unwrap();
+    let script = format!(
+        "mount -t tmpfs -o ro tmpfs {d} || exit 99\n\
+         XDG_CACHE_HOME={d} \"$XTASK\" kernels fetch 6.1; echo \"fetch=$?\"\n\
+         XDG_CACHE_HOME={d} \"$XTASK\" vm-run -- true; echo \"vm-run=$?\"",
+        d = d.path().display()
+    );
+    let o = in_mount_namespace(&script);
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(out.contains("fetch=1\n"), "{out}{err}");
+    assert!(out.contains("vm-run=1\n"), "{out}{err}");
+    let cache = d.path().join("bpfvm");
+    assert!(
+        err.contains(&format!(
+            "error: the kernel cache {}/kernels is not writable (Read-only file system",
+            cache.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "error: the cache {} is not writable (Read-only file system",
+            cache.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("set XDG_CACHE_HOME to a directory that is"),
+        "{err}"
+    );
+    assert!(!err.contains("==> checking host tools"), "{err}");
+}
+
+#[test]
+fn a_read_only_target_directory_is_named() {
+    let d = tempfile::tempdir().unwrap();
+    let script = format!(
+        "mount -t tmpfs -o ro tmpfs {d} || exit 99\n\
+         CARGO_TARGET_DIR={d} \"$XTASK\" vm-test --kernel 6.1; echo \"vm-test=$?\"",
+        d = d.path().display()
+    );
+    let o = in_mount_namespace(&script);
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(out.contains("vm-test=1\n"), "{out}{err}");
+    assert!(
+        err.contains(&format!(
+            "error: the build directory {} is not writable (Read-only file system",
+            d.path().display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("set CARGO_TARGET_DIR to a directory that is"),
+        "{err}"
+    );
+    assert!(!err.contains("==> checking host tools"), "{err}");
+}
+
+#[test]
+fn an_unknown_accelerator_is_refused() {
+    let (code, err) = xtask(&["vm-test", "--accel", "nope"]);
+    assert_eq!(code, 2, "clap's usage error: {err}");
+    assert!(
+        err.contains("\"nope\" is not an accelerator: auto, kvm or tcg"),
+        "{err}"
+    );
+}

@@ -24,7 +24,7 @@ use bpfvm_common::bench_results::Results;
 use report::{BenchReport, Run};
 
 /// How much to measure (the guest runner's plan of the same name).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Size {
     /// One size per benchmark, one boot per mode (CI: the code cannot rot).

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 
 use super::{host_cpu, plot, reference, theory, BenchOptions, Mode, Size};
@@ -92,10 +92,9 @@ pub(crate) fn build(
 pub fn write(r: &BenchReport, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     let json = serde_json::to_string_pretty(r)?;
-    std::fs::write(dir.join("report.json"), json + "\n")
-        .with_context(|| format!("write {}", dir.join("report.json").display()))?;
-    std::fs::write(dir.join("report.md"), markdown(r))
-        .with_context(|| format!("write {}", dir.join("report.md").display()))?;
+    // Atomic: two runs at once never leave a torn report.
+    crate::report::write_atomic(&dir.join("report.json"), (json + "\n").as_bytes())?;
+    crate::report::write_atomic(&dir.join("report.md"), markdown(r).as_bytes())?;
     plot::bpf_loop(r, &dir.join("bpf_loop_ns.svg"))?;
     plot::bloom(r, &dir.join("bloom_throughput.svg"))?;
     Ok(())

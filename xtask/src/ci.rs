@@ -1,16 +1,16 @@
 //! `cargo xtask ci`: the project's whole check, as CI runs it (`.ci/run`). Every step runs even
 //! when an earlier one failed, so one run shows everything that is wrong.
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use xshell::{cmd, Shell};
 
-use crate::accel::Choice;
-use crate::output::Events;
-use crate::paths::workspace_root;
-use crate::run::{self, TestOptions, VmOptions};
-use crate::{build, provision};
+use vm::accel::Choice;
+use vm::output::Events;
+use vm::paths::workspace_root;
+use vm::run::{self, TestOptions, VmOptions};
+use vm::{build, provision};
 
 /// The outcome of one step, for the closing summary.
 pub struct StepResult {
@@ -22,6 +22,19 @@ pub struct StepResult {
 /// Runs every check; returns each step's result (the caller fails if any failed).
 pub fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
     let mut results = Vec::new();
+    let sh = match Shell::new() {
+        Ok(sh) => sh,
+        Err(e) => {
+            results.push(StepResult {
+                name: "start",
+                result: Err(e.into()),
+                elapsed: Duration::ZERO,
+            });
+            return results;
+        }
+    };
+    sh.change_dir(workspace_root());
+    let cargo = |args: &[&str], ebpf_dir: Option<&Path>| cargo(&sh, args, ebpf_dir);
     let mut step = |name: &'static str, f: &mut dyn FnMut() -> Result<()>| {
         events.step(format!("ci: {name}"));
         let start = Instant::now();
@@ -65,13 +78,43 @@ pub fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
         )
     });
     step("actionlint (.github/workflows)", &mut || {
-        crate::lint::actionlint(events)
+        crate::lint::actionlint(&sh, events)
     });
     step("host tests", &mut || {
         cargo(&["test", "--workspace", "--exclude", "bpfvm-tests"], None)
     });
     step(
-        "VM lifecycle: exit status, panic, timeout, Ctrl-C",
+        "cache faults: full disk, SIGKILL, two fetches at once",
+        &mut || {
+            cargo(
+                &[
+                    "test",
+                    "-p",
+                    "xtask",
+                    "--test",
+                    "cache_faults",
+                    "--",
+                    "--ignored",
+                ],
+                None,
+            )?;
+            cargo(
+                &[
+                    "test",
+                    "-p",
+                    "vm",
+                    "--lib",
+                    "--",
+                    "--ignored",
+                    "--exact",
+                    "kernels::tests::two_concurrent_fetches_share_one_cache",
+                ],
+                None,
+            )
+        },
+    );
+    step(
+        "VM lifecycle: exit status, panic, retry, timeout, signals, bad input",
         &mut || {
             cargo(
                 &[
@@ -93,19 +136,19 @@ pub fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
             filter: None,
         };
         let (report, dir) = run::vm_test(&opts, events)?;
-        events.note(crate::report::summary_table(&report));
+        events.note(vm::report::summary_table(&report));
         if !report.ok() {
             bail!("vm-test failed; see {}", dir.join("report.json").display());
         }
         Ok(())
     });
     step("bench-vm --smoke", &mut || {
-        let opts = crate::bench::BenchOptions {
+        let opts = vm::bench::BenchOptions {
             vm: vm_options(kernel, Duration::from_secs(1800)),
-            size: crate::bench::Size::Smoke,
+            size: vm::bench::Size::Smoke,
             only: vec![],
         };
-        let (report, dir) = crate::bench::bench_vm(&opts, events)?;
+        let (report, dir) = vm::bench::bench_vm(&opts, events)?;
         if !report.ok() {
             bail!(
                 "the benchmark smoke run failed; see {}",
@@ -126,23 +169,18 @@ fn vm_options(kernel: &str, timeout: Duration) -> VmOptions {
         timeout,
         cpus: 2,
         memory: "2G".into(),
+        retry: true,
     }
 }
 
 /// Runs cargo in the workspace with the output shown; fails on a non-zero exit.
-fn cargo(args: &[&str], ebpf_dir: Option<&Path>) -> Result<()> {
-    let mut cmd = Command::new("cargo");
-    cmd.args(args).current_dir(workspace_root());
+fn cargo(sh: &Shell, args: &[&str], ebpf_dir: Option<&Path>) -> Result<()> {
+    let mut c = cmd!(sh, "cargo {args...}");
     if let Some(dir) = ebpf_dir {
-        cmd.env("BPFVM_EBPF_DIR", dir);
+        c = c.env("BPFVM_EBPF_DIR", dir);
     }
-    let status = cmd
-        .status()
-        .with_context(|| format!("starting cargo {}", args.join(" ")))?;
-    if !status.success() {
-        bail!("`cargo {}` failed ({status})", args.join(" "));
-    }
-    Ok(())
+    c.run()
+        .with_context(|| format!("`cargo {}` failed", args.join(" ")))
 }
 
 /// The closing lines: each step with its time and verdict.

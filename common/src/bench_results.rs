@@ -46,9 +46,14 @@ pub struct BloomRow {
     pub lookup: Stat,
     /// M ops/s.
     pub update: Stat,
-    /// Non-members the filter reported present, over all non-members probed.
+    /// F / N: non-members the filter reported present (F) over the non-members probed (N),
+    /// the quantity the theory predicts.
     pub fp_rate: f64,
+    /// N.
     pub fp_probes: u64,
+    /// F.
+    #[serde(default)]
+    pub fp_false_hits: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,7 +64,8 @@ pub struct HashRow {
     pub without_bloom: Stat,
     /// The same lookups with the bloom filter checked first, M ops/s.
     pub with_bloom: Stat,
-    /// Share of the probed keys that are in the map (by construction about one half).
+    /// Share of the probed keys that are in the map (random keys: nearly none, as in the
+    /// kernel's bench).
     pub hit_rate: f64,
 }
 
@@ -78,9 +84,9 @@ pub struct LoopRow {
 pub struct BatchRow {
     /// Entries asked for per `BPF_MAP_LOOKUP_BATCH` call.
     pub buffer: u32,
-    /// Mean ns of a whole batch dump.
+    /// Median ns of a whole batch dump over the repetitions.
     pub batch_ns: f64,
-    /// Mean ns of a whole get_next_key + lookup dump.
+    /// Median ns of a whole get_next_key + lookup dump.
     pub entry_ns: f64,
     #[serde(default)]
     pub batch_runs_ns: Vec<u64>,

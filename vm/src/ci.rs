@@ -100,11 +100,10 @@ pub fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
         Ok(())
     });
     step("bench-vm --smoke", &mut || {
-        let opts = crate::bench::BenchOptions {
-            vm: vm_options(kernel, Duration::from_secs(1800)),
-            size: crate::bench::Size::Smoke,
-            only: vec![],
-        };
+        let opts = crate::bench::BenchOptions::new(
+            vm_options(kernel, Duration::from_secs(1800)),
+            crate::bench::Size::Smoke,
+        );
         let (report, dir) = crate::bench::bench_vm(&opts, events)?;
         if !report.ok() {
             bail!(

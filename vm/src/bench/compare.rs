@@ -1,0 +1,210 @@
+//! `cargo xtask bench-compare A.json B.json`: two bench-vm reports (two kernels, commits or
+//! hosts) row by row and mode by mode: B's boots against A's, the time ratio B/A of their
+//! geometric means with its 95 % CI (the statistics of `stats`), and a verdict. A row
+//! regressed when B is slower by more than the threshold and the interval excludes 1.
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+
+use super::model::{self, BenchReport, Mode};
+use super::stats::{self, median, Ci};
+
+/// One row of one mode in both reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub key: String,
+    pub mode: Mode,
+    pub unit: &'static str,
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+    /// B's time against A's (above 1: B is slower).
+    pub cost: Option<Ci>,
+    pub regressed: bool,
+}
+
+impl Row {
+    pub fn name(&self) -> String {
+        format!("{} ({})", self.key, self.mode.cmdline_arg())
+    }
+}
+
+pub fn load(path: &Path) -> Result<BenchReport> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not a bench-vm report.json (from `cargo xtask bench-vm`)",
+            path.display()
+        )
+    })
+}
+
+/// Compares the rows both reports have; `threshold_pct` is the slowdown that counts as a
+/// regression. Refuses reports measured with different parameters or accelerators.
+pub fn compare(a: &BenchReport, b: &BenchReport, threshold_pct: f64) -> Result<Vec<Row>> {
+    if a.accel.name != b.accel.name {
+        bail!(
+            "the reports were measured under different accelerators (A: {}, B: {}): their \
+             figures do not compare; measure both under the same --accel",
+            a.accel.name,
+            b.accel.name
+        );
+    }
+    if a.params != b.params {
+        bail!(
+            "the reports were measured with different parameters (A: {:?}; B: {:?}): run \
+             bench-vm with the same size, --only, -p, --cpus, --memory and --boots for both",
+            a.params,
+            b.params
+        );
+    }
+    let fa = model::figures(a);
+    let fb = model::figures(b);
+    let mut rows = Vec::new();
+    for x in &fa {
+        let Some(y) = fb.iter().find(|y| y.key == x.key) else {
+            continue;
+        };
+        for mode in [Mode::Retpoline, Mode::Off] {
+            let pick = |f: &model::Figure| match mode {
+                Mode::Retpoline => f.values.on.clone(),
+                Mode::Off => f.values.off.clone(),
+            };
+            let (va, vb) = (pick(x), pick(y));
+            let cost = stats::cost(&vb, &va, x.better);
+            let regressed =
+                cost.is_some_and(|c| c.lo > 1.0 && (c.ratio - 1.0) * 100.0 > threshold_pct);
+            rows.push(Row {
+                key: x.key.clone(),
+                mode,
+                unit: x.unit,
+                a: median(&va),
+                b: median(&vb),
+                cost,
+                regressed,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+fn verdict(r: &Row, threshold_pct: f64) -> String {
+    match r.cost {
+        None => "no CI: fewer than 2 boots".into(),
+        Some(c) if r.regressed => format!(
+            "**regression**: B slower by {} % (CI {}..{}), beyond {threshold_pct} %",
+            stats::pct(c.ratio),
+            stats::pct(c.lo),
+            stats::pct(c.hi)
+        ),
+        Some(c) if c.excludes_one() => format!(
+            "B {} by {} % (CI {}..{})",
+            if c.ratio > 1.0 { "slower" } else { "faster" },
+            stats::pct(c.ratio),
+            stats::pct(c.lo),
+            stats::pct(c.hi)
+        ),
+        Some(c) => format!(
+            "no difference resolved (CI {}..{} %)",
+            stats::pct(c.lo),
+            stats::pct(c.hi)
+        ),
+    }
+}
+
+pub fn markdown(a: &str, b: &str, rows: &[Row], threshold_pct: f64) -> String {
+    let mut s = String::new();
+    writeln!(
+        s,
+        "# bench-compare\n\n- A: {a}\n- B: {b}\n- cost: B's time over A's (throughputs \
+         inverted), geometric means over boots, 95 % Welch t-interval on logs; a regression is \
+         a cost above {threshold_pct} % whose interval excludes 1.\n\n\
+         | row | unit | A median | B median | cost B/A (95 % CI) | verdict |\n|---|---|---|---|---|---|"
+    )
+    .unwrap();
+    let n = |v: Option<f64>| v.map_or("-".into(), super::markdown::num);
+    for r in rows {
+        writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} |",
+            r.name(),
+            r.unit,
+            n(r.a),
+            n(r.b),
+            r.cost.map_or("-".into(), |c| format!(
+                "{:.3} ({:.3}..{:.3})",
+                c.ratio, c.lo, c.hi
+            )),
+            verdict(r, threshold_pct)
+        )
+        .unwrap();
+    }
+    let bad: Vec<String> = rows.iter().filter(|r| r.regressed).map(Row::name).collect();
+    if bad.is_empty() {
+        s.push_str("\nNo regression.\n");
+    } else {
+        writeln!(s, "\nRegressed: {}.", bad.join("; ")).unwrap();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real `bench-vm --quick` report on 6.1 under TCG (see the README's Benchmarks section).
+    const RECORDED: &str = include_str!("../../tests/data/bench-6.1-quick.json");
+
+    fn recorded() -> BenchReport {
+        serde_json::from_str(RECORDED).unwrap()
+    }
+
+    #[test]
+    fn a_report_compared_with_itself_passes() {
+        let r = recorded();
+        let rows = compare(&r, &r, 5.0).unwrap();
+        assert!(rows.len() >= 10, "{} rows", rows.len());
+        assert!(rows.iter().all(|row| !row.regressed));
+        assert!(markdown("A", "A", &rows, 5.0).contains("No regression."));
+    }
+
+    #[test]
+    fn one_row_scaled_by_0_8_fails_naming_that_row() {
+        let a = recorded();
+        let mut b = a.clone();
+        // Every boot's bloom lookup k=3, 50,000 entries, 8 B throughput, times 0.8.
+        for run in &mut b.runs {
+            for row in &mut run.results.bloom {
+                if (row.hash_funcs, row.entries, row.value_size) == (3, 50_000, 8) {
+                    for s in &mut row.lookup.samples {
+                        *s *= 0.8;
+                    }
+                    row.lookup.mean *= 0.8;
+                }
+            }
+        }
+        let rows = compare(&a, &b, 5.0).unwrap();
+        let bad: Vec<String> = rows.iter().filter(|r| r.regressed).map(Row::name).collect();
+        assert!(!bad.is_empty());
+        assert!(
+            bad.iter()
+                .all(|n| n.starts_with("bloom lookup k=3 entries=50000 value=8B")),
+            "{bad:?}"
+        );
+        assert!(markdown("A", "B", &rows, 5.0)
+            .contains("Regressed: bloom lookup k=3 entries=50000 value=8B"));
+    }
+
+    #[test]
+    fn reports_with_other_parameters_or_accelerators_are_refused() {
+        let a = recorded();
+        let mut b = a.clone();
+        b.params.producers += 1;
+        let e = compare(&a, &b, 5.0).unwrap_err().to_string();
+        assert!(e.contains("different parameters"), "{e}");
+        let mut b = a.clone();
+        b.accel.name = "kvm".into();
+        let e = compare(&a, &b, 5.0).unwrap_err().to_string();
+        assert!(e.contains("different accelerators"), "{e}");
+    }
+}

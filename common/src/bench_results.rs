@@ -13,6 +13,11 @@ pub struct Stat {
     pub stddev: f64,
     #[serde(default)]
     pub samples: Vec<f64>,
+    /// The guest's user-space reference loop speed (M iterations/s) measured on both sides of
+    /// each sample (their mean): under TCG the host's speed drifts by up to 2x within a boot, and a sample
+    /// divided by its reference speed does not.
+    #[serde(default)]
+    pub speeds: Vec<f64>,
 }
 
 impl Stat {
@@ -33,6 +38,7 @@ impl Stat {
             mean,
             stddev,
             samples,
+            speeds: Vec::new(),
         }
     }
 }
@@ -92,6 +98,10 @@ pub struct BatchRow {
     pub batch_runs_ns: Vec<u64>,
     #[serde(default)]
     pub entry_runs_ns: Vec<u64>,
+    /// The reference loop's speed (M iterations/s) before each repetition (see
+    /// [`Stat::speeds`]).
+    #[serde(default)]
+    pub speeds: Vec<f64>,
     /// `(entry - batch) / entry * 100`, as the thread computes it.
     pub improvement_pct: f64,
     /// Of the last batch dump: calls made (retries included).

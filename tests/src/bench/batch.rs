@@ -39,11 +39,13 @@ pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<BatchRow>) -> Res
         let mut bufs = Buffers::new(buffer);
         let mut batch_runs = Vec::new();
         let mut entry_runs = Vec::new();
+        let mut speeds = Vec::new();
         // Warm-up: one untimed dump of each.
         let mut last = dump_batch(fd.as_fd(), &mut bufs, n)?;
         dump_entries(fd.as_fd(), n)?;
         for rep in 0..plan.batch_reps.max(1) {
             let batch_first = rep % 2 == 0;
+            speeds.push(super::sample::reference_speed());
             for batch in [batch_first, !batch_first] {
                 let t = Instant::now();
                 if batch {
@@ -63,6 +65,7 @@ pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<BatchRow>) -> Res
             entry_ns,
             batch_runs_ns: batch_runs,
             entry_runs_ns: entry_runs,
+            speeds,
             improvement_pct: (entry_ns - batch_ns) / entry_ns * 100.0,
             calls: last.calls,
             enospc_retries: last.enospc_retries,

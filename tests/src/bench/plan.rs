@@ -84,7 +84,9 @@ impl Plan {
             "quick" => Self {
                 groups,
                 producers: 1,
-                sampling: Sampling::new(Duration::from_millis(250), 1, 3),
+                // Five samples, not three: a boot's figure is their median, and one sample
+                // taken while the host was busy then cannot move it.
+                sampling: Sampling::new(Duration::from_millis(200), 1, 5),
                 bloom_hash_funcs: vec![1, 3, 5],
                 bloom_entries: vec![50_000],
                 bloom_value_sizes: vec![8, 64],
@@ -93,7 +95,8 @@ impl Plan {
                 hashmap_hash_funcs: vec![3],
                 nr_loops: vec![1, 1000, 10_000, 1_000_000],
                 batch_entries: 100_000,
-                batch_buffers: vec![1, 230, 5000, 100_000],
+                // The headline buffers and the smallest (the most calls).
+                batch_buffers: vec![1, 230, 100_000],
                 batch_reps: 3,
             },
             "full" => Self {
@@ -146,9 +149,9 @@ mod unit {
     #[test]
     fn units_count_every_measured_configuration() {
         let p = Plan::named("quick", vec![]).unwrap();
-        assert_eq!(p.units(), 3 * 2 + 1 + 4 + 4);
+        assert_eq!(p.units(), 3 * 2 + 1 + 4 + 3);
         let p = Plan::named("quick", vec![Group::Batch]).unwrap();
-        assert_eq!(p.units(), 4);
+        assert_eq!(p.units(), 3);
     }
 
     #[test]

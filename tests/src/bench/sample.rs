@@ -31,6 +31,25 @@ impl Sampling {
     }
 }
 
+/// Iterations of the reference loop per speed measurement: about 10 ms under TCG here, long
+/// enough that one timer interrupt does not move it (1 << 18, about 2 ms, was not).
+const REFERENCE_ITERATIONS: u64 = 1 << 21;
+
+/// The speed of a fixed user-space loop (M iterations/s): a measure of how fast the emulator
+/// runs right now, untouched by the kernel's spectre_v2 mode (no kernel code in it).
+pub fn reference_speed() -> f64 {
+    let t = Instant::now();
+    let mut x = std::hint::black_box(0x9e37_79b9_7f4a_7c15u64);
+    for _ in 0..REFERENCE_ITERATIONS {
+        // xorshift64: a dependent chain of cheap integer operations.
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x = std::hint::black_box(x);
+    }
+    REFERENCE_ITERATIONS as f64 / t.elapsed().as_secs_f64() / 1e6
+}
+
 /// Triggers the attached program (one `getpgid` each).
 pub fn trigger() {
     // SAFETY: getpgid has no memory arguments.
@@ -53,23 +72,26 @@ pub fn pin_to(cpu: usize) -> Result<()> {
 
 /// Runs `producers` threads, producer `i` pinned to CPU `i`, each triggering the program and
 /// reading its own CPU's count (`ops(cpu)`, exact between triggers) every `s.interval`; all
-/// start together. Returns the kept samples, summed over producers, in M ops/s.
+/// start together. Returns the kept samples, summed over producers, in M ops/s, each with the
+/// reference speed measured on both sides of it (the producers' mean).
 pub fn measure(
     s: &Sampling,
     producers: u32,
     ops: impl Fn(u32) -> Result<u64> + Sync,
 ) -> Result<Stat> {
     let start = Barrier::new(producers.max(1) as usize);
-    let per_producer: Vec<Vec<f64>> = std::thread::scope(|scope| {
+    let per_producer: Vec<(Vec<f64>, Vec<f64>)> = std::thread::scope(|scope| {
         let threads: Vec<_> = (0..producers.max(1))
             .map(|cpu| {
                 let (ops, start) = (&ops, &start);
-                scope.spawn(move || -> Result<Vec<f64>> {
+                scope.spawn(move || -> Result<(Vec<f64>, Vec<f64>)> {
                     pin_to(cpu as usize)
                         .with_context(|| format!("pin producer {cpu} to CPU {cpu}"))?;
                     start.wait();
                     let mut rates = Vec::new();
+                    let mut speeds = Vec::new();
                     for _ in 0..s.warmup + s.samples {
+                        let speed_before = reference_speed();
                         let before = ops(cpu)?;
                         let t0 = Instant::now();
                         while t0.elapsed() < s.interval {
@@ -78,8 +100,10 @@ pub fn measure(
                         let secs = t0.elapsed().as_secs_f64();
                         let done = ops(cpu)?.saturating_sub(before);
                         rates.push(done as f64 / secs / 1e6);
+                        // The host's speed over the sample: the mean of both sides.
+                        speeds.push((speed_before + reference_speed()) / 2.0);
                     }
-                    Ok(rates)
+                    Ok((rates, speeds))
                 })
             })
             .collect();
@@ -92,7 +116,16 @@ pub fn measure(
             .collect::<Result<_>>()
     })?;
     let kept = (s.warmup..s.warmup + s.samples)
-        .map(|i| per_producer.iter().map(|r| r[i as usize]).sum())
+        .map(|i| per_producer.iter().map(|(r, _)| r[i as usize]).sum())
         .collect();
-    Ok(Stat::of(kept))
+    let speeds = (s.warmup..s.warmup + s.samples)
+        .map(|i| {
+            let v: Vec<f64> = per_producer.iter().map(|(_, sp)| sp[i as usize]).collect();
+            v.iter().sum::<f64>() / v.len() as f64
+        })
+        .collect();
+    Ok(Stat {
+        speeds,
+        ..Stat::of(kept)
+    })
 }

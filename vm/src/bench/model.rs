@@ -204,7 +204,12 @@ pub struct Figure {
     pub better: Better,
     /// One of the rows the quick plan must resolve to +-5 %.
     pub headline: bool,
+    /// What the cells show: the figure itself.
     pub values: Pair,
+    /// What the statistics compare: the figure over the guest's reference speed measured
+    /// beside it (times: times the speed), which takes out the host's speed drift; the figure
+    /// itself for reports without reference speeds.
+    pub relative: Pair,
     /// The thread's figure, if it has one.
     pub thread: Option<f64>,
 }
@@ -212,7 +217,7 @@ pub struct Figure {
 impl Figure {
     /// The retpoline cost with its 95 % CI (see [`stats::cost`]).
     pub fn cost(&self) -> Option<stats::Ci> {
-        stats::cost(&self.values.on, &self.values.off, self.better)
+        stats::cost(&self.relative.on, &self.relative.off, self.better)
     }
 }
 
@@ -220,6 +225,34 @@ impl Figure {
 /// host), or the mean the guest computed when no samples were kept.
 pub fn boot_value(s: &Stat) -> f64 {
     stats::median(&s.samples).unwrap_or(s.mean)
+}
+
+/// A boot's figure over the reference speed: the median of sample / speed; the
+/// [`boot_value`] when the samples have no speeds.
+pub fn boot_relative(s: &Stat) -> f64 {
+    if s.speeds.len() != s.samples.len() || s.samples.is_empty() {
+        return boot_value(s);
+    }
+    let r: Vec<f64> = s
+        .samples
+        .iter()
+        .zip(&s.speeds)
+        .map(|(x, v)| x / v)
+        .collect();
+    stats::median(&r).unwrap_or(f64::NAN)
+}
+
+/// A time in ms, median over repetitions, times the reference speed when recorded.
+fn batch_relative(runs_ns: &[u64], speeds: &[f64], fallback_ns: f64) -> f64 {
+    if runs_ns.is_empty() || speeds.len() != runs_ns.len() {
+        return fallback_ns / 1e6;
+    }
+    let r: Vec<f64> = runs_ns
+        .iter()
+        .zip(speeds)
+        .map(|(t, v)| *t as f64 * v / 1e6)
+        .collect();
+    stats::median(&r).unwrap_or(f64::NAN)
 }
 
 /// The headline rows of the issue: bloom lookup and update k=3, 50,000 entries, 8 B;
@@ -252,13 +285,16 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
     }));
     for (table, lookup) in [(BLOOM_LOOKUP, true), (BLOOM_UPDATE, false)] {
         for &(k, n, vs) in &bloom_keys {
-            let values = r.pair(|res| {
-                let b = res
-                    .bloom
-                    .iter()
-                    .find(|b| (b.hash_funcs, b.entries, b.value_size) == (k, n, vs))?;
-                Some(boot_value(if lookup { &b.lookup } else { &b.update }))
-            });
+            let of = |value: fn(&Stat) -> f64| {
+                r.pair(|res| {
+                    let b = res
+                        .bloom
+                        .iter()
+                        .find(|b| (b.hash_funcs, b.entries, b.value_size) == (k, n, vs))?;
+                    Some(value(if lookup { &b.lookup } else { &b.update }))
+                })
+            };
+            let (values, relative) = (of(boot_value), of(boot_relative));
             let thread =
                 super::reference::bloom(k, n, vs).map(|t| if lookup { t.lookup } else { t.update });
             out.push(Figure {
@@ -272,6 +308,7 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
                 better: Better::Higher,
                 headline: headline(table, (k, n, vs)),
                 values,
+                relative,
                 thread,
             });
         }
@@ -284,17 +321,20 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
     }));
     for (table, with) in [(HASH_WITHOUT, false), (HASH_WITH, true)] {
         for &(k, n) in &hash_keys {
-            let values = r.pair(|res| {
-                let h = res
-                    .bloom_hashmap
-                    .iter()
-                    .find(|h| (h.hash_funcs, h.entries) == (k, n))?;
-                Some(boot_value(if with {
-                    &h.with_bloom
-                } else {
-                    &h.without_bloom
-                }))
-            });
+            let of = |value: fn(&Stat) -> f64| {
+                r.pair(|res| {
+                    let h = res
+                        .bloom_hashmap
+                        .iter()
+                        .find(|h| (h.hash_funcs, h.entries) == (k, n))?;
+                    Some(value(if with {
+                        &h.with_bloom
+                    } else {
+                        &h.without_bloom
+                    }))
+                })
+            };
+            let (values, relative) = (of(boot_value), of(boot_relative));
             out.push(Figure {
                 key: format!(
                     "hashmap {} k={k} entries={n}",
@@ -306,15 +346,19 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
                 better: Better::Higher,
                 headline: false,
                 values,
+                relative,
                 thread: None,
             });
         }
     }
     for n in r.distinct(|res| res.bpf_loop.iter().map(|l| l.nr_loops).collect()) {
-        let values = r.pair(|res| {
-            let l = res.bpf_loop.iter().find(|l| l.nr_loops == n)?;
-            Some(1000.0 / boot_value(&l.throughput))
-        });
+        let of = |value: fn(&Stat) -> f64| {
+            r.pair(|res| {
+                let l = res.bpf_loop.iter().find(|l| l.nr_loops == n)?;
+                Some(1000.0 / value(&l.throughput))
+            })
+        };
+        let (values, relative) = (of(boot_value), of(boot_relative));
         out.push(Figure {
             key: format!("bpf_loop nr_loops={n}"),
             table: BPF_LOOP,
@@ -323,6 +367,7 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
             better: Better::Lower,
             headline: headline(BPF_LOOP, (n, 0, 0)),
             values,
+            relative,
             // The thread's qemu series (its hardware series is in the markdown).
             thread: super::reference::bpf_loop(n).map(|t| t.qemu_ns),
         });
@@ -332,6 +377,14 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
             let values = r.pair(|res| {
                 let x = res.batch.iter().find(|x| x.buffer == b)?;
                 Some(if batch { x.batch_ns } else { x.entry_ns } / 1e6)
+            });
+            let relative = r.pair(|res| {
+                let x = res.batch.iter().find(|x| x.buffer == b)?;
+                Some(if batch {
+                    batch_relative(&x.batch_runs_ns, &x.speeds, x.batch_ns)
+                } else {
+                    batch_relative(&x.entry_runs_ns, &x.speeds, x.entry_ns)
+                })
             });
             out.push(Figure {
                 key: format!(
@@ -348,6 +401,7 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
                 better: Better::Lower,
                 headline: batch && headline(BATCH_DUMP, (b, 0, 0)),
                 values,
+                relative,
                 thread: super::reference::batch(b)
                     .map(|t| if batch { t.batch_ns } else { t.entry_ns } as f64 / 1e6),
             });
@@ -391,9 +445,23 @@ mod tests {
         assert_eq!(boot_value(&s), 2.0);
         let no_samples = Stat {
             mean: 4.0,
-            stddev: 0.0,
-            samples: vec![],
+            ..Stat::default()
         };
         assert_eq!(boot_value(&no_samples), 4.0);
+    }
+
+    #[test]
+    fn relative_figures_divide_each_sample_by_its_reference_speed() {
+        let s = Stat {
+            speeds: vec![2.0, 1.0, 4.0],
+            ..Stat::of(vec![4.0, 2.0, 12.0])
+        };
+        // 2, 2, 3 -> median 2: the doubled host speed of the first sample cancels.
+        assert_eq!(boot_relative(&s), 2.0);
+        assert_eq!(
+            batch_relative(&[1_000_000, 3_000_000], &[2.0, 1.0], 0.0),
+            2.5
+        );
+        assert_eq!(batch_relative(&[], &[], 5e6), 5.0);
     }
 }

@@ -98,10 +98,13 @@ pub struct BatchRow {
     pub batch_runs_ns: Vec<u64>,
     #[serde(default)]
     pub entry_runs_ns: Vec<u64>,
-    /// The reference loop's speed (M iterations/s) before each repetition (see
+    /// The reference loop's speed (M iterations/s) around each batch dump (see
     /// [`Stat::speeds`]).
     #[serde(default)]
-    pub speeds: Vec<f64>,
+    pub batch_speeds: Vec<f64>,
+    /// The same around each get_next_key dump.
+    #[serde(default)]
+    pub entry_speeds: Vec<f64>,
     /// `(entry - batch) / entry * 100`, as the thread computes it.
     pub improvement_pct: f64,
     /// Of the last batch dump: calls made (retries included).

@@ -50,12 +50,32 @@ pub fn compare(a: &BenchReport, b: &BenchReport, threshold_pct: f64) -> Result<V
             b.accel.name
         );
     }
-    if a.params != b.params {
+    let (pa, pb) = (&a.params, &b.params);
+    let differ: Vec<String> = [
+        (
+            "size",
+            pa.size.name().to_string(),
+            pb.size.name().to_string(),
+        ),
+        ("--only", pa.only.join(","), pb.only.join(",")),
+        ("-p", pa.producers.to_string(), pb.producers.to_string()),
+        ("--cpus", pa.cpus.to_string(), pb.cpus.to_string()),
+        ("--memory", pa.memory.clone(), pb.memory.clone()),
+        (
+            "--boots",
+            pa.boots_per_mode.to_string(),
+            pb.boots_per_mode.to_string(),
+        ),
+    ]
+    .into_iter()
+    .filter(|(_, x, y)| x != y)
+    .map(|(name, x, y)| format!("{name} {x:?} vs {y:?}"))
+    .collect();
+    if !differ.is_empty() {
         bail!(
-            "the reports were measured with different parameters (A: {:?}; B: {:?}): run \
-             bench-vm with the same size, --only, -p, --cpus, --memory and --boots for both",
-            a.params,
-            b.params
+            "the reports were measured with different parameters ({}): run bench-vm with the \
+             same ones for both",
+            differ.join(", ")
         );
     }
     let fa = model::figures(a);
@@ -234,7 +254,10 @@ mod tests {
         let mut b = a.clone();
         b.params.producers += 1;
         let e = compare(&a, &b, 5.0).unwrap_err().to_string();
-        assert!(e.contains("different parameters"), "{e}");
+        assert!(
+            e.contains("different parameters (-p \"1\" vs \"2\")"),
+            "{e}"
+        );
         let mut b = a.clone();
         b.accel.name = "kvm".into();
         let e = compare(&a, &b, 5.0).unwrap_err().to_string();

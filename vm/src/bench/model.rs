@@ -381,9 +381,9 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
             let relative = r.pair(|res| {
                 let x = res.batch.iter().find(|x| x.buffer == b)?;
                 Some(if batch {
-                    batch_relative(&x.batch_runs_ns, &x.speeds, x.batch_ns)
+                    batch_relative(&x.batch_runs_ns, &x.batch_speeds, x.batch_ns)
                 } else {
-                    batch_relative(&x.entry_runs_ns, &x.speeds, x.entry_ns)
+                    batch_relative(&x.entry_runs_ns, &x.entry_speeds, x.entry_ns)
                 })
             });
             out.push(Figure {

@@ -89,7 +89,7 @@ enum Cmd {
         /// Producer threads in the guest, one per guest CPU (the kernel bench's -p).
         #[arg(short = 'p', long, default_value_t = 1)]
         producers: u32,
-        /// Boots per mode (default: smoke 1, quick 4, full 3).
+        /// Boots per mode (default: smoke 1, quick 5, full 3).
         #[arg(long)]
         boots: Option<u32>,
     },

@@ -68,6 +68,14 @@ const PROGRESS: &str = "bpfvm-bench-progress ";
 const BUSY_CPUS: f64 = 0.5;
 
 pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, PathBuf)> {
+    if opts.producers == 0 || opts.producers > opts.vm.cpus {
+        anyhow::bail!(
+            "-p {}: the guest runs one producer per CPU; pass 1 to --cpus ({}) producers, or \
+             raise --cpus",
+            opts.producers,
+            opts.vm.cpus
+        );
+    }
     let p = run::prepare(&opts.vm, events)?;
     let ebpf_dir = build::build_ebpf(&p.tools.ebpf, events)?;
     let bin = build::build_guest_bin(&ebpf_dir, "bench", events)?;

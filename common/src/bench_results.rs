@@ -13,6 +13,11 @@ pub struct Stat {
     pub stddev: f64,
     #[serde(default)]
     pub samples: Vec<f64>,
+    /// The guest's user-space reference loop speed (M iterations/s) measured on both sides of
+    /// each sample (their mean): under TCG the host's speed drifts by up to 2x within a boot, and a sample
+    /// divided by its reference speed does not.
+    #[serde(default)]
+    pub speeds: Vec<f64>,
 }
 
 impl Stat {
@@ -33,6 +38,7 @@ impl Stat {
             mean,
             stddev,
             samples,
+            speeds: Vec::new(),
         }
     }
 }
@@ -46,9 +52,14 @@ pub struct BloomRow {
     pub lookup: Stat,
     /// M ops/s.
     pub update: Stat,
-    /// Non-members the filter reported present, over all non-members probed.
+    /// F / N: non-members the filter reported present (F) over the non-members probed (N),
+    /// the quantity the theory predicts.
     pub fp_rate: f64,
+    /// N.
     pub fp_probes: u64,
+    /// F.
+    #[serde(default)]
+    pub fp_false_hits: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,7 +70,8 @@ pub struct HashRow {
     pub without_bloom: Stat,
     /// The same lookups with the bloom filter checked first, M ops/s.
     pub with_bloom: Stat,
-    /// Share of the probed keys that are in the map (by construction about one half).
+    /// Share of the probed keys that are in the map (random keys: nearly none, as in the
+    /// kernel's bench).
     pub hit_rate: f64,
 }
 
@@ -78,14 +90,21 @@ pub struct LoopRow {
 pub struct BatchRow {
     /// Entries asked for per `BPF_MAP_LOOKUP_BATCH` call.
     pub buffer: u32,
-    /// Mean ns of a whole batch dump.
+    /// Median ns of a whole batch dump over the repetitions.
     pub batch_ns: f64,
-    /// Mean ns of a whole get_next_key + lookup dump.
+    /// Median ns of a whole get_next_key + lookup dump.
     pub entry_ns: f64,
     #[serde(default)]
     pub batch_runs_ns: Vec<u64>,
     #[serde(default)]
     pub entry_runs_ns: Vec<u64>,
+    /// The reference loop's speed (M iterations/s) around each batch dump (see
+    /// [`Stat::speeds`]).
+    #[serde(default)]
+    pub batch_speeds: Vec<f64>,
+    /// The same around each get_next_key dump.
+    #[serde(default)]
+    pub entry_speeds: Vec<f64>,
     /// `(entry - batch) / entry * 100`, as the thread computes it.
     pub improvement_pct: f64,
     /// Of the last batch dump: calls made (retries included).

@@ -4,6 +4,8 @@
 
 #[cfg(feature = "bench-results")]
 pub mod bench_results;
+#[cfg(feature = "std")]
+pub mod bloom_theory;
 pub mod features;
 
 /// `smoke` object (ebpf/src/smoke.rs): a socket filter that fills a BTF hash map and a BTF
@@ -80,48 +82,98 @@ pub mod bloom_filter {
 }
 
 /// `bench` object (ebpf/src/bench.rs): the programs `cargo xtask bench-vm` measures, each an
-/// fentry program on [`bench::TRIGGER_FN`], run by a producer thread calling `getpgid(2)`.
+/// fentry program on [`bench::TRIGGER_FN`], run by producer threads calling `getpgid(2)`, as
+/// the kernel's `bench` tool (tools/testing/selftests/bpf/progs/bloom_filter_bench.c,
+/// bpf_loop_bench.c).
 pub mod bench {
-    /// The syscall the producer calls; the programs attach to its entry (fentry).
+    /// A benchmark group, as `--only` names it on the host and in the guest runner.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Group {
+        /// Bloom filter throughput and false positives, and the filter in front of a hash map.
+        Bloom,
+        BpfLoop,
+        Batch,
+    }
+
+    impl Group {
+        pub const ALL: [Group; 3] = [Group::Bloom, Group::BpfLoop, Group::Batch];
+
+        pub const fn name(self) -> &'static str {
+            match self {
+                Group::Bloom => "bloom",
+                Group::BpfLoop => "bpf_loop",
+                Group::Batch => "batch",
+            }
+        }
+
+        pub fn parse(s: &str) -> Option<Self> {
+            Self::ALL.into_iter().find(|g| g.name() == s)
+        }
+    }
+
+    /// The syscall the producers call; the programs attach to its entry (fentry).
     pub const TRIGGER_FN: &str = "__x64_sys_getpgid";
 
-    /// Walks a chunk of the value set, pushing each value into the bloom filter.
+    /// `bpf_for_each_map_elem` over [`VALUES`], pushing each value into the bloom filter
+    /// (bloom_filter_bench.c `bloom_update`).
     pub const BLOOM_UPDATE: &str = "bloom_update";
-    /// Walks a chunk of the value set, checking each value is in the bloom filter.
+    /// The same walk, peeking each value (`bloom_lookup`); a miss is a false negative.
     pub const BLOOM_LOOKUP: &str = "bloom_lookup";
     /// Probes values never pushed; counts those the filter reports (false positives).
     pub const BLOOM_FP: &str = "bloom_fp";
-    /// Hash map lookups of half members, half non-members.
-    pub const HASH_LOOKUP: &str = "hash_lookup";
-    /// The same lookups, each checked in the bloom filter first.
-    pub const HASH_BLOOM_LOOKUP: &str = "hash_bloom_lookup";
+    /// [`HASHMAP_PROBES`] hash map lookups of random keys from [`RAND`]
+    /// (`bloom_hashmap_lookup` with `hashmap_use_bloom` false).
+    pub const HASHMAP_WITHOUT_BLOOM: &str = "hashmap_without_bloom";
+    /// The same probes, each checked in the bloom filter first (`hashmap_use_bloom` true).
+    pub const HASHMAP_WITH_BLOOM: &str = "hashmap_with_bloom";
     /// `bpf_loop(NR_LOOPS, empty callback)`, `OUTER` times per trigger.
     pub const BPF_LOOP: &str = "bpf_loop_bench";
 
     /// The bloom filter (user space creates it with the size, value size and hash count it
     /// wants, and hands it to the loader by pin path).
     pub const BLOOM: &str = "BENCH_BLOOM";
+    /// The array of random values the for_each walks (created like [`BLOOM`]: its value size
+    /// varies).
+    pub const VALUES: &str = "BENCH_VALUES";
     /// `u64 -> u64` hash map for the hash lookups (max_entries set at load).
     pub const HASH: &str = "BENCH_HASH";
-    /// Per-CPU counters: one `[u64; STATS_LEN]` entry.
-    pub const STATS: &str = "BENCH_STATS";
+    /// One entry of [`RAND_BYTES`] random bytes the hash map probes read their keys from
+    /// (the kernel's `rand_vals`).
+    pub const RAND: &str = "BENCH_RAND";
+    /// Stats slots: an array of [`MAX_CPUS`] `[u64; SLOT_LEN]`, one per CPU, indexed by
+    /// `bpf_get_smp_processor_id()` (the kernel's `percpu_stats[256]`, one cache line each).
+    pub const SLOTS: &str = "BENCH_SLOTS";
+    pub const MAX_CPUS: u32 = 256;
 
-    /// Index in the stats entry: operations done (the throughput counter).
-    pub const OPS: usize = 0;
-    /// Index: hits (bloom: values reported present; hash: keys found).
-    pub const HITS: usize = 1;
+    /// Index in a slot: hits (the throughput counter, as the kernel's `hit_key`).
+    pub const HITS: usize = 0;
+    /// Index: drops (hash map probes that missed, the kernel's `drop_key`).
+    pub const DROPS: usize = 1;
+    /// Index: false positives seen by [`BLOOM_FP`].
+    pub const FALSE_HITS: usize = 2;
     /// Index: errors (a lookup miss in the bloom filter is a false negative: a bug).
-    pub const ERRORS: usize = 2;
-    /// Index: where this CPU's walk over the value set continues.
-    pub const CURSOR: usize = 3;
-    pub const STATS_LEN: usize = 4;
+    pub const ERRORS: usize = 3;
+    /// Index: where this CPU's false-positive probes continue.
+    pub const CURSOR: usize = 4;
+    /// Index: probes made by [`BLOOM_FP`].
+    pub const PROBES: usize = 5;
+    /// A slot is one 64-byte cache line, so two CPUs never share one.
+    pub const SLOT_LEN: usize = 8;
 
-    /// Global (read-only data): entries in the value set.
+    /// Bytes of [`RAND`]: the probes start at a random offset masked by [`RAND_MASK`] and read
+    /// up to [`MAX_VALUE_SIZE`] bytes past it.
+    pub const RAND_BYTES: usize = (1 << 21) + MAX_VALUE_SIZE;
+    /// The kernel's `bitmask = (1ULL << 21) - 1`.
+    pub const RAND_MASK: u32 = (1 << 21) - 1;
+    /// Hash map probes per trigger (the kernel's 1024).
+    pub const HASHMAP_PROBES: u32 = 1024;
+
+    /// Global (read-only data): false-positive probes per trigger.
+    pub const CHUNK: &str = "CHUNK";
+    /// Global: entries in the value set (the false-positive probes start past them).
     pub const NR_ENTRIES: &str = "NR_ENTRIES";
     /// Global: bytes of a bloom value (8 or 64).
     pub const VALUE_SIZE: &str = "VALUE_SIZE";
-    /// Global: values walked per trigger (keeps one program run short under emulation).
-    pub const CHUNK: &str = "CHUNK";
     /// Global: `bpf_loop` iterations per call.
     pub const NR_LOOPS: &str = "NR_LOOPS";
     /// Global: `bpf_loop` calls per trigger.
@@ -131,14 +183,14 @@ pub mod bench {
     /// Largest bloom value in bytes.
     pub const MAX_VALUE_SIZE: usize = 64;
 
-    /// The `i`-th value of the set: a bijection of `i`, so distinct indices give distinct
-    /// values and values at indices `>= NR_ENTRIES` are never members.
+    /// The `i`-th false-positive probe: a bijection of `i`. The filter holds random values,
+    /// so a probe is a member only with probability `n / 2^64`.
     #[inline(always)]
-    pub const fn value(i: u64) -> u64 {
+    pub const fn probe(i: u64) -> u64 {
         (i.wrapping_add(1)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
     }
 
-    /// Word `lane` of a 64-byte value (lane 0 is [`value`]).
+    /// Word `lane` of a 64-byte probe (lane 0 is [`probe`]).
     #[inline(always)]
     pub const fn lane(v: u64, lane: u64) -> u64 {
         v ^ lane.wrapping_mul(0x0101_0101_0101_0101)

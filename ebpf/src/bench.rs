@@ -1,37 +1,50 @@
 //! Benchmark object for `cargo xtask bench-vm`, after the kernel's `bench` tool
 //! (tools/testing/selftests/bpf/progs/{bloom_filter_bench,bpf_loop_bench}.c).
 //!
-//! Every program is an fentry program on `getpgid(2)`'s entry: the producer thread in the
-//! guest calls getpgid in a loop, as `bench` does. fentry (not a syscall tracepoint) because
-//! it fires for this one syscall only and costs one direct call from the trampoline.
+//! Every program is an fentry program on `getpgid(2)`'s entry: producer threads in the guest
+//! call getpgid in a loop, as `bench` does.
 //!
-//! The value walks run as `bpf_loop` callbacks, one per value, like the kernel's
-//! `bpf_for_each_map_elem` callbacks; each trigger walks `CHUNK` values from a per-CPU cursor,
-//! so one program run stays short even under emulation. Counters are per-CPU.
+//! As in bloom_filter_bench.c, the bloom lookup and update programs walk an array of random
+//! values with `bpf_for_each_map_elem`: one indirect call of the callback per element (the
+//! call retpoline makes expensive) and one stats update per element, in the slot of the CPU
+//! (`percpu_stats[cpu]` there; here an array map entry, whose lookup the verifier inlines).
+//! The hash map programs probe 1024 random keys per run from a random buffer, as
+//! `bloom_hashmap_lookup` does.
 #![no_std]
 #![no_main]
 
 use core::ffi::c_void;
 
 use aya_ebpf::{
-    btf_maps::{BloomFilter, HashMap, PerCpuArray},
-    helpers::generated::bpf_loop,
+    btf_maps::{Array, BloomFilter, HashMap},
+    helpers::generated::{
+        bpf_for_each_map_elem, bpf_get_prandom_u32, bpf_get_smp_processor_id, bpf_loop,
+        bpf_map_lookup_elem, bpf_map_peek_elem, bpf_map_push_elem,
+    },
     macros::{btf_map, fentry},
     programs::FEntryContext,
 };
 use bpfvm_common::bench::{
-    lane, value, CURSOR, ERRORS, HITS, MAX_OUTER, MAX_VALUE_SIZE, OPS, STATS_LEN,
+    lane, probe, CURSOR, DROPS, ERRORS, FALSE_HITS, HASHMAP_PROBES, HITS, MAX_CPUS, MAX_OUTER,
+    MAX_VALUE_SIZE, PROBES, RAND_BYTES, RAND_MASK, SLOT_LEN,
 };
 
 /// Replaced at load time by a filter of the benchmarked size (passed in by pin path).
 #[btf_map]
 static BENCH_BLOOM: BloomFilter<[u64; MAX_VALUE_SIZE / 8], 1> = BloomFilter::new();
 
+/// Replaced at load time by the array of random values of the benchmarked size.
+#[btf_map]
+static BENCH_VALUES: Array<[u64; MAX_VALUE_SIZE / 8], 1> = Array::new();
+
 #[btf_map]
 static BENCH_HASH: HashMap<u64, u64, 1> = HashMap::new();
 
 #[btf_map]
-static BENCH_STATS: PerCpuArray<[u64; STATS_LEN], 1> = PerCpuArray::new();
+static BENCH_RAND: Array<[u8; RAND_BYTES], 1> = Array::new();
+
+#[btf_map]
+static BENCH_SLOTS: Array<[u64; SLOT_LEN], { MAX_CPUS as usize }> = Array::new();
 
 // Read-only globals, set by the loader (bpfvm_common::bench names them).
 #[no_mangle]
@@ -45,7 +58,7 @@ static NR_LOOPS: u32 = 1;
 #[no_mangle]
 static OUTER: u32 = 1;
 
-/// `-ENOENT`: what a bloom filter lookup returns for an absent value.
+/// `-ENOENT`: what a bloom filter peek returns for an absent value.
 const ENOENT: i32 = -2;
 
 #[inline(always)]
@@ -54,22 +67,131 @@ fn global<T: Copy>(v: &T) -> T {
     unsafe { core::ptr::read_volatile(v) }
 }
 
-/// One trigger's walk, passed to the callbacks on the stack.
-#[repr(C)]
-struct Walk {
-    start: u64,
-    /// The walk wraps at this index.
-    span: u64,
-    entries: u64,
-    wide: u64,
-    hits: u64,
-    errors: u64,
+#[inline(always)]
+fn map<T>(m: &T) -> *mut c_void {
+    m as *const T as *mut c_void
 }
 
-/// The bloom value of index `i`: 8 bytes, or 64 when `wide`.
+/// This CPU's stats slot.
+#[inline(always)]
+fn slot() -> Option<*mut [u64; SLOT_LEN]> {
+    // SAFETY: a helper without arguments.
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    BENCH_SLOTS.get_ptr_mut(cpu & (MAX_CPUS - 1))
+}
+
+/// The kernel's `log_result`: one counter of this CPU's slot, plus one.
+#[inline(always)]
+fn log_result(key: usize) {
+    if let Some(s) = slot() {
+        // SAFETY: a valid map value; only this CPU writes its slot.
+        unsafe { (*s)[key] += 1 };
+    }
+}
+
+/// The kernel's `bloom_callback`: `ctx` points at the update flag.
+unsafe extern "C" fn bloom_callback(
+    _map: *mut c_void,
+    _key: *mut u32,
+    val: *mut c_void,
+    ctx: *mut c_void,
+) -> i64 {
+    let update = *(ctx as *const u64) != 0;
+    // As an int, as the kernel's bench does: the verifier turns these helper calls into direct
+    // calls of the map's `int` ops, so only the low 32 bits of the result are defined.
+    let err = if update {
+        bpf_map_push_elem(map(&BENCH_BLOOM), val, 0)
+    } else {
+        bpf_map_peek_elem(map(&BENCH_BLOOM), val)
+    } as i32;
+    if err != 0 {
+        log_result(ERRORS);
+        return 1; // stop the iteration
+    }
+    log_result(HITS);
+    0
+}
+
+#[inline(always)]
+fn for_each_value(update: bool) -> u32 {
+    let mut data: u64 = update as u64;
+    // SAFETY: a map, a static callback and a context on this stack that outlives the call.
+    unsafe {
+        bpf_for_each_map_elem(
+            map(&BENCH_VALUES),
+            bloom_callback as *mut c_void,
+            &mut data as *mut u64 as *mut c_void,
+            0,
+        )
+    };
+    0
+}
+
+#[fentry(function = "__x64_sys_getpgid")]
+pub fn bloom_lookup(_ctx: FEntryContext) -> u32 {
+    for_each_value(false)
+}
+
+#[fentry(function = "__x64_sys_getpgid")]
+pub fn bloom_update(_ctx: FEntryContext) -> u32 {
+    for_each_value(true)
+}
+
+/// The kernel's `bloom_hashmap_lookup` for 8-byte values: `HASHMAP_PROBES` probes of keys read
+/// from a random offset of `BENCH_RAND`; with `use_bloom`, a key the filter rejects skips the
+/// hash lookup (and counts as a hit, as there).
+#[inline(always)]
+fn hashmap_lookup(use_bloom: bool) -> u32 {
+    let Some(rand) = BENCH_RAND.get_ptr(0) else {
+        return 0;
+    };
+    let rand = rand as *const u8;
+    let step = global(&VALUE_SIZE) as u32;
+    // SAFETY: a helper without arguments.
+    let mut index = unsafe { bpf_get_prandom_u32() };
+    let mut i = 0;
+    while i < HASHMAP_PROBES {
+        index &= RAND_MASK;
+        // SAFETY: index <= RAND_MASK and RAND_BYTES leaves MAX_VALUE_SIZE bytes past it.
+        let key = unsafe { rand.add(index as usize) } as *mut c_void;
+        i += 1;
+        index = index.wrapping_add(step);
+        if use_bloom {
+            // SAFETY: a map and a key in a map value.
+            let err = unsafe { bpf_map_peek_elem(map(&BENCH_BLOOM), key) } as i32;
+            if err != 0 {
+                if err != ENOENT {
+                    log_result(ERRORS);
+                    return 0;
+                }
+                log_result(HITS);
+                continue;
+            }
+        }
+        // SAFETY: as above.
+        if unsafe { bpf_map_lookup_elem(map(&BENCH_HASH), key) }.is_null() {
+            log_result(DROPS);
+        } else {
+            log_result(HITS);
+        }
+    }
+    0
+}
+
+#[fentry(function = "__x64_sys_getpgid")]
+pub fn hashmap_without_bloom(_ctx: FEntryContext) -> u32 {
+    hashmap_lookup(false)
+}
+
+#[fentry(function = "__x64_sys_getpgid")]
+pub fn hashmap_with_bloom(_ctx: FEntryContext) -> u32 {
+    hashmap_lookup(true)
+}
+
+/// The false-positive probe `i`: 8 bytes, or 64 when `wide`.
 #[inline(always)]
 fn fill(i: u64, wide: bool) -> [u64; MAX_VALUE_SIZE / 8] {
-    let v = value(i);
+    let v = probe(i);
     let mut buf = [v; MAX_VALUE_SIZE / 8];
     if wide {
         let mut l = 1;
@@ -81,75 +203,53 @@ fn fill(i: u64, wide: bool) -> [u64; MAX_VALUE_SIZE / 8] {
     buf
 }
 
-#[inline(always)]
-fn index(w: &Walk, i: u32) -> u64 {
-    let idx = w.start + i as u64;
-    if idx >= w.span {
-        idx - w.span
-    } else {
-        idx
-    }
-}
-
-unsafe extern "C" fn update_cb(i: u32, ctx: *mut c_void) -> i64 {
-    let w = &mut *(ctx as *mut Walk);
-    if BENCH_BLOOM
-        .insert(fill(index(w, i), w.wide != 0), 0)
-        .is_err()
-    {
-        w.errors += 1;
-        return 1;
-    }
-    0
-}
-
-unsafe extern "C" fn lookup_cb(i: u32, ctx: *mut c_void) -> i64 {
-    let w = &mut *(ctx as *mut Walk);
-    if BENCH_BLOOM
-        .contains(fill(index(w, i), w.wide != 0))
-        .is_err()
-    {
-        // Every walked value was pushed: a miss is a false negative.
-        w.errors += 1;
-        return 1;
-    }
-    0
+/// One trigger's false-positive probes, passed to the callback on the stack.
+#[repr(C)]
+struct Probes {
+    start: u64,
+    wide: u64,
+    hits: u64,
 }
 
 unsafe extern "C" fn fp_cb(i: u32, ctx: *mut c_void) -> i64 {
-    let w = &mut *(ctx as *mut Walk);
-    // Indices past the set are never members (value() is a bijection).
+    let p = &mut *(ctx as *mut Probes);
     if BENCH_BLOOM
-        .contains(fill(w.entries + w.start + i as u64, w.wide != 0))
+        .contains(fill(p.start + i as u64, p.wide != 0))
         .is_ok()
     {
-        w.hits += 1;
+        p.hits += 1;
     }
     0
 }
 
-unsafe extern "C" fn hash_cb(i: u32, ctx: *mut c_void) -> i64 {
-    let w = &mut *(ctx as *mut Walk);
-    if BENCH_HASH.get_ptr(value(index(w, i))).is_some() {
-        w.hits += 1;
+/// `CHUNK` probes of values never pushed (the filter holds random values), from this CPU's
+/// cursor; counts probes and positives. Not a throughput program: it counts false positives.
+#[fentry(function = "__x64_sys_getpgid")]
+pub fn bloom_fp(_ctx: FEntryContext) -> u32 {
+    let Some(s) = slot() else {
+        return 0;
+    };
+    // SAFETY: a valid map value of this CPU.
+    let s = unsafe { &mut *s };
+    let mut p = Probes {
+        start: global(&NR_ENTRIES) + s[CURSOR],
+        wide: (global(&VALUE_SIZE) > 8) as u64,
+        hits: 0,
+    };
+    // SAFETY: the callback and its context (on this stack) outlive the call.
+    let done = unsafe {
+        bpf_loop(
+            global(&CHUNK),
+            fp_cb as *mut c_void,
+            &mut p as *mut Probes as *mut c_void,
+            0,
+        )
+    };
+    if done > 0 {
+        s[CURSOR] += done as u64;
+        s[PROBES] += done as u64;
     }
-    0
-}
-
-unsafe extern "C" fn hash_bloom_cb(i: u32, ctx: *mut c_void) -> i64 {
-    let w = &mut *(ctx as *mut Walk);
-    let key = value(index(w, i));
-    match BENCH_BLOOM.contains(fill(index(w, i), false)) {
-        Ok(()) => {}
-        Err(ENOENT) => return 0,
-        Err(_) => {
-            w.errors += 1;
-            return 1;
-        }
-    }
-    if BENCH_HASH.get_ptr(key).is_some() {
-        w.hits += 1;
-    }
+    s[FALSE_HITS] += p.hits;
     0
 }
 
@@ -157,78 +257,11 @@ unsafe extern "C" fn empty_cb(_i: u32, _ctx: *mut c_void) -> i64 {
     0
 }
 
-/// Walks `CHUNK` indices from this CPU's cursor with `cb`, wrapping at `span`; `grow`: the
-/// cursor never wraps (fresh indices every time). Adds the counts to the per-CPU stats.
-#[inline(always)]
-fn walk(cb: unsafe extern "C" fn(u32, *mut c_void) -> i64, span: u64, grow: bool) -> u32 {
-    let Some(stats) = BENCH_STATS.get_ptr_mut(0) else {
-        return 0;
-    };
-    // SAFETY: a valid per-CPU map value of this CPU.
-    let stats = unsafe { &mut *stats };
-    let chunk = global(&CHUNK);
-    let mut w = Walk {
-        start: stats[CURSOR],
-        span,
-        entries: global(&NR_ENTRIES),
-        wide: (global(&VALUE_SIZE) > 8) as u64,
-        hits: 0,
-        errors: 0,
-    };
-    // SAFETY: the callback and its context (on this stack) outlive the call.
-    let done = unsafe {
-        bpf_loop(
-            chunk,
-            cb as *mut c_void,
-            &mut w as *mut Walk as *mut c_void,
-            0,
-        )
-    };
-    if done > 0 {
-        stats[OPS] += done as u64;
-        let next = w.start + done as u64;
-        stats[CURSOR] = if !grow && next >= span {
-            next - span
-        } else {
-            next
-        };
-    }
-    stats[HITS] += w.hits;
-    stats[ERRORS] += w.errors;
-    0
-}
-
-#[fentry(function = "__x64_sys_getpgid")]
-pub fn bloom_update(_ctx: FEntryContext) -> u32 {
-    walk(update_cb, global(&NR_ENTRIES), false)
-}
-
-#[fentry(function = "__x64_sys_getpgid")]
-pub fn bloom_lookup(_ctx: FEntryContext) -> u32 {
-    walk(lookup_cb, global(&NR_ENTRIES), false)
-}
-
-#[fentry(function = "__x64_sys_getpgid")]
-pub fn bloom_fp(_ctx: FEntryContext) -> u32 {
-    walk(fp_cb, u64::MAX, true)
-}
-
-/// Probes indices `0..2 * NR_ENTRIES`: half members, half not.
-#[fentry(function = "__x64_sys_getpgid")]
-pub fn hash_lookup(_ctx: FEntryContext) -> u32 {
-    walk(hash_cb, 2 * global(&NR_ENTRIES), false)
-}
-
-#[fentry(function = "__x64_sys_getpgid")]
-pub fn hash_bloom_lookup(_ctx: FEntryContext) -> u32 {
-    walk(hash_bloom_cb, 2 * global(&NR_ENTRIES), false)
-}
-
 /// As bpf_loop_bench.c: `OUTER` calls of `bpf_loop(NR_LOOPS, empty)` per trigger (the kernel
 /// makes 1000; fewer for long loops keeps one run short under emulation).
 #[fentry(function = "__x64_sys_getpgid")]
 pub fn bpf_loop_bench(_ctx: FEntryContext) -> u32 {
-    let Some(stats) = BENCH_STATS.get_ptr_mut(0) else {
+    let Some(s) = slot() else {
         return 0;
     };
     let nr = global(&NR_LOOPS);
@@ -238,8 +271,8 @@ pub fn bpf_loop_bench(_ctx: FEntryContext) -> u32 {
         // SAFETY: a static callback without context.
         let done = unsafe { bpf_loop(nr, empty_cb as *mut c_void, core::ptr::null_mut(), 0) };
         if done > 0 {
-            // SAFETY: a valid per-CPU map value of this CPU.
-            unsafe { (*stats)[OPS] += done as u64 };
+            // SAFETY: a valid map value of this CPU.
+            unsafe { (*s)[HITS] += done as u64 };
         }
         i += 1;
     }

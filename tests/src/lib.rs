@@ -3,7 +3,8 @@
 //! kernel as root; `cargo xtask vm-test` builds it and boots the VM.
 pub mod batch;
 pub mod bench;
-pub mod bloom_filter;
+/// The bitmap sizing and false-positive theory, shared with the host report.
+pub use bpfvm_common::bloom_theory as bloom_filter;
 pub mod features;
 pub mod object;
 pub mod skip;

@@ -123,21 +123,20 @@ else
 fi
 "#;
 
-/// The `bench-vm` script: run the guest benchmark binary with plan `size` (progress lines on
-/// stdout), its results to `results`, its exit status to `rc`.
+/// The `bench-vm` script: run the guest benchmark binary with plan `size` and the runner's
+/// other arguments `args` (progress lines on stdout), its results to `results`, its exit
+/// status to `rc`.
 pub fn bench_script(
     out: &Path,
     bin: &Path,
     size: &str,
-    only: &[String],
+    args: &[String],
     results: &Path,
     rc: &Path,
 ) -> String {
     let mut s = preamble(out);
     let mut argv = vec![bin.display().to_string(), size.to_string()];
-    if !only.is_empty() {
-        argv.extend(["--only".to_string(), only.join(",")]);
-    }
+    argv.extend(args.iter().cloned());
     argv.extend(["--out".to_string(), results.display().to_string()]);
     writeln!(
         s,

@@ -143,11 +143,10 @@ pub fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
         Ok(())
     });
     step("bench-vm --smoke", &mut || {
-        let opts = vm::bench::BenchOptions {
-            vm: vm_options(kernel, Duration::from_secs(1800)),
-            size: vm::bench::Size::Smoke,
-            only: vec![],
-        };
+        let opts = vm::bench::BenchOptions::new(
+            vm_options(kernel, Duration::from_secs(1800)),
+            vm::bench::Size::Smoke,
+        );
         let (report, dir) = vm::bench::bench_vm(&opts, events)?;
         if !report.ok() {
             bail!(

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use vm::accel::Choice;
-use vm::bench::{BenchOptions, Size};
+use vm::bench::{BenchOptions, Group, Size};
 use vm::run::{TestOptions, VmOptions};
 use vm::vng::Ending;
 
@@ -89,8 +89,25 @@ enum Cmd {
         #[arg(long)]
         smoke: bool,
         /// Only these benchmarks: bloom, bpf_loop, batch (comma-separated).
-        #[arg(long, value_delimiter = ',', value_parser = ["bloom", "bpf_loop", "batch"])]
+        #[arg(long, value_delimiter = ',', value_parser = group_names())]
         only: Vec<String>,
+        /// Producer threads in the guest, one per guest CPU (the kernel bench's -p).
+        #[arg(short = 'p', long, default_value_t = 1)]
+        producers: u32,
+        /// Boots per mode (default: smoke 1, quick 5, full 3).
+        #[arg(long)]
+        boots: Option<u32>,
+    },
+    /// Compare two bench-vm reports row by row; exits non-zero when a row regressed by more
+    /// than the threshold with its 95 % CI excluding no change. Markdown on stdout.
+    BenchCompare {
+        /// The baseline report.json.
+        a: PathBuf,
+        /// The report.json to judge against it.
+        b: PathBuf,
+        /// Slowdown in percent that counts as a regression.
+        #[arg(long, default_value_t = 5.0)]
+        threshold: f64,
     },
     /// Time a warm `vm-test` phase by phase against a bare virtme-ng boot, alternated.
     BenchSuite {
@@ -257,6 +274,8 @@ fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
             full,
             smoke,
             only,
+            producers,
+            boots,
         } => {
             let size = match (full, smoke) {
                 (true, _) => Size::Full,
@@ -264,13 +283,29 @@ fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
                 _ => Size::Quick,
             };
             let opts = BenchOptions {
-                vm: vm.options(timeout),
-                size,
-                only,
+                only: only.iter().filter_map(|g| Group::parse(g)).collect(),
+                producers,
+                boots,
+                ..BenchOptions::new(vm.options(timeout), size)
             };
             let (report, dir) = vm::bench::bench_vm(&opts, events)?;
             println!("report: {}", dir.join("report.md").display());
             Ok(exit_if(report.ok()))
+        }
+        Cmd::BenchCompare { a, b, threshold } => {
+            use vm::bench::compare;
+            let rows = compare::compare(&compare::load(&a)?, &compare::load(&b)?, threshold)?;
+            let (a, b) = (a.display().to_string(), b.display().to_string());
+            println!("{}", compare::markdown(&a, &b, &rows, threshold));
+            let bad: Vec<String> = rows
+                .iter()
+                .filter(|r| r.regressed)
+                .map(|r| r.name())
+                .collect();
+            if !bad.is_empty() {
+                eprintln!("error: regressed beyond {threshold} %: {}", bad.join("; "));
+            }
+            Ok(exit_if(bad.is_empty()))
         }
     }
 }
@@ -306,6 +341,11 @@ fn kernels(cmd: KernelsCmd, events: &vm::output::Events) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The benchmark groups `--only` accepts (one list: `vm::bench::Group`).
+fn group_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(Group::ALL.map(|g| g.name()))
 }
 
 fn exit_if(ok: bool) -> ExitCode {

@@ -226,3 +226,25 @@ fn an_unknown_accelerator_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn more_producers_than_guest_cpus_are_refused_before_booting() {
+    let (code, err) = xtask(&["bench-vm", "--smoke", "-p", "3", "--cpus", "2"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("-p 3: the guest runs one producer per CPU"),
+        "{err}"
+    );
+    assert!(!err.contains("==> checking host tools"), "{err}");
+}
+
+#[test]
+fn bench_compare_names_a_missing_report() {
+    let (code, err) = xtask(&[
+        "bench-compare",
+        "/nonexistent/a.json",
+        "/nonexistent/b.json",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("read /nonexistent/a.json"), "{err}");
+}

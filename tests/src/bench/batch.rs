@@ -1,14 +1,23 @@
 //! The batch thread's benchmark (004: "bpf: add BPF_MAP_DUMP command to dump more than one
 //! entry per call"): the time to dump a 100,000-entry u64/u64 hash map with
 //! `BPF_MAP_LOOKUP_BATCH` at a given buffer size, against get_next_key + lookup per entry.
+//!
+//! Both dumps are raw syscalls into buffers allocated before the clock starts (the batch
+//! wrapper's iterator allocates per entry, which is not what the thread timed); one untimed
+//! dump of each warms up; the method that goes first alternates between repetitions.
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
+use super::sample::reference_speed;
 use super::{BatchRow, Plan, Progress};
-use crate::batch::{BatchMap, DumpStats, Flags};
+use crate::batch::{attr_count, encode_lookup, BatchMap, Flags};
 use crate::sys::{self, bpf_cmd, bpf_map_type, MapAttr};
+
+/// Entries per call the preallocated buffers hold at least: an ENOSPC retry doubles the
+/// buffer until a whole hash bucket fits, and buckets are far smaller than this.
+const MIN_CAPACITY: u32 = 1024;
 
 pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<BatchRow>) -> Result<()> {
     let n = plan.batch_entries;
@@ -28,28 +37,44 @@ pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<BatchRow>) -> Res
         .context("fill the hash map")?;
     for &buffer in &plan.batch_buffers {
         progress.start(&format!("batch dump buffer={buffer}"));
+        let mut bufs = Buffers::new(buffer);
         let mut batch_runs = Vec::new();
         let mut entry_runs = Vec::new();
-        let mut last = DumpStats::default();
-        for _ in 0..plan.batch_reps.max(1) {
-            let t = Instant::now();
-            last = dump_batch(&map, buffer, n)?;
-            batch_runs.push(t.elapsed().as_nanos() as u64);
-            let t = Instant::now();
-            let got = dump_entries(fd.as_fd())?;
-            entry_runs.push(t.elapsed().as_nanos() as u64);
-            if got != n as u64 {
-                bail!("get_next_key dump saw {got} entries, the map holds {n}");
+        let (mut batch_speeds, mut entry_speeds) = (Vec::new(), Vec::new());
+        // Warm-up: one untimed dump of each.
+        let mut last = dump_batch(fd.as_fd(), &mut bufs, n)?;
+        dump_entries(fd.as_fd(), n)?;
+        for rep in 0..plan.batch_reps.max(1) {
+            let batch_first = rep % 2 == 0;
+            for batch in [batch_first, !batch_first] {
+                // The host's speed over the dump: the mean of the reference on both sides.
+                let before = reference_speed();
+                let t = Instant::now();
+                if batch {
+                    last = dump_batch(fd.as_fd(), &mut bufs, n)?;
+                    batch_runs.push(t.elapsed().as_nanos() as u64);
+                } else {
+                    dump_entries(fd.as_fd(), n)?;
+                    entry_runs.push(t.elapsed().as_nanos() as u64);
+                }
+                let speed = (before + reference_speed()) / 2.0;
+                if batch {
+                    batch_speeds.push(speed);
+                } else {
+                    entry_speeds.push(speed);
+                }
             }
         }
-        let batch_ns = mean(&batch_runs);
-        let entry_ns = mean(&entry_runs);
+        let batch_ns = median(&batch_runs);
+        let entry_ns = median(&entry_runs);
         out.push(BatchRow {
             buffer,
             batch_ns,
             entry_ns,
             batch_runs_ns: batch_runs,
             entry_runs_ns: entry_runs,
+            batch_speeds,
+            entry_speeds,
             improvement_pct: (entry_ns - batch_ns) / entry_ns * 100.0,
             calls: last.calls,
             enospc_retries: last.enospc_retries,
@@ -61,32 +86,119 @@ pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<BatchRow>) -> Res
     Ok(())
 }
 
-fn mean(v: &[u64]) -> f64 {
-    v.iter().sum::<u64>() as f64 / v.len().max(1) as f64
+fn median(v: &[u64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2] as f64,
+        n => (v[n / 2 - 1] + v[n / 2]) as f64 / 2.0,
+    }
 }
 
-/// Dumps the map with the batch dump iterator, growing the buffer on ENOSPC.
-fn dump_batch<F: AsFd>(map: &BatchMap<F>, buffer: u32, n: u32) -> Result<DumpStats> {
-    let mut dump = map.dump(buffer);
+/// The keys, values and token buffers of one batch dump, allocated once.
+struct Buffers {
+    buffer: u32,
+    keys: Vec<u64>,
+    values: Vec<u64>,
+    tokens: [u64; 2],
+}
+
+impl Buffers {
+    fn new(buffer: u32) -> Self {
+        let cap = buffer.max(MIN_CAPACITY) as usize;
+        Self {
+            buffer,
+            keys: vec![0; cap],
+            values: vec![0; cap],
+            tokens: [0; 2],
+        }
+    }
+}
+
+/// What one batch dump did.
+#[derive(Debug, Clone, Copy, Default)]
+struct DumpStats {
+    calls: u32,
+    enospc_retries: u32,
+    max_buffer: u32,
+    entries: u64,
+}
+
+/// Dumps the map with `BPF_MAP_LOOKUP_BATCH` calls of `bufs.buffer` entries; on ENOSPC (a hash
+/// bucket larger than the buffer) the call is retried from the same token with the buffer
+/// doubled, as the batch wrapper does.
+fn dump_batch(fd: BorrowedFd<'_>, bufs: &mut Buffers, n: u32) -> Result<DumpStats> {
+    let map_fd = fd.as_raw_fd() as u32;
+    let mut st = DumpStats::default();
+    let mut first = true;
     let mut sum = 0u64;
-    for e in dump.by_ref() {
-        let (k, v) = e.with_context(|| format!("batch dump, buffer {buffer}"))?;
-        sum = sum.wrapping_add(k[0] as u64 ^ v[0] as u64);
+    loop {
+        let mut size = bufs.buffer;
+        let (got, end) = loop {
+            if size as usize > bufs.keys.len() {
+                // Past the preallocated capacity (never seen): grow, and say so in the stats.
+                bufs.keys.resize(size as usize, 0);
+                bufs.values.resize(size as usize, 0);
+            }
+            st.calls += 1;
+            st.max_buffer = st.max_buffer.max(size);
+            let [tin, tout] = &mut bufs.tokens;
+            let mut attr = encode_lookup(
+                map_fd,
+                if first { 0 } else { tin as *mut u64 as u64 },
+                tout as *mut u64 as u64,
+                bufs.keys.as_mut_ptr() as u64,
+                bufs.values.as_mut_ptr() as u64,
+                size,
+                Flags::default(),
+            );
+            match sys::bpf(bpf_cmd::BPF_MAP_LOOKUP_BATCH, &mut attr) {
+                Ok(_) => break (attr_count(&attr), false),
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                    break (attr_count(&attr), true)
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && size < 2 * n => {
+                    st.enospc_retries += 1;
+                    size = size.saturating_mul(2);
+                }
+                Err(e) => {
+                    return Err(e).with_context(|| format!("BPF_MAP_LOOKUP_BATCH, buffer {size}"))
+                }
+            }
+        };
+        let got = (got as usize).min(size as usize);
+        sum = sum.wrapping_add(bufs.keys[..got].iter().sum::<u64>());
+        sum = sum.wrapping_add(bufs.values[..got].iter().sum::<u64>());
+        st.entries += got as u64;
+        if end {
+            break;
+        }
+        bufs.tokens[0] = bufs.tokens[1];
+        first = false;
     }
     std::hint::black_box(sum);
-    let stats = dump.stats();
-    if stats.entries != n as u64 {
+    if st.entries != n as u64 {
         bail!(
-            "batch dump (buffer {buffer}) saw {} entries, the map holds {n}",
-            stats.entries
+            "batch dump (buffer {}) saw {} entries, the map holds {n}",
+            bufs.buffer,
+            st.entries
         );
     }
-    Ok(stats)
+    Ok(st)
 }
 
-/// Dumps the map the old way: `BPF_MAP_GET_NEXT_KEY` then `BPF_MAP_LOOKUP_ELEM` per entry.
-/// Returns the entries seen.
-fn dump_entries(fd: BorrowedFd<'_>) -> Result<u64> {
+/// Dumps the map the old way: `BPF_MAP_GET_NEXT_KEY` then `BPF_MAP_LOOKUP_ELEM` per entry,
+/// into locals; fails unless it saw the map's `n` entries.
+fn dump_entries(fd: BorrowedFd<'_>, n: u32) -> Result<()> {
+    let seen = walk_entries(fd)?;
+    if seen != n as u64 {
+        bail!("get_next_key dump saw {seen} entries, the map holds {n}");
+    }
+    Ok(())
+}
+
+fn walk_entries(fd: BorrowedFd<'_>) -> Result<u64> {
     let map_fd = fd.as_raw_fd() as u32;
     let mut key = 0u64;
     let mut next = 0u64;

@@ -1,7 +1,7 @@
 //! The bpf_loop thread's benchmark (003): throughput and ns per loop iteration.
 use anyhow::{Context, Result};
 use aya::Btf;
-use bpfvm_common::bench::{self as names, MAX_OUTER, OPS};
+use bpfvm_common::bench::{self as names, HITS, MAX_OUTER};
 
 use super::prog::{self, Globals};
 use super::sample;
@@ -26,9 +26,11 @@ pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<LoopRow>) -> Resu
             outer: outer(nr),
             ..Globals::default()
         };
-        let mut ebpf = prog::load(&g, None, None)?;
+        let mut ebpf = prog::load(&g, prog::Replace::default(), None)?;
         let throughput = prog::with_attached(&mut ebpf, names::BPF_LOOP, &btf, |e| {
-            sample::measure(&plan.sampling, || prog::counter(e, OPS))
+            sample::measure(&plan.sampling, plan.producers, |cpu| {
+                Ok(prog::slot(e, cpu)?[HITS])
+            })
         })?;
         out.push(LoopRow {
             nr_loops: nr,

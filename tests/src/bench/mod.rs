@@ -1,6 +1,6 @@
 //! The guest side of `cargo xtask bench-vm`: the benchmarks of the bloom filter, bpf_loop and
-//! batch threads, measured the way the kernel's `bench` tool measures (NOTES section 6), and
-//! their results as JSON for the host's report.
+//! batch threads, measured the way the kernel's `bench` tool measures
+//! (tools/testing/selftests/bpf/benchs/), and their results as JSON for the host's report.
 //!
 //! The BPF programs are in `ebpf/src/bench.rs`; `src/bin/bench.rs` runs a [`Plan`].
 pub mod batch;
@@ -13,7 +13,7 @@ pub mod sample;
 use std::io::Write as _;
 
 pub use bpfvm_common::bench_results::{BatchRow, BloomRow, HashRow, LoopRow, Results, Stat};
-pub use plan::{Group, Plan};
+pub use plan::{parse_group, Group, Plan};
 
 /// The prefix of the progress lines the host turns into a progress bar.
 pub const PROGRESS: &str = "bpfvm-bench-progress";
@@ -49,8 +49,7 @@ pub fn run(plan: &Plan) -> Results {
     let mut results = Results::default();
     let mut plan = plan.clone();
     plan.groups.retain(|group| {
-        let missing = group
-            .needs()
+        let missing = plan::needs(*group)
             .iter()
             .find_map(|f| crate::features::require(*f).err());
         if let Some(reason) = &missing {

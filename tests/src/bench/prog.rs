@@ -1,14 +1,14 @@
-//! Loading the bench object: its globals, a hand-made bloom filter in place of the object's,
-//! fentry programs on getpgid, and the per-CPU counters.
+//! Loading the bench object: its globals, a hand-made bloom filter and values array in place
+//! of the object's, fentry programs on getpgid, and the per-CPU stats slots.
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use aya::maps::{MapData, PerCpuArray};
+use aya::maps::{Array, MapData};
 use aya::programs::fentry::FEntryLinkId;
 use aya::programs::FEntry;
 use aya::{Btf, Ebpf, EbpfLoader};
-use bpfvm_common::bench::{self as names, STATS_LEN};
+use bpfvm_common::bench::{self as names, SLOT_LEN};
 
 use crate::object;
 use crate::sys::{self, bpf_map_type, MapAttr};
@@ -51,12 +51,30 @@ pub fn create_bloom(entries: u32, value_size: u32, hash_funcs: u32) -> Result<Ow
     })
 }
 
-/// Loads the bench object with `globals`; `bloom` replaces the object's bloom filter (aya reuses
-/// a map pinned at the path it is given), `hash_entries` sizes the hash map.
-pub fn load(globals: &Globals, bloom: Option<OwnedFd>, hash_entries: Option<u32>) -> Result<Ebpf> {
+/// Creates the array of `entries` values of `value_size` bytes the bloom programs walk.
+pub fn create_values(entries: u32, value_size: u32) -> Result<OwnedFd> {
+    sys::map_create(&MapAttr {
+        map_type: bpf_map_type::BPF_MAP_TYPE_ARRAY as u32,
+        key_size: 4,
+        value_size,
+        max_entries: entries,
+        map_flags: 0,
+        map_extra: 0,
+    })
+    .with_context(|| format!("create the values array ({entries} entries of {value_size} B)"))
+}
+
+/// Maps created by hand that replace the object's maps of the same name.
+#[derive(Default)]
+pub struct Replace {
+    pub bloom: Option<OwnedFd>,
+    pub values: Option<OwnedFd>,
+}
+
+/// Loads the bench object with `globals`; the maps in `replace` take the place of the object's
+/// (aya reuses a map pinned at the path it is given), `hash_entries` sizes the hash map.
+pub fn load(globals: &Globals, replace: Replace, hash_entries: Option<u32>) -> Result<Ebpf> {
     crate::sys::raise_memlock();
-    let pin = PathBuf::from(format!("/sys/fs/bpf/bpfvm-bench-{}", std::process::id()));
-    let _ = std::fs::remove_file(&pin);
     let mut loader = EbpfLoader::new();
     loader
         .override_global(names::NR_ENTRIES, &globals.nr_entries, true)
@@ -67,20 +85,30 @@ pub fn load(globals: &Globals, bloom: Option<OwnedFd>, hash_entries: Option<u32>
     if let Some(n) = hash_entries {
         loader.map_max_entries(names::HASH, n);
     }
-    if let Some(fd) = bloom {
+    let mut pins = Vec::new();
+    for (name, fd) in [
+        (names::BLOOM, replace.bloom),
+        (names::VALUES, replace.values),
+    ] {
+        let Some(fd) = fd else { continue };
+        let pin = PathBuf::from(format!(
+            "/sys/fs/bpf/bpfvm-bench-{}-{name}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&pin);
         MapData::from_fd(fd)
-            .context("wrap the bloom filter")?
+            .with_context(|| format!("wrap {name}"))?
             .pin(&pin)
-            .with_context(|| {
-                format!(
-                    "pin the bloom filter at {} (is bpffs mounted?)",
-                    pin.display()
-                )
-            })?;
-        loader.map_pin_path(names::BLOOM, pin.as_path());
+            .with_context(|| format!("pin {name} at {} (is bpffs mounted?)", pin.display()))?;
+        pins.push((name, pin));
+    }
+    for (name, pin) in &pins {
+        loader.map_pin_path(name, pin.as_path());
     }
     let loaded = loader.load(object::BENCH);
-    let _ = std::fs::remove_file(&pin);
+    for (_, pin) in &pins {
+        let _ = std::fs::remove_file(pin);
+    }
     loaded.context("load the bench object")
 }
 
@@ -120,12 +148,23 @@ pub fn with_attached<T>(
     r
 }
 
-/// One counter of the per-CPU stats, summed over CPUs.
-pub fn counter(ebpf: &Ebpf, index: usize) -> Result<u64> {
+/// This CPU's stats slot (`bpfvm_common::bench::HITS` and the other indices).
+pub fn slot(ebpf: &Ebpf, cpu: u32) -> Result<[u64; SLOT_LEN]> {
     let map = ebpf
-        .map(names::STATS)
-        .with_context(|| format!("no map {}", names::STATS))?;
-    let stats: PerCpuArray<&MapData, [u64; STATS_LEN]> = PerCpuArray::try_from(map)?;
-    let per_cpu = stats.get(&0, 0).context("read the per-CPU stats")?;
-    Ok(per_cpu.iter().map(|s| s[index]).sum())
+        .map(names::SLOTS)
+        .with_context(|| format!("no map {}", names::SLOTS))?;
+    let slots: Array<&MapData, [u64; SLOT_LEN]> = Array::try_from(map)?;
+    slots
+        .get(&cpu, 0)
+        .with_context(|| format!("read the stats slot of CPU {cpu}"))
+}
+
+/// One counter summed over every CPU's slot.
+pub fn counter(ebpf: &Ebpf, index: usize) -> Result<u64> {
+    let cpus = aya::util::online_cpus().map_err(|(_, e)| e)?;
+    let mut sum = 0;
+    for cpu in cpus {
+        sum += slot(ebpf, cpu)?[index];
+    }
+    Ok(sum)
 }

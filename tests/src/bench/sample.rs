@@ -1,12 +1,16 @@
-//! Sampling, as `bench` does it: a producer triggers the program with getpgid(2), one
-//! throughput sample per interval, warm-up samples dropped, mean and sample stddev (n-1).
+//! Sampling, as `bench` does it: producers (`-p N`, one per CPU) trigger the program with
+//! getpgid(2), one throughput sample per interval, warm-up samples dropped, mean and sample
+//! stddev (n-1).
 //!
-//! Unlike `bench`, the producer takes the samples itself, between triggers: under TCG one
-//! trigger can take milliseconds, and a sample cut in the middle of a program run would count
-//! that run's ops in the wrong interval. Between triggers the per-CPU counters are exact.
+//! Unlike `bench`, each producer takes its samples itself, between triggers, from its own CPU's
+//! stats slot: under TCG one trigger can take milliseconds (a whole walk of the values array),
+//! and a sample cut in the middle of a program run would count that run's ops in the wrong
+//! interval. Between triggers a CPU's slot is exact.
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use std::sync::Barrier;
+
+use anyhow::{anyhow, Context, Result};
 
 use super::Stat;
 
@@ -27,14 +31,33 @@ impl Sampling {
     }
 }
 
+/// Iterations of the reference loop per speed measurement: about 10 ms under TCG here, long
+/// enough that one timer interrupt does not move it (1 << 18, about 2 ms, was not).
+const REFERENCE_ITERATIONS: u64 = 1 << 21;
+
+/// The speed of a fixed user-space loop (M iterations/s): a measure of how fast the emulator
+/// runs right now, untouched by the kernel's spectre_v2 mode (no kernel code in it).
+pub fn reference_speed() -> f64 {
+    let t = Instant::now();
+    let mut x = std::hint::black_box(0x9e37_79b9_7f4a_7c15u64);
+    for _ in 0..REFERENCE_ITERATIONS {
+        // xorshift64: a dependent chain of cheap integer operations.
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x = std::hint::black_box(x);
+    }
+    REFERENCE_ITERATIONS as f64 / t.elapsed().as_secs_f64() / 1e6
+}
+
 /// Triggers the attached program (one `getpgid` each).
 pub fn trigger() {
     // SAFETY: getpgid has no memory arguments.
     unsafe { libc::getpgid(0) };
 }
 
-/// Pins the calling thread to `cpu`, so the program always runs on one CPU and its per-CPU
-/// walk cursor covers the whole value set.
+/// Pins the calling thread to `cpu`, so its triggers run the program on that CPU and count in
+/// that CPU's slot.
 pub fn pin_to(cpu: usize) -> Result<()> {
     // SAFETY: a zeroed cpu_set_t is empty; CPU_SET stays within it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -47,29 +70,62 @@ pub fn pin_to(cpu: usize) -> Result<()> {
     Ok(())
 }
 
-/// Runs a producer thread pinned to CPU 0 that triggers the program and samples `ops()` (the
-/// ops counted so far) every `s.interval`; returns the kept samples in M ops/s.
-pub fn measure(s: &Sampling, ops: impl Fn() -> Result<u64> + Sync) -> Result<Stat> {
-    std::thread::scope(|scope| {
-        let producer = scope.spawn(|| -> Result<Stat> {
-            pin_to(0)?;
-            let mut kept = Vec::new();
-            for i in 0..s.warmup + s.samples {
-                let before = ops()?;
-                let t0 = Instant::now();
-                while t0.elapsed() < s.interval {
-                    trigger();
-                }
-                let secs = t0.elapsed().as_secs_f64();
-                let done = ops()?.saturating_sub(before);
-                if i >= s.warmup {
-                    kept.push(done as f64 / secs / 1e6);
-                }
-            }
-            Ok(Stat::of(kept))
-        });
-        producer
-            .join()
-            .unwrap_or_else(|_| Err(anyhow::anyhow!("the producer thread panicked")))
+/// Runs `producers` threads, producer `i` pinned to CPU `i`, each triggering the program and
+/// reading its own CPU's count (`ops(cpu)`, exact between triggers) every `s.interval`; all
+/// start together. Returns the kept samples, summed over producers, in M ops/s, each with the
+/// reference speed measured on both sides of it (the producers' mean).
+pub fn measure(
+    s: &Sampling,
+    producers: u32,
+    ops: impl Fn(u32) -> Result<u64> + Sync,
+) -> Result<Stat> {
+    let start = Barrier::new(producers.max(1) as usize);
+    let per_producer: Vec<(Vec<f64>, Vec<f64>)> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..producers.max(1))
+            .map(|cpu| {
+                let (ops, start) = (&ops, &start);
+                scope.spawn(move || -> Result<(Vec<f64>, Vec<f64>)> {
+                    pin_to(cpu as usize)
+                        .with_context(|| format!("pin producer {cpu} to CPU {cpu}"))?;
+                    start.wait();
+                    let mut rates = Vec::new();
+                    let mut speeds = Vec::new();
+                    for _ in 0..s.warmup + s.samples {
+                        let speed_before = reference_speed();
+                        let before = ops(cpu)?;
+                        let t0 = Instant::now();
+                        while t0.elapsed() < s.interval {
+                            trigger();
+                        }
+                        let secs = t0.elapsed().as_secs_f64();
+                        let done = ops(cpu)?.saturating_sub(before);
+                        rates.push(done as f64 / secs / 1e6);
+                        // The host's speed over the sample: the mean of both sides.
+                        speeds.push((speed_before + reference_speed()) / 2.0);
+                    }
+                    Ok((rates, speeds))
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .unwrap_or_else(|_| Err(anyhow!("a producer thread panicked")))
+            })
+            .collect::<Result<_>>()
+    })?;
+    let kept = (s.warmup..s.warmup + s.samples)
+        .map(|i| per_producer.iter().map(|(r, _)| r[i as usize]).sum())
+        .collect();
+    let speeds = (s.warmup..s.warmup + s.samples)
+        .map(|i| {
+            let v: Vec<f64> = per_producer.iter().map(|(_, sp)| sp[i as usize]).collect();
+            v.iter().sum::<f64>() / v.len() as f64
+        })
+        .collect();
+    Ok(Stat {
+        speeds,
+        ..Stat::of(kept)
     })
 }

@@ -1,94 +1,59 @@
 //! `cargo xtask bench-vm`: boots the kernel alternately with `spectre_v2=retpoline` and
-//! `spectre_v2=off` (each mode at least twice: two boots of one mode differ by up to 20 %),
-//! runs the guest benchmark binary (`tests/src/bin/bench.rs`) in each, and writes
+//! `spectre_v2=off`, several times each (boots are the unit of replication), runs the guest
+//! benchmark binary (`tests/src/bin/bench.rs`) in each, and writes
 //! `target/bench-vm/<kernel>/{report.json,report.md,*.svg}` (`--smoke`: `<kernel>-smoke/`).
+//!
+//! Layers: `model` (the report and its figures) and `stats` know nothing of rendering;
+//! `markdown`, `plot` and `compare` read them; this module runs the boots and writes the files.
+pub mod compare;
+pub mod markdown;
+pub mod model;
 pub mod plot;
 pub mod reference;
-pub mod report;
-
-pub mod theory;
+pub mod stats;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 
 use crate::build;
 use crate::guest;
 use crate::output::{Events, Output};
 use crate::paths::target_dir;
-use crate::report::read_fact;
+use crate::report::{read_fact, AccelInfo};
 use crate::run::{self, Prepared, VmOptions};
 use crate::vng::Ending;
+pub use bpfvm_common::bench::Group;
 use bpfvm_common::bench_results::Results;
-use report::{BenchReport, Run};
-
-/// How much to measure (the guest runner's plan of the same name).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Size {
-    /// One size per benchmark, one boot per mode (CI: the code cannot rot).
-    Smoke,
-    /// A subset that fits in 10 minutes under TCG.
-    Quick,
-    /// The threads' whole tables.
-    Full,
-}
-
-impl Size {
-    pub fn name(self) -> &'static str {
-        match self {
-            Size::Smoke => "smoke",
-            Size::Quick => "quick",
-            Size::Full => "full",
-        }
-    }
-
-    /// The boots in order: modes alternate, so drift over time hits both alike.
-    pub fn schedule(self) -> Vec<Mode> {
-        let rounds = if self == Size::Smoke { 1 } else { 2 };
-        (0..rounds)
-            .flat_map(|_| [Mode::Retpoline, Mode::Off])
-            .collect()
-    }
-}
-
-/// The spectre_v2 mitigation a boot asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    Retpoline,
-    Off,
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Retpoline => "retpoline",
-            Mode::Off => "off",
-        }
-    }
-
-    /// The kernel command line argument.
-    pub fn cmdline_arg(self) -> String {
-        format!("spectre_v2={}", self.name())
-    }
-
-    /// What `/sys/devices/system/cpu/vulnerabilities/spectre_v2` shows in this mode.
-    pub fn expected(self) -> &'static str {
-        match self {
-            Mode::Retpoline => "Retpolines",
-            Mode::Off => "Vulnerable",
-        }
-    }
-}
+pub use model::{BenchReport, HostLoad, Mode, Params, Run, Size};
 
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
     pub vm: VmOptions,
     pub size: Size,
-    /// Benchmark groups (`bloom`, `bpf_loop`, `batch`); empty: all.
-    pub only: Vec<String>,
+    /// Benchmark groups; empty: all.
+    pub only: Vec<Group>,
+    /// Producer threads in the guest (`-p`), one per guest CPU at most.
+    pub producers: u32,
+    /// Boots per mode; None: the size's default.
+    pub boots: Option<u32>,
+}
+
+impl BenchOptions {
+    /// Every group, one producer, the size's boots.
+    pub fn new(vm: VmOptions, size: Size) -> Self {
+        Self {
+            vm,
+            size,
+            only: vec![],
+            producers: 1,
+            boots: None,
+        }
+    }
+
+    fn boots_per_mode(&self) -> u32 {
+        self.boots.unwrap_or(self.size.default_boots()).max(1)
+    }
 }
 
 /// Where the guest runner writes its results in the shared directory.
@@ -97,8 +62,20 @@ const RESULTS: &str = "bench.json";
 const RC: &str = "bench.rc";
 /// The prefix of the guest runner's progress lines (tests/src/bench/mod.rs).
 const PROGRESS: &str = "bpfvm-bench-progress ";
+/// A boot during which other processes used more than this many CPUs ran on a busy host: it is
+/// repeated (once per boot of the schedule at most) and left out of the statistics. Half a
+/// CPU of a 2-CPU host: qemu's TCG threads then share their cores.
+const BUSY_CPUS: f64 = 0.5;
 
 pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, PathBuf)> {
+    if opts.producers == 0 || opts.producers > opts.vm.cpus {
+        anyhow::bail!(
+            "-p {}: the guest runs one producer per CPU; pass 1 to --cpus ({}) producers, or \
+             raise --cpus",
+            opts.producers,
+            opts.vm.cpus
+        );
+    }
     let p = run::prepare(&opts.vm, events)?;
     let ebpf_dir = build::build_ebpf(&p.tools.ebpf, events)?;
     let bin = build::build_guest_bin(&ebpf_dir, "bench", "release", events)?;
@@ -110,16 +87,131 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
         _ => target_dir().join("bench-vm").join(&p.label),
     };
     let start = std::time::Instant::now();
-    let modes = opts.size.schedule();
-    let mut runs = Vec::new();
-    for (i, &mode) in modes.iter().enumerate() {
-        let label = format!("boot {}/{} ({})", i + 1, modes.len(), mode.cmdline_arg());
+    let modes = model::schedule(opts.boots_per_mode());
+    let mut repeats_left = modes.len() / 2;
+    let mut runs: Vec<Run> = Vec::new();
+    let mut queue: std::collections::VecDeque<Mode> = modes.iter().copied().collect();
+    while let Some(mode) = queue.pop_front() {
+        let i = runs.len();
+        let label = format!(
+            "boot {}/{} ({})",
+            i + 1,
+            i + 1 + queue.len(),
+            mode.cmdline_arg()
+        );
         events.step(format!("{label}: {} benchmarks", opts.size.name()));
-        runs.push(one_run(&p, opts, mode, &label, &bin, &out_dir, i, events)?);
+        let mut run = one_run(&p, opts, mode, &label, &bin, &out_dir, i, events)?;
+        if run.valid && run.host.other_cpus > BUSY_CPUS && repeats_left > 0 {
+            repeats_left -= 1;
+            run.excluded = Some(format!(
+                "busy host ({:.2} CPUs used by others): repeated",
+                run.host.other_cpus
+            ));
+            events.warn(format!(
+                "{label}: other processes used {:.2} CPUs during the boot; repeating it",
+                run.host.other_cpus
+            ));
+            queue.push_front(mode);
+        }
+        runs.push(run);
     }
-    let report = report::build(&p, opts, runs, start.elapsed().as_secs_f64());
-    report::write(&report, &out_dir)?;
+    let report = build_report(&p, opts, runs, start.elapsed().as_secs_f64());
+    write(&report, &out_dir)?;
     Ok((report, out_dir))
+}
+
+fn build_report(
+    p: &Prepared,
+    opts: &BenchOptions,
+    runs: Vec<Run>,
+    wall_time_s: f64,
+) -> BenchReport {
+    let accel_note = if p.accel.is_kvm() {
+        "KVM: guest code runs on the host CPU, so the figures are hardware figures of a virtual \
+         machine (with its exits and a shared host)."
+            .to_string()
+    } else {
+        "TCG: software emulation. Absolute numbers are not hardware numbers, and TCG models no \
+         speculation: the on/off ratio shows only the instruction cost of the retpoline thunks."
+            .to_string()
+    };
+    BenchReport {
+        kernel: p.label.clone(),
+        release: p.tree.release.clone(),
+        accel: AccelInfo::from(&p.accel),
+        accel_note,
+        host_cpu: host_cpu(),
+        params: Params {
+            size: opts.size,
+            only: opts.only.iter().map(|g| g.name().to_string()).collect(),
+            producers: opts.producers,
+            cpus: opts.vm.cpus,
+            memory: opts.vm.memory.clone(),
+            boots_per_mode: opts.boots_per_mode(),
+        },
+        wall_time_s,
+        runs,
+    }
+}
+
+/// Writes report.json, report.md and the plots into `dir`.
+pub fn write(r: &BenchReport, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let json = serde_json::to_string_pretty(r)?;
+    // Atomic: two runs at once never leave a torn report.
+    crate::report::write_atomic(&dir.join("report.json"), (json + "\n").as_bytes())?;
+    crate::report::write_atomic(&dir.join("report.md"), markdown::render(r).as_bytes())?;
+    plot::write_all(r, dir)
+}
+
+/// The guest runner's arguments after the plan name.
+fn runner_args(opts: &BenchOptions) -> Vec<String> {
+    let mut args = Vec::new();
+    if !opts.only.is_empty() {
+        let names: Vec<&str> = opts.only.iter().map(|g| g.name()).collect();
+        args.extend(["--only".to_string(), names.join(",")]);
+    }
+    args.extend(["-p".to_string(), opts.producers.to_string()]);
+    args
+}
+
+/// CPU time (seconds) of this process and its reaped children (vng, qemu, virtiofsd).
+fn own_cpu_s() -> f64 {
+    let mut total = 0.0;
+    for who in [libc::RUSAGE_SELF, libc::RUSAGE_CHILDREN] {
+        // SAFETY: getrusage fills the struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(who, &mut u) } == 0 {
+            for t in [u.ru_utime, u.ru_stime] {
+                total += t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            }
+        }
+    }
+    total
+}
+
+/// The host's busy CPU time so far (seconds), from the first line of /proc/stat.
+fn host_busy_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let v: Vec<f64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal ...
+    let busy: f64 = v.iter().take(8).sum::<f64>() - v.get(3)? - v.get(4)?;
+    // SAFETY: sysconf has no memory arguments.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some(busy / hz)
+}
+
+fn loadavg_1m() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -142,7 +234,7 @@ fn one_run(
             shared,
             bin,
             opts.size.name(),
-            &opts.only,
+            &runner_args(opts),
             &out,
             &shared.join(RC),
         ),
@@ -151,6 +243,7 @@ fn one_run(
     // The mode is forced: a user's own spectre_v2= would make the runs meaningless.
     vm.append.retain(|a| !a.starts_with("spectre_v2="));
     vm.append.push(mode.cmdline_arg());
+    let (busy0, own0, t0) = (host_busy_s(), own_cpu_s(), std::time::Instant::now());
     let outcome = run::boot(
         p,
         &vm,
@@ -158,6 +251,14 @@ fn one_run(
         script,
         &with_bench_progress(events.clone(), label),
     )?;
+    let wall = t0.elapsed().as_secs_f64();
+    let host = HostLoad {
+        other_cpus: match (busy0, host_busy_s()) {
+            (Some(a), Some(b)) => ((b - a - (own_cpu_s() - own0)) / wall).max(0.0),
+            _ => f64::NAN,
+        },
+        loadavg_1m: loadavg_1m(),
+    };
 
     let spectre_v2 = read_fact(shared, guest::files::SPECTRE_V2);
     let cmdline = read_fact(shared, guest::files::CMDLINE);
@@ -208,6 +309,8 @@ fn one_run(
         cmdline,
         valid: problems.is_empty(),
         invalid_reason: (!problems.is_empty()).then(|| problems.join("; ")),
+        host,
+        excluded: None,
         wall_time_s: outcome.elapsed.as_secs_f64(),
         results,
     })
@@ -257,14 +360,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn modes_alternate_and_each_runs_twice_except_in_smoke() {
-        use Mode::*;
-        assert_eq!(Size::Quick.schedule(), vec![Retpoline, Off, Retpoline, Off]);
-        assert_eq!(Size::Full.schedule(), vec![Retpoline, Off, Retpoline, Off]);
-        assert_eq!(Size::Smoke.schedule(), vec![Retpoline, Off]);
-    }
-
-    #[test]
     fn progress_lines_parse_and_others_do_not() {
         assert_eq!(
             progress("bpfvm-bench-progress 3 16 bloom k=1 entries=50000 value=8B"),
@@ -272,5 +367,11 @@ mod tests {
         );
         assert_eq!(progress("bench: something"), None);
         assert_eq!(progress("bpfvm-bench-progress x 16 y"), None);
+    }
+
+    #[test]
+    fn host_counters_read() {
+        assert!(host_busy_s().is_some_and(|s| s > 0.0));
+        assert!(own_cpu_s() > 0.0);
     }
 }

@@ -1,5 +1,5 @@
-//! The threads' figures, transcribed from the seed threads in `shared/seeds/`, each with its
-//! source. The report prints them beside the measured ones; they were measured on other
+//! The threads' figures, transcribed from the mailing-list threads (subject, author, date), each
+//! with its source. The report prints them beside the measured ones; they were measured on other
 //! machines (hardware, or qemu with KVM), so they compare in shape, not in absolute value.
 
 /// Where a set of figures comes from.

@@ -1,5 +1,7 @@
 //! The kernel's bloom filter sizing (`bloom_map_alloc` in kernel/bpf/bloom_filter.c) and the
-//! textbook false-positive rate, which the guest tests compare the kernel against.
+//! textbook false-positive rate: the guest tests compare the kernel against them and the
+//! bench-vm report prints them beside the measured rate. One copy for both.
+extern crate std;
 
 /// Hash functions the kernel uses for a `map_extra` it accepted: 0 means 5.
 pub fn hash_funcs(map_extra: u64) -> u32 {
@@ -87,6 +89,17 @@ mod unit {
         assert_eq!(bitmap_bits(400_000_000, 1), 1 << 30); // 560,000,000 bits fit
         assert_eq!(bitmap_bits(400_000_000, 5), 1 << 32); // 2.8e9 bits > 2^31
         assert_eq!(bitmap_bits(1_000_000_000, 5), 1 << 32); // n * k overflows u32
+    }
+
+    #[test]
+    fn bitmap_overflow_edges_follow_bloom_map_alloc() {
+        // nr_bits = n * k / 5 * 7 <= 2^31 is kept (rounded up to 2^31); one more entry takes
+        // it past 2^31 and the kernel falls back to 2^32 bits.
+        assert_eq!(bitmap_bits(1_533_916_894, 1), 1 << 31); // 306,783,378 * 7 = 2^31 - 2
+        assert_eq!(bitmap_bits(1_533_916_895, 1), 1 << 32); // 306,783,379 * 7 = 2^31 + 5
+                                                            // n * k fits u32 but (n * k / 5) * 7 does not: check_mul_overflow, 2^32.
+        assert_eq!(bitmap_bits(286_331_153, 15), 1 << 32); // n * k = u32::MAX
+        assert_eq!(bitmap_bits(286_331_154, 15), 1 << 32); // n * k overflows u32
     }
 
     #[test]

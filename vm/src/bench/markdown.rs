@@ -1,0 +1,355 @@
+//! `report.md`: the headline rows, every boot with the host's load, then one table per
+//! benchmark (median per mode with every boot's figure, the retpoline cost with its 95 % CI
+//! and the verdict, the thread's figure), the false-positive rates under both definitions and
+//! the batch improvement.
+use std::fmt::Write as _;
+
+use super::model::{self, BenchReport, Figure};
+use super::reference;
+use super::stats::{self, median};
+use bpfvm_common::bloom_theory::{bitmap_bits, false_positive_rate};
+
+/// The half-width the quick plan aims at on the headline rows.
+pub const HEADLINE_TARGET_PCT: f64 = 5.0;
+
+/// A number with 3 significant digits (at most 3 decimals).
+pub fn num(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let digits = if v.abs() >= 100.0 {
+        0
+    } else if v.abs() >= 10.0 {
+        1
+    } else if v.abs() >= 1.0 {
+        2
+    } else {
+        3
+    };
+    format!("{v:.digits$}")
+}
+
+/// `median (boot, boot, ...)`.
+fn boots(v: &[f64]) -> String {
+    match median(v) {
+        None => "-".into(),
+        Some(m) if v.len() == 1 => num(m),
+        Some(m) => format!(
+            "{} ({})",
+            num(m),
+            v.iter().map(|x| num(*x)).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+fn ci_cells(f: &Figure) -> (String, String) {
+    match f.cost() {
+        None => ("-".into(), "-".into()),
+        Some(c) => (
+            format!("{:.3} ({:.3}..{:.3})", c.ratio, c.lo, c.hi),
+            format!("{:.1} %", c.half_width_pct()),
+        ),
+    }
+}
+
+pub fn render(r: &BenchReport) -> String {
+    let mut s = String::new();
+    writeln!(s, "# bench-vm: kernel {} ({})\n", r.kernel, r.release).unwrap();
+    let p = &r.params;
+    writeln!(
+        s,
+        "- accelerator: **{}** ({})\n- {}\n- host CPU: {}\n- size: {}{}; {} boot(s) per mode; \
+         {} producer(s); guest {} CPU(s), {}\n- wall time: {:.0} s\n",
+        r.accel.name.to_uppercase(),
+        r.accel.reason,
+        r.accel_note,
+        r.host_cpu,
+        p.size.name(),
+        if p.only.is_empty() {
+            String::new()
+        } else {
+            format!(" (only {})", p.only.join(","))
+        },
+        p.boots_per_mode,
+        p.producers,
+        p.cpus,
+        p.memory,
+        r.wall_time_s
+    )
+    .unwrap();
+    s.push_str(
+        "**How to read it.** Each boot gives one figure per row (the median of its samples). A \
+         mode's cell is the median over its boots, then every boot's figure. *cost* is the \
+         retpoline time ratio (on/off for times, off/on for throughputs: above 1, retpoline is \
+         slower), the ratio of the two modes' geometric means, with its 95 % confidence \
+         interval: a Welch t-interval on the logarithms over boots. The cost compares figures \
+         relative to the guest's reference speed (a user-space loop timed around every sample: \
+         under TCG the host's speed drifts by up to 2x within a boot). The verdict says \
+         \"retpoline costs X %\" only when the interval excludes 1, else \"no difference \
+         resolved\". *±* is the interval's half-width.\n\n",
+    );
+    let figs = model::figures(r);
+    headline_table(&mut s, &figs);
+    runs_table(&mut s, r);
+    let mut table = "";
+    for (i, f) in figs.iter().enumerate() {
+        if f.table != table {
+            table = f.table;
+            writeln!(
+                s,
+                "## {} ({})\n\n| parameters | retpoline | off | cost (95 % CI) | ± | verdict | thread |\n|---|---|---|---|---|---|---|",
+                f.table, f.unit
+            )
+            .unwrap();
+        }
+        let (cost, hw) = ci_cells(f);
+        writeln!(
+            s,
+            "| {} | {} | {} | {cost} | {hw} | {} | {} |",
+            f.params,
+            boots(&f.values.on),
+            boots(&f.values.off),
+            stats::verdict(f.cost()),
+            f.thread.map_or("-".into(), num)
+        )
+        .unwrap();
+        if figs.get(i + 1).is_none_or(|g| g.table != f.table) {
+            s.push('\n');
+            s.push_str(sources(f.table));
+        }
+    }
+    fp_table(&mut s, r);
+    improvement_table(&mut s, r);
+    s.push_str("![retpoline cost per row](cost_ci.svg)\n");
+    s
+}
+
+/// Where a table's method and thread figures come from.
+fn sources(table: &str) -> &'static str {
+    match table {
+        model::BLOOM_UPDATE => {
+            "Method: tools/testing/selftests/bpf/progs/bloom_filter_bench.c (`bloom_lookup`, \
+             `bloom_update`: bpf_for_each_map_elem over an array of random values). Thread: \
+             see the false-positive table.\n\n![bloom throughput](bloom_throughput.svg)\n\n"
+        }
+        model::HASH_WITH => {
+            "Method: bloom_filter_bench.c `bloom_hashmap_lookup`: 1024 random keys per run, \
+             nearly all absent; with the filter, a key it rejects skips the hash lookup.\n\n"
+        }
+        model::BPF_LOOP => {
+            "Method: tools/testing/selftests/bpf/progs/bpf_loop_bench.c. Thread column: the \
+             bpf_loop thread's qemu series.\n\n![bpf_loop ns/op](bpf_loop_ns.svg)\n\n"
+        }
+        model::ENTRY_DUMP => {
+            "Method: the batch thread's; raw syscalls into preallocated buffers, one warm-up \
+             dump each, the first method alternating, several repetitions per boot (their \
+             median is the boot's figure).\n\n"
+        }
+        _ => "",
+    }
+}
+
+fn headline_table(s: &mut String, figs: &[Figure]) {
+    let heads: Vec<&Figure> = figs.iter().filter(|f| f.headline).collect();
+    if heads.is_empty() {
+        return;
+    }
+    writeln!(
+        s,
+        "## Headline rows\n\nTarget: a 95 % CI half-width of at most {HEADLINE_TARGET_PCT} %.\n\n\
+         | row | boots (on/off) | cost (95 % CI) | ± | within target | verdict |\n|---|---|---|---|---|---|"
+    )
+    .unwrap();
+    for f in heads {
+        let (cost, hw) = ci_cells(f);
+        let ok = f.cost().map_or("-", |c| {
+            if c.half_width_pct() <= HEADLINE_TARGET_PCT {
+                "yes"
+            } else {
+                "**no**"
+            }
+        });
+        writeln!(
+            s,
+            "| {} | {}/{} | {cost} | {hw} | {ok} | {} |",
+            f.key,
+            f.values.on.len(),
+            f.values.off.len(),
+            stats::verdict(f.cost())
+        )
+        .unwrap();
+    }
+    s.push('\n');
+}
+
+fn runs_table(s: &mut String, r: &BenchReport) {
+    s.push_str(
+        "## Boots\n\n*other CPUs*: CPUs' worth of time other processes used on the host during \
+         the boot (host busy time from /proc/stat minus this run's own). A boot above the busy \
+         threshold is repeated and left out of the statistics.\n\n\
+         | # | mode | valid | counted | other CPUs | load 1m | spectre_v2 | wall s |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for (i, run) in r.runs.iter().enumerate() {
+        writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.2} | {:.2} | {} | {:.0} |",
+            i + 1,
+            run.mode.name(),
+            if run.valid {
+                "yes".to_string()
+            } else {
+                format!("**no**: {}", run.invalid_reason.as_deref().unwrap_or(""))
+            },
+            match &run.excluded {
+                None if run.valid => "yes".to_string(),
+                None => "no".to_string(),
+                Some(why) => format!("no: {why}"),
+            },
+            run.host.other_cpus,
+            run.host.loadavg_1m,
+            run.spectre_v2.as_deref().unwrap_or("-"),
+            run.wall_time_s
+        )
+        .unwrap();
+        for e in &run.results.errors {
+            writeln!(s, "|  | error | {e} | | | | | |").unwrap();
+        }
+        for skip in &run.results.skipped {
+            writeln!(s, "|  | skipped | {skip} | | | | | |").unwrap();
+        }
+    }
+    s.push('\n');
+}
+
+/// Both false-positive definitions, each beside its own reference.
+fn fp_table(s: &mut String, r: &BenchReport) {
+    let keys: Vec<(u32, u32, u32)> = {
+        let mut k: Vec<_> = r
+            .runs
+            .iter()
+            .flat_map(|run| {
+                run.results
+                    .bloom
+                    .iter()
+                    .map(|b| (b.hash_funcs, b.entries, b.value_size))
+            })
+            .collect();
+        k.dedup();
+        k.sort_unstable();
+        k.dedup();
+        k
+    };
+    if keys.is_empty() {
+        return;
+    }
+    writeln!(
+        s,
+        "## Bloom filter false-positive rate (%)\n\nThread: {}.\n\n\
+         F false positives among N probes of values never pushed, pooled over every counted \
+         boot of both modes. **F/N** is the rate the theory predicts, (1 - e^(-kn/m))^k for the \
+         kernel's bitmap of m bits (kernel/bpf/bloom_filter.c `bloom_map_alloc`). **F/(N+F)** is \
+         what the kernel's bench prints (benchs/bench.c `false_hits_report_final`: its program \
+         logs each false positive as a false hit and as a drop, and divides by all three \
+         counters), so it compares with the thread's figure.\n\n\
+         | parameters | N | F/N | theory | F/N ÷ theory | F/(N+F) | thread | m (bits) |\n|---|---|---|---|---|---|---|---|",
+        reference::BLOOM.cite()
+    )
+    .unwrap();
+    for (k, n, vs) in keys {
+        let (mut f, mut probes) = (0u64, 0u64);
+        for run in r.runs.iter().filter(|run| run.counts()) {
+            for b in &run.results.bloom {
+                if (b.hash_funcs, b.entries, b.value_size) == (k, n, vs) {
+                    f += b.fp_false_hits;
+                    probes += b.fp_probes;
+                }
+            }
+        }
+        let m = bitmap_bits(n, k);
+        let theory = false_positive_rate(n as u64, m, k) * 100.0;
+        let per_n = f as f64 / probes.max(1) as f64 * 100.0;
+        let kernel = f as f64 / (probes + f).max(1) as f64 * 100.0;
+        writeln!(
+            s,
+            "| k={k}, {n} entries, {vs} B | {probes} | {} | {} | {:.3} | {} | {} | {m} |",
+            num(per_n),
+            num(theory),
+            per_n / theory,
+            num(kernel),
+            reference::bloom(k, n, vs).map_or("-".into(), |t| num(t.fp_pct))
+        )
+        .unwrap();
+    }
+    s.push('\n');
+}
+
+fn improvement_table(s: &mut String, r: &BenchReport) {
+    let keys = r.distinct(|res| res.batch.iter().map(|b| b.buffer).collect());
+    if keys.is_empty() {
+        return;
+    }
+    writeln!(
+        s,
+        "## Improvement of BPF_MAP_LOOKUP_BATCH over get_next_key + lookup (%)\n\nThread: {}. \
+         (entry - batch) / entry, per boot; ENOSPC retries are the batch calls retried with a \
+         doubled buffer because a hash bucket did not fit.\n\n\
+         | buffer | retpoline | off | thread | ENOSPC retries per boot |\n|---|---|---|---|---|",
+        reference::BATCH.cite()
+    )
+    .unwrap();
+    for b in keys {
+        let p = r.pair(|res| {
+            res.batch
+                .iter()
+                .find(|x| x.buffer == b)
+                .map(|x| x.improvement_pct)
+        });
+        let retries: Vec<String> = r
+            .runs
+            .iter()
+            .filter_map(|run| run.results.batch.iter().find(|x| x.buffer == b))
+            .map(|x| x.enospc_retries.to_string())
+            .collect();
+        writeln!(
+            s,
+            "| {b} | {} | {} | {} | {} |",
+            boots(&p.on),
+            boots(&p.off),
+            reference::batch(b).map_or("-".into(), |t| num(t.improvement_pct)),
+            retries.join(", ")
+        )
+        .unwrap();
+    }
+    s.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_recorded_report_renders_headlines_verdicts_and_both_fp_definitions() {
+        let r: BenchReport =
+            serde_json::from_str(include_str!("../../tests/data/bench-6.1-quick.json")).unwrap();
+        let md = render(&r);
+        assert!(md.contains("## Headline rows"));
+        assert!(md.contains("| bloom lookup k=3 entries=50000 value=8B | "));
+        assert!(md.contains("| bpf_loop nr_loops=1000000 | "));
+        assert!(md.contains("| batch dump buffer=230 | "));
+        assert!(md.contains("retpoline costs") || md.contains("no difference resolved"));
+        assert!(md.contains("F/(N+F)") && md.contains("| F/N |"));
+        // The plots render from the same report.
+        let dir = tempfile::tempdir().unwrap();
+        super::super::plot::write_all(&r, dir.path()).unwrap();
+        let svg = std::fs::read_to_string(dir.path().join("cost_ci.svg")).unwrap();
+        assert!(svg.contains("bloom lookup k=3 entries=50000 value=8B"));
+    }
+
+    #[test]
+    fn numbers_keep_three_significant_digits() {
+        assert_eq!(num(123.456), "123");
+        assert_eq!(num(12.345), "12.3");
+        assert_eq!(num(1.2345), "1.23");
+        assert_eq!(num(0.01234), "0.012");
+    }
+}

@@ -1,0 +1,469 @@
+//! The bench-vm data model: what a report holds (`report.json`), and the figures the
+//! renderers and `bench-compare` read from it, one value per valid boot and mode. Knows nothing
+//! of rendering; the renderers (`markdown`, `plot`) and `compare` read it.
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use super::stats::{self, Better};
+use crate::report::AccelInfo;
+use bpfvm_common::bench_results::{Results, Stat};
+
+/// How much to measure (the guest runner's plan of the same name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Size {
+    /// One size per benchmark, one boot per mode (CI: the code cannot rot).
+    Smoke,
+    /// The headline rows and a few more, 5 boots per mode, in 10 minutes under TCG.
+    Quick,
+    /// The threads' whole tables.
+    Full,
+}
+
+impl Size {
+    pub fn name(self) -> &'static str {
+        match self {
+            Size::Smoke => "smoke",
+            Size::Quick => "quick",
+            Size::Full => "full",
+        }
+    }
+
+    /// Boots per mode unless `--boots` says otherwise.
+    pub fn default_boots(self) -> u32 {
+        match self {
+            Size::Smoke => 1,
+            // 8 boots with 64 B rows took 65 s each under TCG here; 10 without them fit the
+            // 10-minute budget (see the README's Benchmarks section).
+            Size::Quick => 5,
+            Size::Full => 3,
+        }
+    }
+}
+
+impl FromStr for Size {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Size::Smoke, Size::Quick, Size::Full]
+            .into_iter()
+            .find(|z| z.name() == s)
+            .ok_or_else(|| format!("unknown size `{s}` (smoke, quick, full)"))
+    }
+}
+
+/// The boots in order: modes alternate, so drift over time hits both alike.
+pub fn schedule(boots_per_mode: u32) -> Vec<Mode> {
+    (0..boots_per_mode.max(1))
+        .flat_map(|_| [Mode::Retpoline, Mode::Off])
+        .collect()
+}
+
+/// The spectre_v2 mitigation a boot asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Retpoline,
+    Off,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Retpoline => "retpoline",
+            Mode::Off => "off",
+        }
+    }
+
+    /// The kernel command line argument.
+    pub fn cmdline_arg(self) -> String {
+        format!("spectre_v2={}", self.name())
+    }
+
+    /// What `/sys/devices/system/cpu/vulnerabilities/spectre_v2` shows in this mode.
+    pub fn expected(self) -> &'static str {
+        match self {
+            Mode::Retpoline => "Retpolines",
+            Mode::Off => "Vulnerable",
+        }
+    }
+}
+
+/// What a run was asked to measure: two reports compare only when these are equal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Params {
+    pub size: Size,
+    /// Benchmark groups; empty: all.
+    pub only: Vec<String>,
+    /// Producer threads in the guest (`-p`).
+    pub producers: u32,
+    pub cpus: u32,
+    pub memory: String,
+    pub boots_per_mode: u32,
+}
+
+/// The host's load while one boot ran.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostLoad {
+    /// CPUs' worth of time other processes used during the boot: the host's busy time
+    /// (/proc/stat) minus this process's and its children's (getrusage).
+    pub other_cpus: f64,
+    /// The 1-minute load average when the boot ended.
+    pub loadavg_1m: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Run {
+    pub mode: Mode,
+    pub spectre_v2: Option<String>,
+    pub cmdline: Option<String>,
+    /// The guest ran in the asked mode and its runner finished.
+    pub valid: bool,
+    pub invalid_reason: Option<String>,
+    #[serde(default)]
+    pub host: HostLoad,
+    /// Why the statistics leave this boot out though it is valid (it ran on a busy host and
+    /// was repeated).
+    #[serde(default)]
+    pub excluded: Option<String>,
+    pub wall_time_s: f64,
+    #[serde(flatten)]
+    pub results: Results,
+}
+
+impl Run {
+    /// Counted in the statistics.
+    pub fn counts(&self) -> bool {
+        self.valid && self.excluded.is_none()
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchReport {
+    pub kernel: String,
+    pub release: String,
+    pub accel: AccelInfo,
+    /// What the accelerator means for the figures.
+    pub accel_note: String,
+    pub host_cpu: String,
+    pub params: Params,
+    pub wall_time_s: f64,
+    pub runs: Vec<Run>,
+}
+
+impl BenchReport {
+    /// The distinct values of one parameter over every run's rows, sorted.
+    pub fn distinct(&self, param: impl Fn(&Results) -> Vec<u32>) -> Vec<u32> {
+        let mut keys: Vec<u32> = self
+            .runs
+            .iter()
+            .flat_map(|run| param(&run.results))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
+
+    /// Every run valid and no benchmark failed.
+    pub fn ok(&self) -> bool {
+        self.runs
+            .iter()
+            .all(|r| r.valid && r.results.errors.is_empty())
+    }
+
+    /// `f` of every counted run, split by mode.
+    pub fn pair(&self, f: impl Fn(&Results) -> Option<f64>) -> Pair {
+        let mut p = Pair::default();
+        for run in self.runs.iter().filter(|run| run.counts()) {
+            if let Some(v) = f(&run.results) {
+                match run.mode {
+                    Mode::Retpoline => p.on.push(v),
+                    Mode::Off => p.off.push(v),
+                }
+            }
+        }
+        p
+    }
+}
+
+/// One figure measured in both modes: one value per counted boot.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Pair {
+    pub on: Vec<f64>,
+    pub off: Vec<f64>,
+}
+
+/// A figure of the report: one row of one table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    /// Stable across reports: what `bench-compare` matches rows by.
+    pub key: String,
+    /// The table it belongs to.
+    pub table: &'static str,
+    pub unit: &'static str,
+    /// The row's parameters, for the table.
+    pub params: String,
+    pub better: Better,
+    /// One of the rows the quick plan must resolve to +-5 %.
+    pub headline: bool,
+    /// What the cells show: the figure itself.
+    pub values: Pair,
+    /// What the statistics compare: the figure over the guest's reference speed measured
+    /// beside it (times: times the speed), which takes out the host's speed drift; the figure
+    /// itself for reports without reference speeds.
+    pub relative: Pair,
+    /// The thread's figure, if it has one.
+    pub thread: Option<f64>,
+}
+
+impl Figure {
+    /// The retpoline cost with its 95 % CI (see [`stats::cost`]).
+    pub fn cost(&self) -> Option<stats::Ci> {
+        stats::cost(&self.relative.on, &self.relative.off, self.better)
+    }
+}
+
+/// A boot's figure from its samples: their median (robust to one sample hit by a busy
+/// host), or the mean the guest computed when no samples were kept.
+pub fn boot_value(s: &Stat) -> f64 {
+    stats::median(&s.samples).unwrap_or(s.mean)
+}
+
+/// A boot's figure over the reference speed: the median of sample / speed; the
+/// [`boot_value`] when the samples have no speeds.
+pub fn boot_relative(s: &Stat) -> f64 {
+    if s.speeds.len() != s.samples.len() || s.samples.is_empty() {
+        return boot_value(s);
+    }
+    let r: Vec<f64> = s
+        .samples
+        .iter()
+        .zip(&s.speeds)
+        .map(|(x, v)| x / v)
+        .collect();
+    stats::median(&r).unwrap_or(f64::NAN)
+}
+
+/// A time in ms, median over repetitions, times the reference speed when recorded.
+fn batch_relative(runs_ns: &[u64], speeds: &[f64], fallback_ns: f64) -> f64 {
+    if runs_ns.is_empty() || speeds.len() != runs_ns.len() {
+        return fallback_ns / 1e6;
+    }
+    let r: Vec<f64> = runs_ns
+        .iter()
+        .zip(speeds)
+        .map(|(t, v)| *t as f64 * v / 1e6)
+        .collect();
+    stats::median(&r).unwrap_or(f64::NAN)
+}
+
+/// The headline rows of the issue: bloom lookup and update k=3, 50,000 entries, 8 B;
+/// bpf_loop 1,000 and 1,000,000 loops; batch buffers 230 and 100,000.
+fn headline(table: &str, key: (u32, u32, u32)) -> bool {
+    match table {
+        BLOOM_LOOKUP | BLOOM_UPDATE => key == (3, 50_000, 8),
+        BPF_LOOP => key.0 == 1000 || key.0 == 1_000_000,
+        BATCH_DUMP => key.0 == 230 || key.0 == 100_000,
+        _ => false,
+    }
+}
+
+pub const BLOOM_LOOKUP: &str = "Bloom filter lookups";
+pub const BLOOM_UPDATE: &str = "Bloom filter updates";
+pub const HASH_WITHOUT: &str = "Hash map lookups without a bloom filter";
+pub const HASH_WITH: &str = "Hash map lookups with a bloom filter in front";
+pub const BPF_LOOP: &str = "bpf_loop latency";
+pub const BATCH_DUMP: &str = "Batch dump (BPF_MAP_LOOKUP_BATCH)";
+pub const ENTRY_DUMP: &str = "get_next_key + lookup dump";
+
+/// Every figure of the report, in table order.
+pub fn figures(r: &BenchReport) -> Vec<Figure> {
+    let mut out = Vec::new();
+    let bloom_keys: Vec<(u32, u32, u32)> = unique(r.runs.iter().flat_map(|run| {
+        run.results
+            .bloom
+            .iter()
+            .map(|b| (b.hash_funcs, b.entries, b.value_size))
+    }));
+    for (table, lookup) in [(BLOOM_LOOKUP, true), (BLOOM_UPDATE, false)] {
+        for &(k, n, vs) in &bloom_keys {
+            let of = |value: fn(&Stat) -> f64| {
+                r.pair(|res| {
+                    let b = res
+                        .bloom
+                        .iter()
+                        .find(|b| (b.hash_funcs, b.entries, b.value_size) == (k, n, vs))?;
+                    Some(value(if lookup { &b.lookup } else { &b.update }))
+                })
+            };
+            let (values, relative) = (of(boot_value), of(boot_relative));
+            let thread =
+                super::reference::bloom(k, n, vs).map(|t| if lookup { t.lookup } else { t.update });
+            out.push(Figure {
+                key: format!(
+                    "bloom {} k={k} entries={n} value={vs}B",
+                    if lookup { "lookup" } else { "update" }
+                ),
+                table,
+                unit: "M ops/s",
+                params: format!("k={k}, {n} entries, {vs} B"),
+                better: Better::Higher,
+                headline: headline(table, (k, n, vs)),
+                values,
+                relative,
+                thread,
+            });
+        }
+    }
+    let hash_keys: Vec<(u32, u32)> = unique(r.runs.iter().flat_map(|run| {
+        run.results
+            .bloom_hashmap
+            .iter()
+            .map(|h| (h.hash_funcs, h.entries))
+    }));
+    for (table, with) in [(HASH_WITHOUT, false), (HASH_WITH, true)] {
+        for &(k, n) in &hash_keys {
+            let of = |value: fn(&Stat) -> f64| {
+                r.pair(|res| {
+                    let h = res
+                        .bloom_hashmap
+                        .iter()
+                        .find(|h| (h.hash_funcs, h.entries) == (k, n))?;
+                    Some(value(if with {
+                        &h.with_bloom
+                    } else {
+                        &h.without_bloom
+                    }))
+                })
+            };
+            let (values, relative) = (of(boot_value), of(boot_relative));
+            out.push(Figure {
+                key: format!(
+                    "hashmap {} k={k} entries={n}",
+                    if with { "with bloom" } else { "without bloom" }
+                ),
+                table,
+                unit: "M ops/s",
+                params: format!("k={k}, {n} entries, 8 B"),
+                better: Better::Higher,
+                headline: false,
+                values,
+                relative,
+                thread: None,
+            });
+        }
+    }
+    for n in r.distinct(|res| res.bpf_loop.iter().map(|l| l.nr_loops).collect()) {
+        let of = |value: fn(&Stat) -> f64| {
+            r.pair(|res| {
+                let l = res.bpf_loop.iter().find(|l| l.nr_loops == n)?;
+                Some(1000.0 / value(&l.throughput))
+            })
+        };
+        let (values, relative) = (of(boot_value), of(boot_relative));
+        out.push(Figure {
+            key: format!("bpf_loop nr_loops={n}"),
+            table: BPF_LOOP,
+            unit: "ns per iteration",
+            params: format!("nr_loops={n}"),
+            better: Better::Lower,
+            headline: headline(BPF_LOOP, (n, 0, 0)),
+            values,
+            relative,
+            // The thread's qemu series (its hardware series is in the markdown).
+            thread: super::reference::bpf_loop(n).map(|t| t.qemu_ns),
+        });
+    }
+    for (table, batch) in [(BATCH_DUMP, true), (ENTRY_DUMP, false)] {
+        for b in r.distinct(|res| res.batch.iter().map(|x| x.buffer).collect()) {
+            let values = r.pair(|res| {
+                let x = res.batch.iter().find(|x| x.buffer == b)?;
+                Some(if batch { x.batch_ns } else { x.entry_ns } / 1e6)
+            });
+            let relative = r.pair(|res| {
+                let x = res.batch.iter().find(|x| x.buffer == b)?;
+                Some(if batch {
+                    batch_relative(&x.batch_runs_ns, &x.batch_speeds, x.batch_ns)
+                } else {
+                    batch_relative(&x.entry_runs_ns, &x.entry_speeds, x.entry_ns)
+                })
+            });
+            out.push(Figure {
+                key: format!(
+                    "{} buffer={b}",
+                    if batch {
+                        "batch dump"
+                    } else {
+                        "get_next_key dump"
+                    }
+                ),
+                table,
+                unit: "ms per dump",
+                params: format!("buffer {b}"),
+                better: Better::Lower,
+                headline: batch && headline(BATCH_DUMP, (b, 0, 0)),
+                values,
+                relative,
+                thread: super::reference::batch(b)
+                    .map(|t| if batch { t.batch_ns } else { t.entry_ns } as f64 / 1e6),
+            });
+        }
+    }
+    out
+}
+
+/// The distinct items in first-seen order.
+fn unique<T: PartialEq>(items: impl Iterator<Item = T>) -> Vec<T> {
+    let mut v = Vec::new();
+    for i in items {
+        if !v.contains(&i) {
+            v.push(i);
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_alternate() {
+        use Mode::*;
+        assert_eq!(schedule(2), vec![Retpoline, Off, Retpoline, Off]);
+        assert_eq!(schedule(1), vec![Retpoline, Off]);
+        assert_eq!(schedule(0), vec![Retpoline, Off]);
+    }
+
+    #[test]
+    fn sizes_parse_by_name() {
+        assert_eq!("quick".parse::<Size>(), Ok(Size::Quick));
+        assert!("medium".parse::<Size>().is_err());
+    }
+
+    #[test]
+    fn a_boot_value_is_the_median_of_its_samples() {
+        let s = Stat::of(vec![1.0, 9.0, 2.0]);
+        assert_eq!(boot_value(&s), 2.0);
+        let no_samples = Stat {
+            mean: 4.0,
+            ..Stat::default()
+        };
+        assert_eq!(boot_value(&no_samples), 4.0);
+    }
+
+    #[test]
+    fn relative_figures_divide_each_sample_by_its_reference_speed() {
+        let s = Stat {
+            speeds: vec![2.0, 1.0, 4.0],
+            ..Stat::of(vec![4.0, 2.0, 12.0])
+        };
+        // 2, 2, 3 -> median 2: the doubled host speed of the first sample cancels.
+        assert_eq!(boot_relative(&s), 2.0);
+        assert_eq!(
+            batch_relative(&[1_000_000, 3_000_000], &[2.0, 1.0], 0.0),
+            2.5
+        );
+        assert_eq!(batch_relative(&[], &[], 5e6), 5.0);
+    }
+}

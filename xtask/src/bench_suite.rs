@@ -6,9 +6,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use vm::accel::Choice;
-use vm::output::Events;
-use vm::report::Report;
+use bpfvm_host::accel::Choice;
+use bpfvm_host::output::Events;
+use bpfvm_host::report::Report;
 use xshell::{cmd, Shell};
 
 pub struct Options {
@@ -32,10 +32,10 @@ pub fn run(opts: &Options, events: &Events) -> Result<()> {
     if opts.runs == 0 {
         bail!("--runs 0 measures nothing: give at least 1 (3 or more for a spread)");
     }
-    let pin = vm::kernels::resolve(&opts.kernel)?;
-    let tools = vm::provision::ensure(events)?;
-    let tree = vm::kernels::fetch(&pin, events)?;
-    let accel = vm::accel::decide(Choice::Auto, &tree.vmlinuz)?;
+    let pin = bpfvm_host::kernels::resolve(&opts.kernel)?;
+    let tools = bpfvm_host::provision::ensure(events)?;
+    let tree = bpfvm_host::kernels::fetch(&pin, events)?;
+    let accel = bpfvm_host::accel::decide(Choice::Auto, &tree.vmlinuz)?;
     let sh = Shell::new()?;
     let (kernel, cpus, memory) = (&opts.kernel, opts.cpus.to_string(), &opts.memory);
     let vm_test = || {
@@ -60,7 +60,7 @@ pub fn run(opts: &Options, events: &Events) -> Result<()> {
     let vng = &tools.vng;
     let vmlinuz = &tree.vmlinuz;
     let no_kvm = (!accel.is_kvm()).then_some("--disable-kvm");
-    let report = vm::paths::target_dir()
+    let report = bpfvm_host::paths::target_dir()
         .join("vm-test")
         .join(kernel)
         .join("report.json");

@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
-use vm::accel::Choice;
-use vm::output::Events;
-use vm::paths::workspace_root;
-use vm::run::{self, TestOptions, VmOptions};
-use vm::{build, provision};
+use bpfvm_host::accel::Choice;
+use bpfvm_host::output::Events;
+use bpfvm_host::paths::workspace_root;
+use bpfvm_host::run::{self, TestOptions, VmOptions};
+use bpfvm_host::{build, provision};
 
 /// The outcome of one step, for the closing summary.
 pub struct StepResult {
@@ -102,7 +102,7 @@ pub fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
                 &[
                     "test",
                     "-p",
-                    "vm",
+                    "bpfvm-host",
                     "--lib",
                     "--",
                     "--ignored",
@@ -136,18 +136,18 @@ pub fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
             filter: None,
         };
         let (report, dir) = run::vm_test(&opts, events)?;
-        events.note(vm::report::summary_table(&report));
+        events.note(bpfvm_host::report::summary_table(&report));
         if !report.ok() {
             bail!("vm-test failed; see {}", dir.join("report.json").display());
         }
         Ok(())
     });
     step("bench-vm --smoke", &mut || {
-        let opts = vm::bench::BenchOptions::new(
+        let opts = bpfvm_host::bench::BenchOptions::new(
             vm_options(kernel, Duration::from_secs(1800)),
-            vm::bench::Size::Smoke,
+            bpfvm_host::bench::Size::Smoke,
         );
-        let (report, dir) = vm::bench::bench_vm(&opts, events)?;
+        let (report, dir) = bpfvm_host::bench::bench_vm(&opts, events)?;
         if !report.ok() {
             bail!(
                 "the benchmark smoke run failed; see {}",

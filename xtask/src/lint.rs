@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
-use vm::output::Events;
-use vm::paths::{cache_dir, workspace_root};
-use vm::provision::PipVenv;
+use bpfvm_host::output::Events;
+use bpfvm_host::paths::{cache_dir, workspace_root};
+use bpfvm_host::provision::PipVenv;
 
 /// The pinned requirements, one `name==version --hash=sha256:...` per line.
 pub fn requirements() -> Result<Vec<String>> {

@@ -5,11 +5,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
+use bpfvm_host::accel::Choice;
+use bpfvm_host::bench::{BenchOptions, Group, Size};
+use bpfvm_host::run::{TestOptions, VmOptions};
+use bpfvm_host::vng::Ending;
 use clap::{Args, Parser, Subcommand};
-use vm::accel::Choice;
-use vm::bench::{BenchOptions, Group, Size};
-use vm::run::{TestOptions, VmOptions};
-use vm::vng::Ending;
 
 mod bench_suite;
 mod ci;
@@ -177,11 +177,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Ctrl-C and SIGTERM: the runner kills its VM's whole process group, then we exit. Without
     // the handler they would kill only this process and leave qemu running: no run starts.
-    if let Err(e) = ctrlc::set_handler(vm::proc::request_interrupt) {
+    if let Err(e) = ctrlc::set_handler(bpfvm_host::proc::request_interrupt) {
         eprintln!("error: cannot install the Ctrl-C/SIGTERM handler that stops the VM: {e}");
         return ExitCode::FAILURE;
     }
-    let events = vm::ui::terminal(cli.verbose);
+    let events = bpfvm_host::ui::terminal(cli.verbose);
     match run(cli.cmd, &events) {
         Ok(code) => code,
         Err(e) => {
@@ -191,10 +191,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
+fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
     match cmd {
         Cmd::Setup { check: true } => {
-            let items = vm::provision::check();
+            let items = bpfvm_host::provision::check();
             for i in &items {
                 let mark = if i.present { "ok     " } else { "MISSING" };
                 println!("{mark} {:<28} {}", i.name, i.detail);
@@ -202,7 +202,7 @@ fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
             Ok(exit_if(items.iter().all(|i| i.present)))
         }
         Cmd::Setup { check: false } => {
-            vm::provision::ensure(events)?;
+            bpfvm_host::provision::ensure(events)?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Kernels { cmd } => kernels(cmd, events),
@@ -212,8 +212,8 @@ fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
             Ok(exit_if(results.iter().all(|r| r.result.is_ok())))
         }
         Cmd::BuildEbpf => {
-            let tools = vm::provision::ensure(events)?;
-            let dir = vm::build::build_ebpf(&tools.ebpf, events)?;
+            let tools = bpfvm_host::provision::ensure(events)?;
+            let dir = bpfvm_host::build::build_ebpf(&tools.ebpf, events)?;
             println!("{}", dir.display());
             Ok(ExitCode::SUCCESS)
         }
@@ -222,7 +222,7 @@ fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
             timeout,
             command,
         } => {
-            let outcome = vm::run::vm_run(&vm.options(timeout), &command, events)?;
+            let outcome = bpfvm_host::run::vm_run(&vm.options(timeout), &command, events)?;
             match outcome.ending {
                 Ending::Exited(code) => Ok(ExitCode::from(code.clamp(0, 255) as u8)),
                 _ => anyhow::bail!("{}", outcome.diagnosis()),
@@ -238,8 +238,8 @@ fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
                 filter,
             };
             if opts.vm.kernel == "all" {
-                let reports = vm::run::vm_test_all(&opts, events)?;
-                println!("{}", vm::report::matrix_table(&reports));
+                let reports = bpfvm_host::run::vm_test_all(&opts, events)?;
+                println!("{}", bpfvm_host::report::matrix_table(&reports));
                 for r in &reports {
                     if let Some(why) = r.why_failed() {
                         println!("kernel {} FAILED: {why}", r.kernel.version);
@@ -247,8 +247,8 @@ fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
                 }
                 return Ok(exit_if(reports.iter().all(|r| r.ok())));
             }
-            let (report, dir) = vm::run::vm_test(&opts, events)?;
-            println!("{}", vm::report::summary_table(&report));
+            let (report, dir) = bpfvm_host::run::vm_test(&opts, events)?;
+            println!("{}", bpfvm_host::report::summary_table(&report));
             println!("report: {}", dir.join("report.json").display());
             Ok(exit_if(report.ok()))
         }
@@ -288,12 +288,12 @@ fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
                 boots,
                 ..BenchOptions::new(vm.options(timeout), size)
             };
-            let (report, dir) = vm::bench::bench_vm(&opts, events)?;
+            let (report, dir) = bpfvm_host::bench::bench_vm(&opts, events)?;
             println!("report: {}", dir.join("report.md").display());
             Ok(exit_if(report.ok()))
         }
         Cmd::BenchCompare { a, b, threshold } => {
-            use vm::bench::compare;
+            use bpfvm_host::bench::compare;
             let rows = compare::compare(&compare::load(&a)?, &compare::load(&b)?, threshold)?;
             let (a, b) = (a.display().to_string(), b.display().to_string());
             println!("{}", compare::markdown(&a, &b, &rows, threshold));
@@ -310,13 +310,14 @@ fn run(cmd: Cmd, events: &vm::output::Events) -> Result<ExitCode> {
     }
 }
 
-fn kernels(cmd: KernelsCmd, events: &vm::output::Events) -> Result<ExitCode> {
+fn kernels(cmd: KernelsCmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
     match cmd {
         KernelsCmd::List => {
-            for pin in vm::kernels::pins()? {
-                let cached = vm::kernels::cached(&pin).map_or("not cached".to_string(), |t| {
-                    format!("cached at {}", t.root.display())
-                });
+            for pin in bpfvm_host::kernels::pins()? {
+                let cached = bpfvm_host::kernels::cached(&pin)
+                    .map_or("not cached".to_string(), |t| {
+                        format!("cached at {}", t.root.display())
+                    });
                 println!(
                     "{:<6} {:<28} {}  ({cached})",
                     pin.version, pin.release, pin.description
@@ -324,11 +325,12 @@ fn kernels(cmd: KernelsCmd, events: &vm::output::Events) -> Result<ExitCode> {
             }
         }
         KernelsCmd::Fetch { version } => {
-            let tree = vm::kernels::fetch(&vm::kernels::resolve(&version)?, events)?;
+            let tree =
+                bpfvm_host::kernels::fetch(&bpfvm_host::kernels::resolve(&version)?, events)?;
             println!("{}", tree.vmlinuz.display());
         }
         KernelsCmd::Bump { version } => {
-            let b = vm::kernels::bump(&version, events)?;
+            let b = bpfvm_host::kernels::bump(&version, events)?;
             if b.already_newest() {
                 println!("{version}: already the newest ({})", b.old_release);
             }
@@ -343,7 +345,7 @@ fn kernels(cmd: KernelsCmd, events: &vm::output::Events) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The benchmark groups `--only` accepts (one list: `vm::bench::Group`).
+/// The benchmark groups `--only` accepts (one list: `bpfvm_host::bench::Group`).
 fn group_names() -> clap::builder::PossibleValuesParser {
     clap::builder::PossibleValuesParser::new(Group::ALL.map(|g| g.name()))
 }

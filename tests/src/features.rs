@@ -14,7 +14,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use aya::programs::SocketFilter;
 
-use crate::batch::{BatchError, BatchMap, Flags};
+use crate::maps::batch::{BatchError, BatchMap, Flags};
 use crate::object;
 use crate::sys::{self, bpf_map_type, bpf_prog_type, MapAttr};
 

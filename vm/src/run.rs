@@ -15,7 +15,7 @@ use crate::kernels::{self, KernelTree};
 use crate::output::{Events, Output};
 use crate::paths::target_dir;
 use crate::provision::{self, Tools};
-use crate::report::{self, AccelInfo, KernelInfo, Report, Timings, VmInfo};
+use crate::report::{self, AccelInfo, KernelInfo, Outcome, Report, Timings, VmInfo};
 use crate::vng::{self, Ending, RunOutcome, VmSpec};
 
 /// VM settings shared by every flow.
@@ -327,6 +327,15 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     files.keep(&out_dir.join("guest"), events);
     if !vm_ok {
         events.warn(outcome.diagnosis());
+    }
+    // Failures of the run itself (no test ran, no probe answers) are easy to miss in the table.
+    for t in report
+        .tests
+        .iter()
+        .filter(|t| t.outcome == Outcome::Fail && t.name.starts_with("guest:"))
+    {
+        let why = t.reason.as_deref().unwrap_or("");
+        events.warn(format!("{why} ({}; the run fails)", t.name));
     }
     Ok((report, out_dir))
 }

@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 
 use super::sample::reference_speed;
 use super::{BatchRow, Plan, Progress};
-use crate::batch::{attr_count, encode_lookup, BatchMap, Flags};
+use crate::maps::batch::{attr_count, encode_lookup, BatchMap, Flags};
 use crate::sys::{self, bpf_cmd, bpf_map_type, MapAttr};
 
 /// Entries per call the preallocated buffers hold at least: an ENOSPC retry doubles the

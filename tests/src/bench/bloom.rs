@@ -15,7 +15,7 @@ use super::prog::{self, Globals, Replace};
 use super::sample::{self, trigger};
 use super::{BloomRow, HashRow};
 use super::{Plan, Progress, Results};
-use crate::batch::{BatchMap, Flags};
+use crate::maps::batch::{BatchMap, Flags};
 
 /// False-positive probes per trigger (a few ms of TCG time at most).
 const FP_CHUNK: u32 = 16_384;

@@ -1,4 +1,4 @@
-//! Batch map operations (`BPF_MAP_*_BATCH`, 5.6) through [`crate::batch`], on maps created with
+//! Batch map operations (`BPF_MAP_*_BATCH`, 5.6) through [`crate::maps::batch`], on maps created with
 //! aya. References: the kernel's `map_tests/htab_map_batch_ops.c` and `array_map_batch_ops.c`,
 //! docs/kernel-behaviour.md (batch operations).
 //!
@@ -16,8 +16,8 @@ use aya::maps::{MapData, MapFd};
 use aya::programs::{SchedClassifier, TestRun, TestRunOptions};
 use test_case::test_case;
 
-use crate::batch::{BatchError, BatchMap, Flags, Layout, Token, BATCH_ATTR_END, BPF_F_LOCK};
 use crate::features::{self, Feature};
+use crate::maps::batch::{BatchError, BatchMap, Flags, Layout, Token, BATCH_ATTR_END, BPF_F_LOCK};
 use crate::sys::{self, bpf_cmd, bpf_map_type};
 
 const BPF_ANY: u64 = 0;
@@ -226,7 +226,7 @@ fn elem_next_key(fd: BorrowedFd<'_>, key: Option<&[u8]>, key_size: usize) -> Opt
 }
 
 /// Dumps the whole map with the wrapper's iterator; asserts no key comes twice.
-fn dump_all(b: &BatchMap<&MapFd>, buffer: u32) -> (Contents, crate::batch::DumpStats) {
+fn dump_all(b: &BatchMap<&MapFd>, buffer: u32) -> (Contents, crate::maps::batch::DumpStats) {
     let mut out = Contents::new();
     let mut dump = b.dump(buffer);
     for entry in &mut dump {
@@ -664,7 +664,7 @@ fn nonzero_byte_after_batch_flags_gives_einval() {
     let mut values = [0u8; 8 * 4];
     let mut out = 0u64;
     let mut encode = || {
-        crate::batch::encode_lookup(
+        crate::maps::batch::encode_lookup(
             m.fd().as_raw_fd() as u32,
             0,
             &mut out as *mut u64 as u64,
@@ -736,7 +736,7 @@ fn map_without_batch_support_gives_enotsupp(which: Unsupported) {
     if key_size == 0 {
         // Zero-sized keys cannot describe a count for the safe wrapper: encode by hand.
         for cmd in [bpf_cmd::BPF_MAP_UPDATE_BATCH, bpf_cmd::BPF_MAP_DELETE_BATCH] {
-            let mut attr = crate::batch::encode_write(
+            let mut attr = crate::maps::batch::encode_write(
                 fd.as_raw_fd() as u32,
                 keys.as_ptr() as u64,
                 values.as_ptr() as u64,
@@ -1036,7 +1036,7 @@ fn full_hash_map_drains_with_one_batch_of_max_entries(kind: Kind) {
         .expect_err("insert into a full map");
     assert_eq!(e.raw_os_error(), Some(libc::E2BIG), "the map is full");
     let b = m.batch();
-    let collect = |r: crate::batch::LookupBatch| -> Contents {
+    let collect = |r: crate::maps::batch::LookupBatch| -> Contents {
         (0..r.entries.len())
             .map(|i| (r.entries.key(i).to_vec(), r.entries.value(i).to_vec()))
             .collect()

@@ -226,7 +226,7 @@ struct SkipRecord {
 }
 
 /// Test names as users see them: without the crate's `tests::` module prefix.
-fn display_name(libtest_name: &str) -> String {
+pub(crate) fn display_name(libtest_name: &str) -> String {
     libtest_name
         .strip_prefix("tests::")
         .unwrap_or(libtest_name)

@@ -399,10 +399,7 @@ fn test_event(line: &str) -> Option<(String, String)> {
         _ => return None,
     };
     let name = v["name"].as_str()?;
-    Some((
-        name.strip_prefix("tests::").unwrap_or(name).to_string(),
-        outcome.to_string(),
-    ))
+    Some((report::display_name(name), outcome.to_string()))
 }
 
 #[cfg(test)]

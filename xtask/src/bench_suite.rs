@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use bpfvm_host::accel::Choice;
+use bpfvm_host::bench::stats;
 use bpfvm_host::output::Events;
 use bpfvm_host::report::Report;
 use xshell::{cmd, Shell};
@@ -101,17 +102,12 @@ fn read_report(path: &Path) -> Result<Report> {
     serde_json::from_str(&s).with_context(|| format!("parse {}", path.display()))
 }
 
-/// (min, median, max) of `xs`; the median of an even count is the mean of the middle two.
+/// (min, median, max) of `xs`.
 fn spread(xs: &[f64]) -> Option<(f64, f64, f64)> {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    let median = match n {
-        0 => return None,
-        _ if n % 2 == 1 => v[n / 2],
-        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    };
-    Some((v[0], median, v[n - 1]))
+    let median = stats::median(xs)?;
+    let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Some((min, median, max))
 }
 
 /// The markdown table: one row per phase, then the wall times and the ratios to the bare boot.

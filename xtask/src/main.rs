@@ -14,6 +14,7 @@ use clap::{Args, Parser, Subcommand};
 mod bench_suite;
 mod ci;
 mod lint;
+mod soak;
 
 #[derive(Parser)]
 #[command(
@@ -121,6 +122,21 @@ enum Cmd {
         #[arg(long, default_value = "2G")]
         memory: String,
     },
+    /// Boot each kernel many times under `vm-run -- true` with the host kept busy; counts
+    /// failed runs, retried boots and processes left behind. Non-zero exit on any failure.
+    Soak {
+        #[command(flatten)]
+        vm: VmArgs,
+        /// Boots per kernel.
+        #[arg(long, default_value_t = 30)]
+        boots: usize,
+        /// Host threads that spin during the soak.
+        #[arg(long, default_value_t = 2)]
+        hogs: usize,
+        /// Seconds before each VM is killed.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -135,7 +151,7 @@ enum KernelsCmd {
 
 #[derive(Args)]
 struct VmArgs {
-    /// A pinned kernel version (see `cargo xtask kernels list`), `all` (vm-test only), or the
+    /// A pinned kernel version (see `cargo xtask kernels list`), `all` (vm-test, soak), or the
     /// path of a kernel image you built (e.g. arch/x86/boot/bzImage).
     #[arg(long, default_value = "6.1")]
     kernel: String,
@@ -266,6 +282,22 @@ fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
             };
             bench_suite::run(&opts, events)?;
             Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Soak {
+            vm,
+            boots,
+            hogs,
+            timeout,
+        } => {
+            let opts = soak::Options {
+                kernel: vm.kernel.clone(),
+                boots,
+                hogs,
+                vm: vm.options(timeout),
+            };
+            let tallies = soak::run(&opts, events)?;
+            println!("{}", soak::summary(&tallies, hogs));
+            Ok(exit_if(tallies.iter().all(|t| t.ok())))
         }
         Cmd::BenchVm {
             vm,

@@ -1,0 +1,235 @@
+//! `cargo xtask soak`: boot each pinned kernel many times in a row under `vm-run -- true`,
+//! with busy threads keeping the host's cores loaded, and count what went wrong: runs that
+//! failed, boots the runner retried (`run::boot` retries a TCG boot that dies before the guest
+//! script starts), and processes left behind. It answers "does a boot flake fail a run?", the
+//! hardening issue's done-when; a measurement, so it reports rather than asserts durations.
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use bpfvm_host::bench::stats;
+use bpfvm_host::output::Events;
+use bpfvm_host::run::VmOptions;
+use bpfvm_host::vng::Ending;
+
+pub struct Options {
+    /// A pin's version or `all`.
+    pub kernel: String,
+    pub boots: usize,
+    /// Host threads that spin for the whole soak.
+    pub hogs: usize,
+    /// The VM's options; `kernel` is set per pin.
+    pub vm: VmOptions,
+}
+
+/// One kernel's tally.
+pub struct Tally {
+    pub kernel: String,
+    pub boots: usize,
+    pub failed: Vec<String>,
+    pub retries: Vec<String>,
+    pub leftovers: Vec<String>,
+    /// Seconds from starting vng to the guest script's first line, per boot that got there.
+    pub boot_secs: Vec<f64>,
+}
+
+impl Tally {
+    pub fn ok(&self) -> bool {
+        self.failed.is_empty() && self.leftovers.is_empty()
+    }
+}
+
+pub fn run(opts: &Options, events: &Events) -> Result<Vec<Tally>> {
+    if opts.boots == 0 {
+        bail!("--boots 0 boots nothing: give at least 1 (30 for the hardening soak)");
+    }
+    let versions: Vec<String> = if opts.kernel == "all" {
+        bpfvm_host::kernels::pins()?
+            .into_iter()
+            .map(|p| p.version)
+            .collect()
+    } else {
+        vec![bpfvm_host::kernels::resolve(&opts.kernel)?.version]
+    };
+    let _hogs = Hogs::start(opts.hogs);
+    let mut tallies = Vec::new();
+    for version in versions {
+        let mut vm = opts.vm.clone();
+        vm.kernel = version.clone();
+        let mut t = Tally {
+            kernel: version.clone(),
+            boots: 0,
+            failed: vec![],
+            retries: vec![],
+            leftovers: vec![],
+            boot_secs: vec![],
+        };
+        for i in 1..=opts.boots {
+            if bpfvm_host::proc::interrupted() {
+                bail!("interrupted during kernel {version}, boot {i}");
+            }
+            events.step(format!("kernel {version}: boot {i} of {}", opts.boots));
+            t.boots += 1;
+            match bpfvm_host::run::vm_run(&vm, &["true".to_string()], events) {
+                Ok(outcome) => {
+                    for r in &outcome.retries {
+                        t.retries.push(format!("boot {i}: {}", r.ending));
+                    }
+                    if let Some(b) = outcome.boot {
+                        t.boot_secs.push(b.as_secs_f64());
+                    }
+                    if outcome.ending != Ending::Exited(0) {
+                        t.failed.push(format!("boot {i}: {}", outcome.diagnosis()));
+                    }
+                }
+                Err(e) => t.failed.push(format!("boot {i}: {e:#}")),
+            }
+            t.leftovers.extend(
+                children()
+                    .into_iter()
+                    .map(|c| format!("after boot {i}: {c}")),
+            );
+        }
+        tallies.push(t);
+    }
+    Ok(tallies)
+}
+
+/// A markdown table, one row per kernel, then each failure, retry and leftover by name.
+pub fn summary(tallies: &[Tally], hogs: usize) -> String {
+    let mut s = String::from(
+        "| kernel | boots | failed | retried | left behind | boot s min / median / max |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    for t in tallies {
+        let mut b = t.boot_secs.clone();
+        b.sort_by(f64::total_cmp);
+        let spread = match (b.first(), stats::median(&b), b.last()) {
+            (Some(lo), Some(mid), Some(hi)) => format!("{lo:.1} / {mid:.1} / {hi:.1}"),
+            _ => "-".into(),
+        };
+        s += &format!(
+            "| {} | {} | {} | {} | {} | {spread} |\n",
+            t.kernel,
+            t.boots,
+            t.failed.len(),
+            t.retries.len(),
+            t.leftovers.len()
+        );
+    }
+    s += &format!("\nhost kept busy by {hogs} spinning thread(s)\n");
+    for t in tallies {
+        for (what, list) in [
+            ("FAILED", &t.failed),
+            ("retried", &t.retries),
+            ("left behind", &t.leftovers),
+        ] {
+            for line in list {
+                s += &format!("kernel {} {what}: {line}\n", t.kernel);
+            }
+        }
+    }
+    s
+}
+
+/// Processes whose parent is this one once a run has returned. The runner is a child
+/// subreaper (`bpfvm_host::proc`), so a qemu or virtiofsd the run failed to reap would be
+/// reparented here rather than to init: an empty list means nothing was left.
+fn children() -> Vec<String> {
+    let me = std::process::id().to_string();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    dir.flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter_map(|stat| {
+            // "pid (comm) state ppid ...": comm may hold spaces, so split after its ')'.
+            let (head, tail) = stat.rsplit_once(')')?;
+            let ppid = tail.split_whitespace().nth(1)?;
+            (ppid == me).then(|| head.replacen(" (", " ", 1))
+        })
+        .collect()
+}
+
+/// Threads that spin until dropped: the "busy host" the boot flake was seen on.
+struct Hogs {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Hogs {
+    fn start(n: usize) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        for _ in 0..1_000_000 {
+                            x = std::hint::black_box(x.wrapping_mul(6364136223846793005) + 1);
+                        }
+                    }
+                })
+            })
+            .collect();
+        // Let the hogs reach the scheduler before the first boot.
+        std::thread::sleep(Duration::from_millis(100));
+        Hogs { stop, threads }
+    }
+}
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally(failed: usize, retries: usize) -> Tally {
+        Tally {
+            kernel: "6.12".into(),
+            boots: 30,
+            failed: (0..failed).map(|i| format!("boot {i}: panic")).collect(),
+            retries: (0..retries).map(|i| format!("boot {i}: Oops")).collect(),
+            leftovers: vec![],
+            boot_secs: vec![12.0, 10.0, 30.0],
+        }
+    }
+
+    #[test]
+    fn summary_counts_failures_and_retries_and_names_each() {
+        let s = summary(&[tally(1, 2)], 2);
+        assert!(
+            s.contains("| 6.12 | 30 | 1 | 2 | 0 | 10.0 / 12.0 / 30.0 |"),
+            "{s}"
+        );
+        assert!(s.contains("kernel 6.12 FAILED: boot 0: panic"), "{s}");
+        assert!(s.contains("kernel 6.12 retried: boot 1: Oops"), "{s}");
+    }
+
+    #[test]
+    fn a_retry_alone_is_not_a_failure() {
+        assert!(tally(0, 3).ok());
+        assert!(!tally(1, 0).ok());
+    }
+
+    #[test]
+    fn a_spawned_child_is_seen_as_left_behind() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let seen = children();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(seen.iter().any(|c| c.contains("sleep")), "{seen:?}");
+    }
+}

@@ -2,7 +2,6 @@
 //! `include_bytes!`. `cargo xtask vm-test` builds `ebpf/` first and sets the variable, so no
 //! path is ever passed by hand and a stale object is never used: cargo reruns this script when
 //! the variable or any object changes, and rustc's dep-info tracks the included files.
-use std::io::Read;
 use std::path::Path;
 
 fn main() {
@@ -16,8 +15,8 @@ fn main() {
         std::process::exit(1);
     };
     let dir = Path::new(&dir);
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
+    let objects = match bpfvm_common::objects::list(dir) {
+        Ok(o) => o,
         Err(e) => {
             eprintln!(
                 "error: BPFVM_EBPF_DIR={} cannot be read ({e}): build the guest tests through \
@@ -27,21 +26,10 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let mut objects = 0;
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let mut magic = [0u8; 4];
-        let is_elf = path.is_file()
-            && std::fs::File::open(&path)
-                .and_then(|mut f| f.read_exact(&mut magic))
-                .is_ok()
-            && &magic == b"\x7fELF";
-        if is_elf {
-            println!("cargo:rerun-if-changed={}", path.display());
-            objects += 1;
-        }
+    for path in &objects {
+        println!("cargo:rerun-if-changed={}", path.display());
     }
-    if objects == 0 {
+    if objects.is_empty() {
         eprintln!(
             "error: BPFVM_EBPF_DIR={} holds no BPF object: build the guest tests through \
              `cargo xtask vm-test`, which builds ebpf/ first",

@@ -5,7 +5,7 @@
 //! line here. What an object needs from the kernel is read from the object itself
 //! ([`uses`], `features::needed_by`), never listed by hand.
 use anyhow::{anyhow, Context, Result};
-use aya::programs::{Program, ProgramError};
+use aya::programs::{Program, ProgramError, TestRun, TestRunOptions, TestRunResult};
 use aya::{Btf, Ebpf, EbpfLoader, Endianness};
 use std::sync::OnceLock;
 
@@ -216,4 +216,18 @@ pub fn load_any(name: &str, prog: &mut Program) -> Result<()> {
         }
     };
     r.map_err(|e| program_error(name, e))
+}
+
+/// Runs a packet program (socket filter, tc classifier) once through `BPF_PROG_TEST_RUN` on 64
+/// zero bytes: an skb test run needs at least an Ethernet header of data
+/// (`bpf_prog_test_run_skb`, net/bpf/test_run.c: `size < ETH_HLEN` is EINVAL).
+pub fn test_run_packet<P>(prog: &P) -> Result<TestRunResult>
+where
+    P: for<'d> TestRun<Opts<'d> = TestRunOptions<'d>, Result = TestRunResult>,
+{
+    prog.test_run(TestRunOptions {
+        data_in: Some(&[0u8; 64]),
+        ..Default::default()
+    })
+    .context("BPF_PROG_TEST_RUN")
 }

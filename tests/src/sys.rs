@@ -31,6 +31,29 @@ pub fn zeroed_attr() -> bpf_attr {
     unsafe { std::mem::zeroed() }
 }
 
+/// A raw `BPF_MAP_{LOOKUP,UPDATE,DELETE}_ELEM` or `BPF_MAP_GET_NEXT_KEY`: `key` and `value`
+/// are pointers (0 for NULL) to buffers the caller keeps alive; `value` is also `next_key`,
+/// the same union member. Raw because aya's typed maps check sizes and keys first, and the
+/// tests here need the kernel's own answer (a NULL key on a keyless map, bad flags).
+pub fn elem_cmd(
+    cmd: bpf_cmd,
+    map: BorrowedFd<'_>,
+    key: u64,
+    value: u64,
+    flags: u64,
+) -> io::Result<i64> {
+    let mut attr = zeroed_attr();
+    // SAFETY: plain integers into the element-command member of a zeroed union.
+    unsafe {
+        let e = &mut attr.__bindgen_anon_2;
+        e.map_fd = map.as_raw_fd() as u32;
+        e.key = key;
+        e.__bindgen_anon_1.value = value;
+        e.flags = flags;
+    }
+    bpf(cmd, &mut attr)
+}
+
 /// The attributes of `BPF_MAP_CREATE` this suite varies.
 #[derive(Debug, Clone, Copy)]
 pub struct MapAttr {
@@ -120,6 +143,30 @@ pub fn raise_memlock() {
     };
     // SAFETY: setrlimit with a valid struct; failure only matters on old kernels.
     unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
+}
+
+/// Pins the calling thread to `cpu` (`sched_setaffinity` on pid 0, this thread only).
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET stays within it for cpu < CPU_SETSIZE.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: a valid set of the size passed.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Pins the calling thread to the CPU it runs on now.
+pub fn pin_to_current_cpu() -> io::Result<usize> {
+    // SAFETY: sched_getcpu has no preconditions.
+    let cpu = unsafe { libc::sched_getcpu() };
+    let cpu = usize::try_from(cpu).map_err(|_| io::Error::last_os_error())?;
+    pin_to_cpu(cpu)?;
+    Ok(cpu)
 }
 
 /// Encodes one 64-bit BPF instruction.

@@ -3,7 +3,6 @@
 //! `build_ebpf` returns the directory holding one object per feature; `build_guest_tests` and
 //! `build_guest_bin` pass it to the `bpfvm-tests` build as `BPFVM_EBPF_DIR`, whose build script
 //! and `include_bytes!` dep-info make cargo rebuild the tests whenever an object changes.
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -128,23 +127,7 @@ fn file_name(p: &Path) -> String {
 
 /// The BPF objects (ELF files) directly in `dir`.
 pub fn list_objects(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let p = e?.path();
-        if !p.is_file() {
-            continue;
-        }
-        let mut magic = [0u8; 4];
-        let is_elf = std::fs::File::open(&p)
-            .and_then(|mut f| f.read_exact(&mut magic))
-            .map(|()| &magic == b"\x7fELF")
-            .unwrap_or(false);
-        if is_elf {
-            out.push(p);
-        }
-    }
-    out.sort();
-    Ok(out)
+    bpfvm_common::objects::list(dir).with_context(|| format!("reading {}", dir.display()))
 }
 
 /// A test executable of `bpfvm-tests`.

@@ -199,38 +199,23 @@ fn dump_entries(fd: BorrowedFd<'_>, n: u32) -> Result<()> {
 }
 
 fn walk_entries(fd: BorrowedFd<'_>) -> Result<u64> {
-    let map_fd = fd.as_raw_fd() as u32;
-    let mut key = 0u64;
-    let mut next = 0u64;
-    let mut value = 0u64;
+    let (mut key, mut next, mut value) = (0u64, 0u64, 0u64);
     let mut seen = 0u64;
     loop {
-        let mut attr = sys::zeroed_attr();
-        // SAFETY: integers and pointers to locals that outlive the call.
-        unsafe {
-            let a = &mut attr.__bindgen_anon_2;
-            a.map_fd = map_fd;
-            a.key = if seen == 0 {
-                0
-            } else {
-                &key as *const u64 as u64
-            };
-            a.__bindgen_anon_1.next_key = &mut next as *mut u64 as u64;
-        }
-        match sys::bpf(bpf_cmd::BPF_MAP_GET_NEXT_KEY, &mut attr) {
+        // The first call passes a NULL key: the kernel answers with the first key.
+        let prev = if seen == 0 {
+            0
+        } else {
+            &key as *const u64 as u64
+        };
+        let next_ptr = &mut next as *mut u64 as u64;
+        match sys::elem_cmd(bpf_cmd::BPF_MAP_GET_NEXT_KEY, fd, prev, next_ptr, 0) {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(seen),
             Err(e) => return Err(e).context("BPF_MAP_GET_NEXT_KEY"),
         }
-        let mut attr = sys::zeroed_attr();
-        // SAFETY: as above.
-        unsafe {
-            let a = &mut attr.__bindgen_anon_2;
-            a.map_fd = map_fd;
-            a.key = &next as *const u64 as u64;
-            a.__bindgen_anon_1.value = &mut value as *mut u64 as u64;
-        }
-        sys::bpf(bpf_cmd::BPF_MAP_LOOKUP_ELEM, &mut attr).context("BPF_MAP_LOOKUP_ELEM")?;
+        let (k, v) = (&next as *const u64 as u64, &mut value as *mut u64 as u64);
+        sys::elem_cmd(bpf_cmd::BPF_MAP_LOOKUP_ELEM, fd, k, v, 0).context("BPF_MAP_LOOKUP_ELEM")?;
         std::hint::black_box(value);
         key = next;
         seen += 1;

@@ -25,7 +25,7 @@ const FILL_BATCH: usize = 65_536;
 pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Results) -> Result<()> {
     let btf = Btf::from_sys_fs().context("read the kernel's BTF")?;
     // The false-positive probes run from this thread: always on CPU 0.
-    sample::pin_to(0)?;
+    crate::sys::pin_to_cpu(0).context("pin to CPU 0")?;
     for &vs in &plan.bloom_value_sizes {
         for &n in &plan.bloom_entries {
             for &k in &plan.bloom_hash_funcs {

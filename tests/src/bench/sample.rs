@@ -56,20 +56,6 @@ pub fn trigger() {
     unsafe { libc::getpgid(0) };
 }
 
-/// Pins the calling thread to `cpu`, so its triggers run the program on that CPU and count in
-/// that CPU's slot.
-pub fn pin_to(cpu: usize) -> Result<()> {
-    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET stays within it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: a valid set of the size passed.
-    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error().into());
-    }
-    Ok(())
-}
-
 /// Runs `producers` threads, producer `i` pinned to CPU `i`, each triggering the program and
 /// reading its own CPU's count (`ops(cpu)`, exact between triggers) every `s.interval`; all
 /// start together. Returns the kept samples, summed over producers, in M ops/s, each with the
@@ -85,7 +71,7 @@ pub fn measure(
             .map(|cpu| {
                 let (ops, start) = (&ops, &start);
                 scope.spawn(move || -> Result<(Vec<f64>, Vec<f64>)> {
-                    pin_to(cpu as usize)
+                    crate::sys::pin_to_cpu(cpu as usize)
                         .with_context(|| format!("pin producer {cpu} to CPU {cpu}"))?;
                     start.wait();
                     let mut rates = Vec::new();

@@ -13,7 +13,7 @@ use std::sync::{Arc, Barrier};
 
 use anyhow::Result;
 use aya::maps::{MapData, MapFd};
-use aya::programs::{SchedClassifier, TestRun, TestRunOptions};
+use aya::programs::SchedClassifier;
 use test_case::test_case;
 
 use crate::features::{self, Feature};
@@ -128,7 +128,7 @@ impl TestMap {
 
     /// Inserts keys `0..n` with their values.
     fn fill(&self, n: u32) -> Contents {
-        pin_to_current_cpu();
+        pin_for_lru();
         (0..n)
             .map(|i| {
                 let (k, v) = (self.key(i), self.value(i));
@@ -167,47 +167,26 @@ impl TestMap {
 
 /// LRU maps keep free elements on per-CPU lists: a thread that migrates while filling can make
 /// the map evict before it is full. Tests run in their own threads, so pinning is local.
-fn pin_to_current_cpu() {
-    // SAFETY: sched_getcpu has no preconditions; cpu_set_t is plain data; pid 0 is this thread.
-    unsafe {
-        let cpu = libc::sched_getcpu();
-        if cpu < 0 {
-            return;
-        }
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu as usize, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+fn pin_for_lru() {
+    if let Err(e) = sys::pin_to_current_cpu() {
+        panic!("pinning this test's thread to its CPU (sched_getcpu, sched_setaffinity): {e}");
     }
-}
-
-fn elem_attr(fd: BorrowedFd<'_>, key: u64, value: u64, flags: u64) -> sys::bpf_attr {
-    let mut attr = sys::zeroed_attr();
-    // SAFETY: plain integers into the element-command member of a zeroed union.
-    unsafe {
-        let e = &mut attr.__bindgen_anon_2;
-        e.map_fd = fd.as_raw_fd() as u32;
-        e.key = key;
-        e.__bindgen_anon_1.value = value;
-        e.flags = flags;
-    }
-    attr
 }
 
 fn elem_update(fd: BorrowedFd<'_>, key: &[u8], value: &[u8], flags: u64) -> io::Result<()> {
-    let mut attr = elem_attr(fd, key.as_ptr() as u64, value.as_ptr() as u64, flags);
-    sys::bpf(bpf_cmd::BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
+    let (key, value) = (key.as_ptr() as u64, value.as_ptr() as u64);
+    sys::elem_cmd(bpf_cmd::BPF_MAP_UPDATE_ELEM, fd, key, value, flags).map(drop)
 }
 
 fn elem_delete(fd: BorrowedFd<'_>, key: &[u8]) -> io::Result<()> {
     // DELETE_ELEM's last field is `key`: the value pointer must stay 0 (CHECK_ATTR).
-    let mut attr = elem_attr(fd, key.as_ptr() as u64, 0, 0);
-    sys::bpf(bpf_cmd::BPF_MAP_DELETE_ELEM, &mut attr).map(drop)
+    sys::elem_cmd(bpf_cmd::BPF_MAP_DELETE_ELEM, fd, key.as_ptr() as u64, 0, 0).map(drop)
 }
 
 fn elem_lookup(fd: BorrowedFd<'_>, key: &[u8], stride: usize) -> Option<Vec<u8>> {
     let mut v = vec![0u8; stride];
-    let mut attr = elem_attr(fd, key.as_ptr() as u64, v.as_mut_ptr() as u64, 0);
-    match sys::bpf(bpf_cmd::BPF_MAP_LOOKUP_ELEM, &mut attr) {
+    let (key, value) = (key.as_ptr() as u64, v.as_mut_ptr() as u64);
+    match sys::elem_cmd(bpf_cmd::BPF_MAP_LOOKUP_ELEM, fd, key, value, 0) {
         Ok(_) => Some(v),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
         Err(e) => panic!("lookup: {e}"),
@@ -217,8 +196,8 @@ fn elem_lookup(fd: BorrowedFd<'_>, key: &[u8], stride: usize) -> Option<Vec<u8>>
 fn elem_next_key(fd: BorrowedFd<'_>, key: Option<&[u8]>, key_size: usize) -> Option<Vec<u8>> {
     let mut next = vec![0u8; key_size];
     let key = key.map_or(0, |k| k.as_ptr() as u64);
-    let mut attr = elem_attr(fd, key, next.as_mut_ptr() as u64, 0);
-    match sys::bpf(bpf_cmd::BPF_MAP_GET_NEXT_KEY, &mut attr) {
+    let next_ptr = next.as_mut_ptr() as u64;
+    match sys::elem_cmd(bpf_cmd::BPF_MAP_GET_NEXT_KEY, fd, key, next_ptr, 0) {
         Ok(_) => Some(next),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
         Err(e) => panic!("get_next_key: {e}"),
@@ -807,7 +786,7 @@ fn lookup_and_delete_empties_map_and_returns_everything_once(kind: Kind, buffer:
 fn update_batch_writes_what_lookup_reads(kind: Kind) {
     crate::require!(Feature::Batch(kind.map_type()));
     let m = TestMap::new(kind, 4, 8, 256);
-    pin_to_current_cpu();
+    pin_for_lru();
     let n = if kind.is_array() { 256 } else { 200 };
     let b = m.batch();
     let done = b
@@ -1301,10 +1280,7 @@ fn f_lock_batches_copy_values_but_never_the_lock() -> Result<()> {
     );
 
     let prog: &mut SchedClassifier = crate::object::load_program(&mut ebpf, PROG_BUMP)?;
-    prog.test_run(TestRunOptions {
-        data_in: Some(&[0u8; 64]),
-        ..Default::default()
-    })?;
+    crate::object::test_run_packet(prog)?;
     let mut bumped = expected.clone();
     let v = bumped
         .get_mut(&BUMP_KEY.to_ne_bytes()[..])

@@ -13,7 +13,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use anyhow::{Context, Result};
 use aya::maps::{Array, ArrayOfMaps, BloomFilter, Map, MapData, MapError};
-use aya::programs::{SocketFilter, TestRun, TestRunOptions};
+use aya::programs::SocketFilter;
 use aya::Ebpf;
 use aya_obj::generated::{
     BPF_EXIST, BPF_F_LOCK, BPF_F_MMAPABLE, BPF_F_NO_COMMON_LRU, BPF_F_NO_PREALLOC, BPF_F_NUMA_NODE,
@@ -183,12 +183,7 @@ fn run(ebpf: &mut Ebpf, name: &str) -> Result<Outcome> {
     } else {
         object::load_program(ebpf, name)?
     };
-    // A socket filter's test run needs at least an Ethernet header of data.
-    prog.test_run(TestRunOptions {
-        data_in: Some(&[0u8; 64]),
-        ..Default::default()
-    })
-    .with_context(|| format!("BPF_PROG_TEST_RUN {name}"))?;
+    object::test_run_packet(prog).with_context(|| format!("program {name}"))?;
     let state: Array<&MapData, u64> =
         Array::try_from(ebpf.map(common::STATE).context("no state map")?)?;
     Ok(Outcome {
@@ -200,15 +195,7 @@ fn run(ebpf: &mut Ebpf, name: &str) -> Result<Outcome> {
 
 /// A raw element command on a keyless map: `key` NULL, `value` as given.
 fn elem_cmd(cmd: bpf_cmd, map: BorrowedFd<'_>, value: u64, flags: u64) -> io::Result<i64> {
-    let mut attr = sys::zeroed_attr();
-    // SAFETY: plain integers; `value` points at a buffer the caller keeps alive.
-    unsafe {
-        let e = &mut attr.__bindgen_anon_2;
-        e.map_fd = map.as_raw_fd() as u32;
-        e.__bindgen_anon_1.value = value;
-        e.flags = flags;
-    }
-    sys::bpf(cmd, &mut attr)
+    sys::elem_cmd(cmd, map, 0, value, flags)
 }
 
 fn errno(r: io::Result<i64>) -> Option<i32> {

@@ -16,7 +16,7 @@ use std::os::fd::{AsFd, AsRawFd};
 
 use anyhow::{bail, Context, Result};
 use aya::maps::{Array, HashMap};
-use aya::programs::{SocketFilter, TestRun, TestRunOptions};
+use aya::programs::SocketFilter;
 use aya::Ebpf;
 use bpfvm_common::bpf_loop::*;
 use test_case::test_case;
@@ -109,13 +109,7 @@ fn fill(ebpf: &mut Ebpf, map: &str, values: &[u64]) -> Result<()> {
 
 fn test_run(ebpf: &mut Ebpf, prog: &str) -> Result<()> {
     let p: &mut SocketFilter = object::load_program(ebpf, prog)?;
-    // A socket filter's test run needs at least an Ethernet header of data.
-    let data = [0u8; 64];
-    p.test_run(TestRunOptions {
-        data_in: Some(&data),
-        ..Default::default()
-    })
-    .context("BPF_PROG_TEST_RUN")?;
+    object::test_run_packet(p)?;
     Ok(())
 }
 

@@ -5,7 +5,7 @@ use std::os::fd::AsFd;
 
 use anyhow::{bail, Context, Result};
 use aya::maps::{HashMap, Map, MapData};
-use aya::programs::{SocketFilter, TestRun, TestRunOptions};
+use aya::programs::SocketFilter;
 use aya_obj::generated::bpf_map_info;
 use bpfvm_common::smoke;
 
@@ -103,14 +103,7 @@ fn smoke_program_test_run() -> Result<()> {
     crate::require_object!(object::SMOKE);
     let mut ebpf = object::load(object::SMOKE)?;
     let prog: &mut SocketFilter = object::load_program(&mut ebpf, smoke::PROG)?;
-    // A socket filter's test run needs at least an Ethernet header of data.
-    let data = [0u8; 64];
-    let res = prog
-        .test_run(TestRunOptions {
-            data_in: Some(&data),
-            ..Default::default()
-        })
-        .context("BPF_PROG_TEST_RUN")?;
+    let res = object::test_run_packet(prog)?;
     assert_eq!(res.return_value, smoke::RETVAL);
     let hash: HashMap<_, u32, u64> =
         HashMap::try_from(ebpf.map(smoke::HASH).context("no hash map")?)?;

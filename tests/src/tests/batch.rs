@@ -14,6 +14,7 @@ use std::sync::{Arc, Barrier};
 use anyhow::Result;
 use aya::maps::{MapData, MapFd};
 use aya::programs::SchedClassifier;
+use rstest::rstest;
 use test_case::test_case;
 
 use crate::features::{self, Feature};
@@ -226,68 +227,26 @@ fn values_of(m: &TestMap, ids: impl IntoIterator<Item = u32>) -> Vec<u8> {
     ids.into_iter().flat_map(|i| m.value(i)).collect()
 }
 
-/// A dump buffer size, in entries.
-#[derive(Debug, Clone, Copy)]
-enum Buf {
-    N(u32),
-    MaxEntries,
-    MoreThanMax,
-}
-
-impl Buf {
-    fn entries(self, max_entries: u32) -> u32 {
-        match self {
-            Buf::N(n) => n,
-            Buf::MaxEntries => max_entries,
-            Buf::MoreThanMax => max_entries + max_entries / 2 + 1,
-        }
-    }
-}
+/// The dump grid's map size, and its two buffer sizes named for it (rstest names each case by
+/// the expression: `buffer_5_MAX_ENTRIES`).
+const MAX_ENTRIES: u32 = 1000;
+const MORE_THAN_MAX_ENTRIES: u32 = MAX_ENTRIES + MAX_ENTRIES / 2 + 1;
 
 // 1. A batch dump returns every entry once, with its value (all possible CPUs), and agrees with
 // a get_next_key + lookup walk. Hash maps are 80 % full (800 of 1000): with buffers 1 and 2
 // some bucket holds more keys than fit, so the dumper must grow and retry (ENOSPC).
-#[test_case(Hash, Buf::N(1) ; "hash_buffer_1")]
-#[test_case(Hash, Buf::N(2) ; "hash_buffer_2")]
-#[test_case(Hash, Buf::N(7) ; "hash_buffer_7")]
-#[test_case(Hash, Buf::N(230) ; "hash_buffer_230")]
-#[test_case(Hash, Buf::MaxEntries ; "hash_buffer_max_entries")]
-#[test_case(Hash, Buf::MoreThanMax ; "hash_buffer_more_than_max_entries")]
-#[test_case(PercpuHash, Buf::N(1) ; "percpu_hash_buffer_1")]
-#[test_case(PercpuHash, Buf::N(2) ; "percpu_hash_buffer_2")]
-#[test_case(PercpuHash, Buf::N(7) ; "percpu_hash_buffer_7")]
-#[test_case(PercpuHash, Buf::N(230) ; "percpu_hash_buffer_230")]
-#[test_case(PercpuHash, Buf::MaxEntries ; "percpu_hash_buffer_max_entries")]
-#[test_case(PercpuHash, Buf::MoreThanMax ; "percpu_hash_buffer_more_than_max_entries")]
-#[test_case(LruHash, Buf::N(1) ; "lru_hash_buffer_1")]
-#[test_case(LruHash, Buf::N(2) ; "lru_hash_buffer_2")]
-#[test_case(LruHash, Buf::N(7) ; "lru_hash_buffer_7")]
-#[test_case(LruHash, Buf::N(230) ; "lru_hash_buffer_230")]
-#[test_case(LruHash, Buf::MaxEntries ; "lru_hash_buffer_max_entries")]
-#[test_case(LruHash, Buf::MoreThanMax ; "lru_hash_buffer_more_than_max_entries")]
-#[test_case(LruPercpuHash, Buf::N(1) ; "lru_percpu_hash_buffer_1")]
-#[test_case(LruPercpuHash, Buf::N(2) ; "lru_percpu_hash_buffer_2")]
-#[test_case(LruPercpuHash, Buf::N(7) ; "lru_percpu_hash_buffer_7")]
-#[test_case(LruPercpuHash, Buf::N(230) ; "lru_percpu_hash_buffer_230")]
-#[test_case(LruPercpuHash, Buf::MaxEntries ; "lru_percpu_hash_buffer_max_entries")]
-#[test_case(LruPercpuHash, Buf::MoreThanMax ; "lru_percpu_hash_buffer_more_than_max_entries")]
-#[test_case(Array, Buf::N(1) ; "array_buffer_1")]
-#[test_case(Array, Buf::N(2) ; "array_buffer_2")]
-#[test_case(Array, Buf::N(7) ; "array_buffer_7")]
-#[test_case(Array, Buf::N(230) ; "array_buffer_230")]
-#[test_case(Array, Buf::MaxEntries ; "array_buffer_max_entries")]
-#[test_case(Array, Buf::MoreThanMax ; "array_buffer_more_than_max_entries")]
-#[test_case(PercpuArray, Buf::N(1) ; "percpu_array_buffer_1")]
-#[test_case(PercpuArray, Buf::N(2) ; "percpu_array_buffer_2")]
-#[test_case(PercpuArray, Buf::N(7) ; "percpu_array_buffer_7")]
-#[test_case(PercpuArray, Buf::N(230) ; "percpu_array_buffer_230")]
-#[test_case(PercpuArray, Buf::MaxEntries ; "percpu_array_buffer_max_entries")]
-#[test_case(PercpuArray, Buf::MoreThanMax ; "percpu_array_buffer_more_than_max_entries")]
-fn dump_equals_contents(kind: Kind, buf: Buf) {
+#[rstest]
+fn dump_equals_contents(
+    #[values(Hash, PercpuHash, LruHash, LruPercpuHash, Array, PercpuArray)] kind: Kind,
+    #[values(1, 2, 7, 230, MAX_ENTRIES, MORE_THAN_MAX_ENTRIES)] buffer: u32,
+) {
     crate::require!(Feature::Batch(kind.map_type()));
-    const MAX: u32 = 1000;
-    let m = TestMap::new(kind, 4, 8, MAX);
-    let n = if kind.is_array() { MAX } else { MAX * 8 / 10 };
+    let m = TestMap::new(kind, 4, 8, MAX_ENTRIES);
+    let n = if kind.is_array() {
+        MAX_ENTRIES
+    } else {
+        MAX_ENTRIES * 8 / 10
+    };
     let expected = m.fill(n);
     let walk = m.walk();
     assert_eq!(
@@ -295,7 +254,6 @@ fn dump_equals_contents(kind: Kind, buf: Buf) {
         "get_next_key + lookup walk differs from what was inserted"
     );
 
-    let buffer = buf.entries(MAX);
     let (got, stats) = dump_all(&m.batch(), buffer);
     eprintln!("{kind:?} buffer {buffer}: {stats:?}");
     assert_eq!(got.len(), expected.len(), "entries dumped");

@@ -204,47 +204,12 @@ fn errno(r: io::Result<i64>) -> Option<i32> {
 
 // ---- 1. No false negatives, from userspace and from BPF ----
 
-#[test_case(1, 4, Random ; "k_1_value_size_4_random_seed")]
-#[test_case(1, 4, Zero ; "k_1_value_size_4_zero_seed")]
-#[test_case(1, 8, Random ; "k_1_value_size_8_random_seed")]
-#[test_case(1, 8, Zero ; "k_1_value_size_8_zero_seed")]
-#[test_case(1, 11, Random ; "k_1_value_size_11_random_seed")]
-#[test_case(1, 11, Zero ; "k_1_value_size_11_zero_seed")]
-#[test_case(1, 64, Random ; "k_1_value_size_64_random_seed")]
-#[test_case(1, 64, Zero ; "k_1_value_size_64_zero_seed")]
-#[test_case(3, 4, Random ; "k_3_value_size_4_random_seed")]
-#[test_case(3, 4, Zero ; "k_3_value_size_4_zero_seed")]
-#[test_case(3, 8, Random ; "k_3_value_size_8_random_seed")]
-#[test_case(3, 8, Zero ; "k_3_value_size_8_zero_seed")]
-#[test_case(3, 11, Random ; "k_3_value_size_11_random_seed")]
-#[test_case(3, 11, Zero ; "k_3_value_size_11_zero_seed")]
-#[test_case(3, 64, Random ; "k_3_value_size_64_random_seed")]
-#[test_case(3, 64, Zero ; "k_3_value_size_64_zero_seed")]
-#[test_case(5, 4, Random ; "k_5_value_size_4_random_seed")]
-#[test_case(5, 4, Zero ; "k_5_value_size_4_zero_seed")]
-#[test_case(5, 8, Random ; "k_5_value_size_8_random_seed")]
-#[test_case(5, 8, Zero ; "k_5_value_size_8_zero_seed")]
-#[test_case(5, 11, Random ; "k_5_value_size_11_random_seed")]
-#[test_case(5, 11, Zero ; "k_5_value_size_11_zero_seed")]
-#[test_case(5, 64, Random ; "k_5_value_size_64_random_seed")]
-#[test_case(5, 64, Zero ; "k_5_value_size_64_zero_seed")]
-#[test_case(10, 4, Random ; "k_10_value_size_4_random_seed")]
-#[test_case(10, 4, Zero ; "k_10_value_size_4_zero_seed")]
-#[test_case(10, 8, Random ; "k_10_value_size_8_random_seed")]
-#[test_case(10, 8, Zero ; "k_10_value_size_8_zero_seed")]
-#[test_case(10, 11, Random ; "k_10_value_size_11_random_seed")]
-#[test_case(10, 11, Zero ; "k_10_value_size_11_zero_seed")]
-#[test_case(10, 64, Random ; "k_10_value_size_64_random_seed")]
-#[test_case(10, 64, Zero ; "k_10_value_size_64_zero_seed")]
-#[test_case(15, 4, Random ; "k_15_value_size_4_random_seed")]
-#[test_case(15, 4, Zero ; "k_15_value_size_4_zero_seed")]
-#[test_case(15, 8, Random ; "k_15_value_size_8_random_seed")]
-#[test_case(15, 8, Zero ; "k_15_value_size_8_zero_seed")]
-#[test_case(15, 11, Random ; "k_15_value_size_11_random_seed")]
-#[test_case(15, 11, Zero ; "k_15_value_size_11_zero_seed")]
-#[test_case(15, 64, Random ; "k_15_value_size_64_random_seed")]
-#[test_case(15, 64, Zero ; "k_15_value_size_64_zero_seed")]
-fn no_false_negatives(k: u64, value_size: usize, seed: Seed) -> Result<()> {
+#[rstest]
+fn no_false_negatives(
+    #[values(1, 3, 5, 10, 15)] k: u64,
+    #[values(4, 8, 11, 64)] value_size: usize,
+    #[values(Random, Zero)] seed: Seed,
+) -> Result<()> {
     crate::require_object!(object::BLOOM_FILTER);
     match value_size {
         4 => no_false_negatives_of::<4>(k, seed),

@@ -141,7 +141,13 @@ pub(crate) fn boot(
 /// `-accel tcg,thread=single` serialises the vCPUs: 6.12 boots took 29-33 s against 25-31 s,
 /// and two busy loops on the 2 vCPUs 15.9-18.6 s against 8.4-11.7 s, so it would halve
 /// parallel guest work. `tsc=reliable` adds the stable-marking flip to 6.1 (boot 23 s either
-/// way). Neither is adopted; a retry costs one boot, only when a boot fails.
+/// way). `tsc=unstable` removes the flip (7.2: "Marking TSC unstable due to boot parameter", no
+/// "Marking stable") but moves the clocksource to the HPET, an emulated device under TCG that
+/// every clock read in a benchmark would then pay for; on `vm-test --kernel 7.2` its cost was
+/// within noise (tests 13.0-15.7 s against 13.3-16.4 s, 3 runs each, alternated, quiet host).
+/// None is adopted: `cargo xtask soak` (30 boots of each pin, 2 spinning host threads) met one
+/// panic in 120 boots (7.2, in `update_rq_clock` at 3.1 s), and the retry absorbed it; a retry
+/// costs one boot, only when a boot fails.
 pub(crate) fn retry_boot(first: &RunOutcome, accel: &Accel, allowed: bool) -> bool {
     allowed && !accel.is_kvm() && first.retries.is_empty() && first.failed_before_start()
 }

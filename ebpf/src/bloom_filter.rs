@@ -46,8 +46,9 @@ struct Walk<T> {
     count: u64,
 }
 
-/// `bpf_for_each_map_elem` callback: counts values the filter does not report.
-extern "C" fn count_missing<const S: usize, const F: usize>(
+/// `bpf_for_each_map_elem` callback: peeks (`PUSH` false) or pushes (`PUSH` true) each value
+/// and counts the values the filter does not report, or the pushes that fail.
+extern "C" fn each_value<const S: usize, const F: usize, const PUSH: bool>(
     _map: *mut c_void,
     _key: *mut u32,
     val: *mut [u8; S],
@@ -55,23 +56,13 @@ extern "C" fn count_missing<const S: usize, const F: usize>(
 ) -> i64 {
     // SAFETY: the kernel passes a valid array value and our stack context.
     unsafe {
-        if (*(*ctx).bloom).contains(&*val).is_err() {
-            (*ctx).count += 1;
-        }
-    }
-    0
-}
-
-/// `bpf_for_each_map_elem` callback: pushes each value, counts failures.
-extern "C" fn push<const S: usize, const F: usize>(
-    _map: *mut c_void,
-    _key: *mut u32,
-    val: *mut [u8; S],
-    ctx: *mut Walk<Bloom<S, F>>,
-) -> i64 {
-    // SAFETY: as in `count_missing`.
-    unsafe {
-        if (*(*ctx).bloom).insert(&*val, 0).is_err() {
+        let bloom = &*(*ctx).bloom;
+        let failed = if PUSH {
+            bloom.insert(&*val, 0).is_err()
+        } else {
+            bloom.contains(&*val).is_err()
+        };
+        if failed {
             (*ctx).count += 1;
         }
     }
@@ -119,12 +110,12 @@ macro_rules! checks {
 
         #[socket_filter]
         pub fn $check(_ctx: SkBuffContext) -> i64 {
-            walk(&$outer, &$values, count_missing::<$s, 0>)
+            walk(&$outer, &$values, each_value::<$s, 0, false>)
         }
 
         #[socket_filter]
         pub fn $check_zs(_ctx: SkBuffContext) -> i64 {
-            walk(&$outer_zs, &$values, count_missing::<$s, ZERO_SEED>)
+            walk(&$outer_zs, &$values, each_value::<$s, ZERO_SEED, false>)
         }
     };
 }
@@ -164,7 +155,7 @@ checks!(
 
 #[socket_filter]
 pub fn push_8(_ctx: SkBuffContext) -> i64 {
-    walk(&OUTER_8, &VALUES_8, push::<8, 0>)
+    walk(&OUTER_8, &VALUES_8, each_value::<8, 0, true>)
 }
 
 /// Context of [`probe`]: the filter, the first probe index and the hits.

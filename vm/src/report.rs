@@ -386,21 +386,48 @@ pub fn apply_skips(
     exp: &Expectation,
     probes: &BTreeMap<String, Probe>,
 ) {
-    let skips: HashMap<String, SkipRecord> = skips_jsonl
-        .lines()
-        .filter_map(|l| serde_json::from_str::<SkipRecord>(l).ok())
+    let skips: HashMap<String, SkipRecord> = skip_records(skips_jsonl)
         .map(|s| (display_name(&s.test), s))
         .collect();
     for r in results.iter_mut() {
         let (Outcome::Pass, Some(skip)) = (r.outcome, skips.get(&r.name)) else {
             continue;
         };
-        let (outcome, reason) = match &skip.feature {
-            Some(f) => expect::judge_skip(exp, probes, f, &skip.reason),
-            None => (Outcome::Skip, skip.reason.clone()),
-        };
+        let (outcome, reason) = judge_skip_record(skip, exp, probes);
         r.outcome = outcome;
         r.reason = Some(reason);
+    }
+}
+
+/// For the live progress: what the final report will make of a test libtest just reported as
+/// passed (`None`: a pass), from the skips the guest has recorded so far. The guest writes the
+/// skip record before the test returns, so it is in the shared directory by then.
+pub(crate) fn judge_live_pass(
+    dir: &Path,
+    exp: &Expectation,
+    name: &str,
+) -> Option<(Outcome, String)> {
+    let skips = std::fs::read_to_string(dir.join(files::SKIPS)).ok()?;
+    let skip = skip_records(&skips).find(|s| display_name(&s.test) == name)?;
+    let probes = read_probes(dir).unwrap_or_default();
+    Some(judge_skip_record(&skip, exp, &probes))
+}
+
+fn skip_records(skips_jsonl: &str) -> impl Iterator<Item = SkipRecord> + '_ {
+    skips_jsonl
+        .lines()
+        .filter_map(|l| serde_json::from_str::<SkipRecord>(l).ok())
+}
+
+/// A skip stays a skip unless it is for a feature the kernel must have (`expect::judge_skip`).
+fn judge_skip_record(
+    skip: &SkipRecord,
+    exp: &Expectation,
+    probes: &BTreeMap<String, Probe>,
+) -> (Outcome, String) {
+    match &skip.feature {
+        Some(f) => expect::judge_skip(exp, probes, f, &skip.reason),
+        None => (Outcome::Skip, skip.reason.clone()),
     }
 }
 
@@ -841,6 +868,33 @@ mod tests {
         assert_eq!((s.passed, s.failed, s.skipped), (1, 3, 1));
         let c = r.iter().find(|t| t.name == "bloom::c").unwrap();
         assert_eq!(c.reason.as_deref(), Some("no kallsyms"));
+    }
+
+    #[test]
+    fn live_progress_judges_a_pass_by_its_skip_record_as_the_report_will() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join(files::SKIPS),
+            "{\"test\":\"tests::bloom::a\",\"reason\":\"no bloom\",\"feature\":\"bloom_filter_map\"}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.path().join(files::FEATURES),
+            r#"{"bloom_filter_map":{"answer":"absent","detail":"EINVAL from BPF_MAP_CREATE"}}"#,
+        )
+        .unwrap();
+        let old = exp("5.10.0-46-cloud-amd64");
+        let new = exp("6.1.0-57-cloud-amd64");
+        assert_eq!(judge_live_pass(d.path(), &old, "bloom::b"), None);
+        let (o, _) = judge_live_pass(d.path(), &old, "bloom::a").unwrap();
+        assert_eq!(o, Outcome::Skip);
+        let (o, why) = judge_live_pass(d.path(), &new, "bloom::a").unwrap();
+        assert_eq!(o, Outcome::Fail);
+        assert!(why.contains("bloom_filter_map"), "{why}");
+        assert!(
+            why.contains("EINVAL from BPF_MAP_CREATE"),
+            "the probe's answer: {why}"
+        );
     }
 
     #[test]

@@ -278,7 +278,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         ),
     )?;
 
-    let live = with_test_progress(events.clone());
+    let live = with_test_progress(events.clone(), shared.to_path_buf(), p.expected.clone());
     let outcome = boot(&p, &opts.vm, shared, script, &live)?;
 
     let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
@@ -381,11 +381,22 @@ pub fn vm_test_all(opts: &TestOptions, events: &Events) -> Result<Vec<Report>> {
 }
 
 /// Turns libtest's JSON events on the guest's stdout into per-test progress; other guest
-/// output passes through unchanged.
-fn with_test_progress(events: Events) -> Events {
+/// output passes through unchanged. A pass that recorded a skip shows as the final report will
+/// judge it: `skip` with the reason, or `FAILED` when the kernel should have had the feature.
+fn with_test_progress(events: Events, shared: PathBuf, expected: Expectation) -> Events {
     Events::new(move |o| match o {
         Output::GuestStdout(line) => match test_event(&line) {
-            Some((name, outcome)) => events.emit(Output::TestDone { name, outcome }),
+            Some((name, outcome)) => {
+                let outcome = match outcome {
+                    "ok" => match report::judge_live_pass(&shared, &expected, &name) {
+                        Some((Outcome::Fail, why)) => format!("FAILED ({why})"),
+                        Some(_) => "skip".into(),
+                        None => "ok".into(),
+                    },
+                    other => other.into(),
+                };
+                events.emit(Output::TestDone { name, outcome })
+            }
             None if line.starts_with("{ \"type\"") => {}
             None => events.emit(Output::GuestStdout(line)),
         },
@@ -393,7 +404,7 @@ fn with_test_progress(events: Events) -> Events {
     })
 }
 
-fn test_event(line: &str) -> Option<(String, String)> {
+fn test_event(line: &str) -> Option<(String, &'static str)> {
     let v: serde_json::Value = serde_json::from_str(line).ok()?;
     if v["type"] != "test" {
         return None;
@@ -405,7 +416,7 @@ fn test_event(line: &str) -> Option<(String, String)> {
         _ => return None,
     };
     let name = v["name"].as_str()?;
-    Some((report::display_name(name), outcome.to_string()))
+    Some((report::display_name(name), outcome))
 }
 
 #[cfg(test)]

@@ -59,7 +59,9 @@ pub fn test_script(
 ) -> String {
     let mut s = preamble(out);
     writeln!(s, "export BPFVM_EXPECT_RELEASE={}", quote(release)).unwrap();
-    s.push_str("export RUSTC_BOOTSTRAP=1 RUST_BACKTRACE=1\n");
+    // Backtraces for panics, not for every anyhow error: capturing one takes std's backtrace
+    // lock, which a panic's symbolisation (seconds under TCG) holds meanwhile.
+    s.push_str("export RUSTC_BOOTSTRAP=1 RUST_BACKTRACE=1 RUST_LIB_BACKTRACE=0\n");
     writeln!(
         s,
         "{} > \"$OUT/{}\" 2> \"$OUT/{}\"; echo $? > \"$OUT/{}\"",

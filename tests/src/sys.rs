@@ -147,11 +147,12 @@ pub fn raise_memlock() {
 
 /// Pins the calling thread to `cpu` (`sched_setaffinity` on pid 0, this thread only).
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
-    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET stays within it for cpu < CPU_SETSIZE.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     if cpu >= libc::CPU_SETSIZE as usize {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
+    // SAFETY: a zeroed cpu_set_t is an empty set (plain data).
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: cpu < CPU_SETSIZE, so the bit is within the set.
     unsafe { libc::CPU_SET(cpu, &mut set) };
     // SAFETY: a valid set of the size passed.
     if unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) } != 0 {

@@ -9,6 +9,8 @@ pub mod bloom_theory;
 pub mod features;
 #[cfg(feature = "std")]
 pub mod objects;
+#[cfg(feature = "std")]
+pub mod stats;
 
 /// `smoke` object (ebpf/src/smoke.rs): a socket filter that fills a BTF hash map and a BTF
 /// bloom filter, run through `BPF_PROG_TEST_RUN`.

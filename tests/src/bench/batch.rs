@@ -9,6 +9,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use bpfvm_common::stats::median;
 
 use super::sample::reference_speed;
 use super::{BatchRow, Plan, Progress};
@@ -65,8 +66,8 @@ pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<BatchRow>) -> Res
                 }
             }
         }
-        let batch_ns = median(&batch_runs);
-        let entry_ns = median(&entry_runs);
+        let batch_ns = median_ns(&batch_runs);
+        let entry_ns = median_ns(&entry_runs);
         out.push(BatchRow {
             buffer,
             batch_ns,
@@ -86,14 +87,10 @@ pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<BatchRow>) -> Res
     Ok(())
 }
 
-fn median(v: &[u64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_unstable();
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2] as f64,
-        n => (v[n / 2 - 1] + v[n / 2]) as f64 / 2.0,
-    }
+/// The median of runs in ns (`bpfvm_common::stats::median`); a plan always has runs.
+fn median_ns(runs: &[u64]) -> f64 {
+    let runs: Vec<f64> = runs.iter().map(|&ns| ns as f64).collect();
+    median(&runs).unwrap_or(0.0)
 }
 
 /// The keys, values and token buffers of one batch dump, allocated once.

@@ -15,20 +15,7 @@ pub enum Better {
     Lower,
 }
 
-/// The median; None when empty.
-pub fn median(v: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
+pub use bpfvm_common::stats::median;
 
 /// A ratio with its 95 % confidence interval.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -153,13 +140,6 @@ pub fn verdict(cost: Option<Ci>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn medians_of_odd_and_even_counts() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
-        assert_eq!(median(&[]), None);
-    }
 
     #[test]
     fn welch_interval_on_logs_matches_a_hand_computation() {

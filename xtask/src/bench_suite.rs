@@ -103,7 +103,7 @@ fn read_report(path: &Path) -> Result<Report> {
 }
 
 /// (min, median, max) of `xs`.
-fn spread(xs: &[f64]) -> Option<(f64, f64, f64)> {
+pub(crate) fn spread(xs: &[f64]) -> Option<(f64, f64, f64)> {
     let median = stats::median(xs)?;
     let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
     let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);

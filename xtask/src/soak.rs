@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use bpfvm_host::bench::stats;
 use bpfvm_host::output::Events;
 use bpfvm_host::run::VmOptions;
 use bpfvm_host::vng::Ending;
@@ -103,12 +102,10 @@ pub fn summary(tallies: &[Tally], hogs: usize) -> String {
          |---|---|---|---|---|---|\n",
     );
     for t in tallies {
-        let mut b = t.boot_secs.clone();
-        b.sort_by(f64::total_cmp);
-        let spread = match (b.first(), stats::median(&b), b.last()) {
-            (Some(lo), Some(mid), Some(hi)) => format!("{lo:.1} / {mid:.1} / {hi:.1}"),
-            _ => "-".into(),
-        };
+        let spread = crate::bench_suite::spread(&t.boot_secs)
+            .map_or("-".into(), |(lo, mid, hi)| {
+                format!("{lo:.1} / {mid:.1} / {hi:.1}")
+            });
         s += &format!(
             "| {} | {} | {} | {} | {} | {spread} |\n",
             t.kernel,

@@ -1,29 +1,55 @@
 //! Child processes that run in their own process group, so that a timeout, a Ctrl-C or a
 //! dropped handle kills the whole tree (vng -> virtme-run -> qemu, virtiofsd), not just the
-//! first process.
+//! first process; and that die with the runner even when it is SIGKILLed.
 //!
 //! Hand-written rather than duct: duct builds pipelines and kills the processes it started,
 //! but not a group's grandchildren (qemu and virtiofsd are started by vng's Python), it
-//! does not make us their subreaper, and its readers merge or capture whole streams, where a
+//! cannot put them in a PID namespace, and its readers merge or capture whole streams, where a
 //! run needs each stdout and stderr line as it comes, tagged by stream, beside a timeout and
 //! Ctrl-C poll. The other children bpfvm starts (cargo, apt-get, dpkg-deb, pip) are single
 //! commands that `std::process::Command` runs as well as duct would.
+//!
+//! What a child prints is bounded: a line longer than [`MAX_LINE`] bytes arrives as several,
+//! and at most [`QUEUED_LINES`] wait for the caller, so a child that prints forever, or one
+//! endless line, costs the host a fixed amount of memory (the child waits on its full pipe).
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread;
+use std::time::{Duration, Instant};
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The exit status the interrupting signal asks for (128 + its number), 0 while none came.
+static INTERRUPTED: AtomicU8 = AtomicU8::new(0);
 
-/// Called from the CLI's Ctrl-C handler: running groups are killed at their next poll.
-pub fn request_interrupt() {
-    INTERRUPTED.store(true, Ordering::SeqCst);
+/// Called from the CLI's SIGINT/SIGTERM/SIGHUP handler (so it only stores an atomic): running
+/// groups are killed at their next poll, and waits and loops stop at their next turn.
+pub fn request_interrupt(signal: i32) {
+    let _ = INTERRUPTED.compare_exchange(
+        0,
+        (128 + signal).clamp(129, 255) as u8,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
 }
 
 pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
+    interrupt_status().is_some()
 }
+
+/// The exit status of a run ended by a signal, as a shell reports it: 130 for Ctrl-C (SIGINT),
+/// 143 for SIGTERM.
+pub fn interrupt_status() -> Option<u8> {
+    Some(INTERRUPTED.load(Ordering::SeqCst)).filter(|&s| s != 0)
+}
+
+/// The longest line passed on whole; longer ones are cut into lines of this size.
+pub const MAX_LINE: usize = 64 * 1024;
+/// Lines read ahead of the caller; beyond that the reader (and so the child) waits.
+pub const QUEUED_LINES: usize = 256;
+/// How long [`Group::finish`] waits for the pipes to close after the kill.
+const DRAIN: Duration = Duration::from_secs(2);
 
 /// Makes this process the reaper of its orphaned descendants, so a killed VM's qemu and
 /// virtiofsd are reaped here instead of lingering as zombies under init.
@@ -45,25 +71,51 @@ pub enum Stream {
 /// A running process group whose stdout and stderr arrive line by line on `lines`.
 pub struct Group {
     child: Child,
-    pgid: i32,
+    pid: i32,
+    /// The leader's status once it exited; it stays unreaped (a zombie holding its pid and so
+    /// the group id) until [`Group::kill`], so that `killpg` can never reach a reused id.
+    exited: Option<ExitStatus>,
     pub lines: Receiver<(Stream, String)>,
-    readers: Vec<thread::JoinHandle<()>>,
+    finished: bool,
 }
 
 impl Group {
     /// Spawns `cmd` as the leader of a new process group with piped stdout/stderr and no stdin.
+    ///
+    /// As root, the command runs as the first process of a new PID namespace (util-linux
+    /// `unshare --pid --fork --kill-child`): when that process dies the kernel kills every
+    /// process in the namespace (`zap_pid_ns_processes`, kernel/pid_namespace.c). The leader
+    /// gets a parent-death signal, so a SIGKILLed runner takes the namespace and the VM with
+    /// it. Without root, only the group kill and the parent-death signal of the leader apply.
     pub fn spawn(cmd: &mut Command) -> std::io::Result<Self> {
-        use std::os::unix::process::CommandExt;
         become_subreaper();
+        // SAFETY: geteuid has no preconditions.
+        let mut cmd = if unsafe { libc::geteuid() } == 0 {
+            in_pid_namespace(cmd)
+        } else {
+            std::mem::replace(cmd, Command::new(cmd.get_program()))
+        };
+        // SAFETY: getpid is async-signal-safe; read before the fork.
+        let parent = unsafe { libc::getpid() };
+        // SAFETY: between fork and exec only async-signal-safe calls (prctl, getppid).
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                // The parent may have died before the prctl: then nobody would kill us.
+                if libc::getppid() != parent {
+                    return Err(std::io::Error::other("the parent exited"));
+                }
+                Ok(())
+            });
+        }
         let mut child = cmd
             .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()?;
-        let pgid = child.id() as i32;
-        let (tx, rx) = mpsc::channel();
-        let mut readers = Vec::new();
+        let pid = child.id() as i32;
+        let (tx, rx) = mpsc::sync_channel(QUEUED_LINES);
         let out = child.stdout.take().expect("piped stdout");
         let err = child.stderr.take().expect("piped stderr");
         for (stream, pipe) in [
@@ -71,65 +123,249 @@ impl Group {
             (Stream::Stderr, Box::new(err)),
         ] {
             let tx = tx.clone();
-            readers.push(thread::spawn(move || {
-                for line in BufReader::new(pipe).split(b'\n') {
-                    let Ok(line) = line else { break };
-                    let text = String::from_utf8_lossy(&line)
-                        .trim_end_matches('\r')
-                        .to_string();
-                    if tx.send((stream, text)).is_err() {
+            // Detached: each ends at end of file or when the receiver is gone.
+            thread::spawn(move || {
+                let mut reader = LineReader::new(pipe, MAX_LINE);
+                while let Ok(Some(line)) = reader.next_line() {
+                    if tx.send((stream, line)).is_err() {
                         break;
                     }
                 }
-            }));
+            });
         }
         Ok(Self {
             child,
-            pgid,
+            pid,
+            exited: None,
             lines: rx,
-            readers,
+            finished: false,
         })
     }
 
-    /// The leader's exit status, if it has exited.
+    /// The leader's exit status, if it has exited (it is not reaped yet: see `exited`).
     pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
-        self.child.try_wait()
+        if self.exited.is_none() {
+            self.exited = peek_exit(self.pid)?;
+        }
+        Ok(self.exited)
     }
 
     /// Kills every process of the group (leftovers too, after the leader exited) and reaps
     /// them all, so none is left even as a zombie. Safe to call more than once.
     pub fn kill(&mut self) {
-        // SAFETY: killpg on our own group id; ESRCH (already gone) is fine.
-        unsafe { libc::killpg(self.pgid, libc::SIGKILL) };
+        // SAFETY: killpg on our own group, whose leader we have not reaped yet, so the id
+        // cannot belong to anyone else; ESRCH (already gone) is fine.
+        unsafe { libc::killpg(self.pid, libc::SIGKILL) };
         let _ = self.child.wait();
-        // As subreaper we inherit the group's orphans (qemu, virtiofsd): reap them until none
-        // is left. They were sent SIGKILL, so this takes milliseconds; bound it anyway.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while std::time::Instant::now() < deadline {
+        // As subreaper we inherit the group's orphans (qemu, virtiofsd, when not in a PID
+        // namespace): reap them until none is left. They were sent SIGKILL, so this takes
+        // milliseconds; bound it anyway.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
             let mut status = 0;
             // SAFETY: waitpid on our own children of the group; WNOHANG never blocks.
-            match unsafe { libc::waitpid(-self.pgid, &mut status, libc::WNOHANG) } {
+            match unsafe { libc::waitpid(-self.pid, &mut status, libc::WNOHANG) } {
                 -1 => break, // ECHILD: none left
-                0 => std::thread::sleep(std::time::Duration::from_millis(10)),
+                0 => thread::sleep(Duration::from_millis(10)),
                 _ => {}
             }
         }
     }
 
-    /// Kills leftovers and waits until both pipes are drained; returns the remaining lines.
+    /// Kills leftovers and collects what is left in the pipes, for at most a few seconds (a
+    /// process that escaped the group may hold a pipe open forever).
     pub fn finish(mut self) -> Vec<(Stream, String)> {
         self.kill();
-        for r in self.readers.drain(..) {
-            let _ = r.join();
+        self.finished = true;
+        let deadline = Instant::now() + DRAIN;
+        let mut rest = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => rest.push(line),
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+            }
         }
-        self.lines.try_iter().collect()
+        rest
     }
 }
 
 impl Drop for Group {
     fn drop(&mut self) {
-        if !self.readers.is_empty() {
+        if !self.finished {
             self.kill();
+        }
+    }
+}
+
+/// `cmd` as the first process of a new PID namespace, torn down when `unshare` dies.
+fn in_pid_namespace(cmd: &Command) -> Command {
+    let mut wrapped = Command::new("unshare");
+    wrapped
+        .args(["--pid", "--fork", "--kill-child", "--"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => wrapped.env(k, v),
+            None => wrapped.env_remove(k),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    wrapped
+}
+
+/// Whether `pid` exited, without reaping it (`WNOWAIT`).
+fn peek_exit(pid: i32) -> std::io::Result<Option<ExitStatus>> {
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid on our own child; WNOHANG never blocks, WNOWAIT leaves it a zombie.
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    if r == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: waitid filled in (or left zero) the SIGCHLD fields.
+    let (who, status) = unsafe { (info.si_pid(), info.si_status()) };
+    if who == 0 {
+        return Ok(None);
+    }
+    // Back to wait(2)'s encoding, which ExitStatus understands.
+    let raw = match info.si_code {
+        libc::CLD_EXITED => (status & 0xff) << 8,
+        libc::CLD_DUMPED => status | 0x80,
+        _ => status,
+    };
+    Ok(Some(ExitStatus::from_raw(raw)))
+}
+
+/// Reads a stream as lines of at most `max` bytes (without their `\n` and a trailing `\r`),
+/// as lossy UTF-8; a longer line comes back in pieces, cut before a character cut short.
+pub struct LineReader<R> {
+    inner: BufReader<R>,
+    max: usize,
+    /// The start of a character cut off the previous piece.
+    carry: Vec<u8>,
+}
+
+impl<R: Read> LineReader<R> {
+    pub fn new(inner: R, max: usize) -> Self {
+        Self {
+            inner: BufReader::new(inner),
+            max: max.max(4),
+            carry: Vec::new(),
+        }
+    }
+
+    /// The next line or piece; `None` at end of file.
+    pub fn next_line(&mut self) -> std::io::Result<Option<String>> {
+        let mut line = std::mem::take(&mut self.carry);
+        loop {
+            let buf = match self.inner.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if buf.is_empty() {
+                return Ok((!line.is_empty()).then(|| text(&line)));
+            }
+            let take = &buf[..buf.len().min(self.max - line.len())];
+            if let Some(nl) = take.iter().position(|&b| b == b'\n') {
+                line.extend_from_slice(&take[..nl]);
+                self.inner.consume(nl + 1);
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+                return Ok(Some(text(&line)));
+            }
+            let n = take.len();
+            line.extend_from_slice(take);
+            self.inner.consume(n);
+            if line.len() == self.max {
+                self.carry = line.split_off(char_boundary(&line));
+                return Ok(Some(text(&line)));
+            }
+        }
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Where to cut a full buffer: before the start of a multi-byte character cut short, if the
+/// last three bytes hold one; else at its end.
+fn char_boundary(line: &[u8]) -> usize {
+    let n = line.len();
+    for back in 1..=3.min(n) {
+        let b = line[n - back];
+        if b & 0xc0 != 0x80 {
+            // A lead byte: does its character fit in the bytes after it?
+            let len = match b {
+                0x00..=0x7f => 1,
+                0xc0..=0xdf => 2,
+                0xe0..=0xef => 3,
+                _ => 4,
+            };
+            return if len > back { n - back } else { n };
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(input: &[u8], max: usize) -> Vec<String> {
+        let mut r = LineReader::new(input, max);
+        std::iter::from_fn(|| r.next_line().unwrap()).collect()
+    }
+
+    #[test]
+    fn lines_come_back_without_their_ends() {
+        assert_eq!(lines(b"a\r\nb\n\nc", 64), ["a", "b", "", "c"]);
+        assert_eq!(lines(b"", 64), Vec::<String>::new());
+    }
+
+    #[test]
+    fn an_endless_line_comes_back_in_bounded_pieces_and_nothing_is_lost() {
+        let input = vec![b'x'; 10_000];
+        let got = lines(&input, 4096);
+        assert_eq!(
+            got.iter().map(String::len).collect::<Vec<_>>(),
+            [4096, 4096, 1808]
+        );
+    }
+
+    #[test]
+    fn a_piece_is_never_cut_inside_a_character() {
+        // 3 ASCII bytes then a 3-byte character: a 4-byte piece would cut it.
+        let got = lines("abc\u{20ac}def\n".as_bytes(), 4);
+        assert_eq!(got, ["abc", "\u{20ac}d", "ef"]);
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_replaced_not_fatal() {
+        assert_eq!(lines(b"a\xffb\nok\n", 64), ["a\u{fffd}b", "ok"]);
+    }
+
+    proptest::proptest! {
+        /// Any bytes: every piece is within the bound, and without `\r` and the `\n`s the
+        /// pieces are the input (valid UTF-8 input comes back unchanged).
+        #[test]
+        fn pieces_are_bounded_and_lossless(s in "[a-z\u{e9}\u{20ac}\n]{0,300}", max in 4usize..40) {
+            let got = lines(s.as_bytes(), max);
+            proptest::prop_assert!(got.iter().all(|l| l.len() <= max));
+            proptest::prop_assert_eq!(got.concat(), s.replace('\n', ""));
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod build;
 pub mod custom;
 pub mod expect;
 pub mod guest;
+pub mod guest_files;
 pub mod input;
 pub mod kernels;
 pub mod output;

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::accel::Accel;
 use crate::expect::{self, Expectation, Mismatch, Probe};
 use crate::guest::files;
+use crate::guest_files;
 use crate::vng::FailedBoot;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -407,7 +408,7 @@ pub(crate) fn judge_live_pass(
     exp: &Expectation,
     name: &str,
 ) -> Option<(Outcome, String)> {
-    let skips = std::fs::read_to_string(dir.join(files::SKIPS)).ok()?;
+    let skips = guest_files::read(&dir.join(files::SKIPS)).ok()?;
     let skip = skip_records(&skips).find(|s| display_name(&s.test) == name)?;
     let probes = read_probes(dir).unwrap_or_default();
     Some(judge_skip_record(&skip, exp, &probes))
@@ -442,7 +443,7 @@ pub fn summarize(tests: &[TestResult]) -> Summary {
 
 /// Reads a small text file the guest wrote, trimmed; `None` if it is missing or empty.
 pub fn read_fact(dir: &Path, name: &str) -> Option<String> {
-    let s = std::fs::read_to_string(dir.join(name)).ok()?;
+    let s = guest_files::read(&dir.join(name)).ok()?;
     let s = s.trim();
     (!s.is_empty()).then(|| s.to_string())
 }
@@ -458,8 +459,8 @@ fn tail_of(dir: &Path, name: &str) -> String {
 pub fn read_binary(dir: &Path, name: &str) -> BinaryOutput {
     BinaryOutput {
         name: name.to_string(),
-        list: std::fs::read_to_string(dir.join(files::list(name))).ok(),
-        jsonl: std::fs::read_to_string(dir.join(format!("{name}.jsonl"))).unwrap_or_default(),
+        list: guest_files::read(&dir.join(files::list(name))).ok(),
+        jsonl: guest_files::read(&dir.join(format!("{name}.jsonl"))).unwrap_or_default(),
         rc: read_fact(dir, &format!("{name}.rc")).and_then(|s| s.parse().ok()),
         stderr_tail: tail_of(dir, &format!("{name}.stderr")),
     }
@@ -478,7 +479,7 @@ fn collect_tests(
     for b in binaries {
         tests.extend(parse_binary(&read_binary(dir, b), vm_ending));
     }
-    let skips = std::fs::read_to_string(dir.join(files::SKIPS)).unwrap_or_default();
+    let skips = guest_files::read(&dir.join(files::SKIPS)).unwrap_or_default();
     apply_skips(&mut tests, &skips, exp, probes);
     tests
 }
@@ -542,7 +543,7 @@ fn no_test_ran(filter: Option<&str>) -> TestResult {
 /// Reads `features.json` as the probe binary wrote it; an error names what is wrong with it.
 pub fn read_probes(dir: &Path) -> Result<BTreeMap<String, Probe>, String> {
     let path = dir.join(files::FEATURES);
-    let text = std::fs::read_to_string(&path)
+    let text = guest_files::read(&path)
         .map_err(|e| format!("the feature probe wrote no {}: {e}", files::FEATURES))?;
     serde_json::from_str(&text).map_err(|e| format!("{} is not valid: {e}", files::FEATURES))
 }

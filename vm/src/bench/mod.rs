@@ -262,7 +262,7 @@ fn one_run(
 
     let spectre_v2 = read_fact(shared, guest::files::SPECTRE_V2);
     let cmdline = read_fact(shared, guest::files::CMDLINE);
-    let results: Option<Results> = std::fs::read_to_string(&out)
+    let results: Option<Results> = crate::guest_files::read(&out)
         .ok()
         .and_then(|s| serde_json::from_str(&s).ok());
     let mut problems = Vec::new();

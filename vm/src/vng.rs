@@ -9,14 +9,17 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::accel::Accel;
+use crate::guest_files;
 use crate::output::{Events, Output};
 use crate::proc::{self, Group, Stream};
+use crate::shell::quote;
 
 /// What to boot and what to run in it.
 #[derive(Debug, Clone)]
@@ -52,6 +55,8 @@ pub enum Ending {
     Interrupted,
     /// vng/qemu ended without the guest script finishing (boot failure).
     VmFailed(String),
+    /// The guest wrote more into the shared directory than a run may (`guest_files`).
+    TooMuchOutput(String),
 }
 
 #[derive(Debug, Clone)]
@@ -118,6 +123,7 @@ impl RunOutcome {
             ),
             Ending::Interrupted => "interrupted (Ctrl-C); the VM was killed".into(),
             Ending::VmFailed(why) => format!("the VM failed before the guest finished: {why}"),
+            Ending::TooMuchOutput(why) => format!("{why}; the VM was killed"),
         };
         format!(
             "{what}\n--- last {} lines of the console ---\n{}",
@@ -129,6 +135,8 @@ impl RunOutcome {
 
 /// Lines of console kept for diagnosis.
 const TAIL: usize = 60;
+/// How often the guest's use of the shared directory is measured.
+const USAGE_CHECK: Duration = Duration::from_secs(1);
 /// The guest script prints this to stderr first: later non-console lines are the guest's.
 pub const START_MARKER: &str = "bpfvm: guest script started";
 /// The guest script prints this to stderr last, after writing its exit status.
@@ -145,7 +153,7 @@ pub fn run(
 ) -> Result<RunOutcome> {
     let status_file = spec.rwdir.join(STATUS_FILE);
     let _ = std::fs::remove_file(&status_file);
-    let args = vng_args(spec);
+    let args = vng_args(spec)?;
     events.command(format!("{} {}", vng.display(), crate::shell::join(&args)));
     let mut cmd = Command::new(vng);
     cmd.args(&args).env("PATH", path_with(path_prefix));
@@ -182,10 +190,15 @@ pub fn run(
             }
         }
     };
+    // Every turn checks the deadlines, Ctrl-C and the guest's disk use, however fast the
+    // guest prints: a line handled is never a reason to skip them.
+    let mut next_usage_check = start;
     let ending = loop {
-        if let Ok((stream, line)) = group.lines.recv_timeout(Duration::from_millis(100)) {
-            forward(stream, line, &mut tail);
-            continue;
+        match group.lines.recv_timeout(Duration::from_millis(100)) {
+            Ok((stream, line)) => forward(stream, line, &mut tail),
+            Err(RecvTimeoutError::Timeout) => {}
+            // Both pipes closed while vng still runs: nothing to read, poll at the same pace.
+            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(100)),
         }
         if proc::interrupted() {
             break Ending::Interrupted;
@@ -195,6 +208,12 @@ pub fn run(
         }
         if started.get().is_none() && start.elapsed() > spec.boot_timeout {
             break Ending::BootHang(spec.boot_timeout);
+        }
+        if Instant::now() >= next_usage_check {
+            next_usage_check = Instant::now() + USAGE_CHECK;
+            if let Err(why) = guest_files::check_usage(&spec.rwdir) {
+                break Ending::TooMuchOutput(why);
+            }
         }
         if let Some(status) = group.try_wait()? {
             break match read_status(&status_file) {
@@ -225,15 +244,23 @@ pub fn run(
 }
 
 /// The vng command line.
-fn vng_args(spec: &VmSpec) -> Vec<String> {
+///
+/// vng 1.42 joins its `virtme-run` command line as a string and runs it with `/bin/sh -c`
+/// (`virtme_ng/run.py`, `KernelSource.run`), interpolating `--run`, `--rwdir` and `--memory`
+/// unquoted; so those are shell-quoted here, and a path vng or qemu cannot carry is refused.
+/// `--exec` is quoted by vng itself and run by the guest's shell, which reads the script path.
+fn vng_args(spec: &VmSpec) -> Result<Vec<String>> {
     let mut args = vec![
         "--user".to_string(),
         "root".into(),
         "--cpus".into(),
         spec.cpus.to_string(),
         "--memory".into(),
-        spec.memory.clone(),
-        format!("--rwdir={}", spec.rwdir.display()),
+        quote(&spec.memory),
+        format!(
+            "--rwdir={}",
+            quote(vng_path(&spec.rwdir, "the run directory")?)
+        ),
         "--verbose".into(),
     ];
     if !spec.accel.is_kvm() {
@@ -250,11 +277,31 @@ fn vng_args(spec: &VmSpec) -> Vec<String> {
         "--append".into(),
         append,
         "--run".into(),
-        spec.vmlinuz.display().to_string(),
+        quote(vng_path(&spec.vmlinuz, "the kernel image")?),
         "--exec".into(),
-        format!("sh {}", spec.script.display()),
+        format!("sh {}", quote(vng_path(&spec.script, "the guest script")?)),
     ]);
-    args
+    Ok(args)
+}
+
+/// `path` as vng can pass it on: UTF-8, with no control character (it reaches the kernel
+/// command line), no `=` (virtme-run's `--rwdir GUEST=HOST`) and no `,` (qemu's option
+/// separator). Spaces and shell syntax are fine: the callers quote.
+fn vng_path<'a>(path: &'a Path, what: &str) -> Result<&'a str> {
+    let s = path.to_str().with_context(|| {
+        format!(
+            "{what} {} is not valid UTF-8, which virtme-ng cannot pass on; move the checkout \
+             (or CARGO_TARGET_DIR, XDG_CACHE_HOME) to a path that is",
+            path.display()
+        )
+    })?;
+    if let Some(c) = s.chars().find(|&c| c.is_control() || c == '=' || c == ',') {
+        anyhow::bail!(
+            "{what} {s:?} holds {c:?}, which virtme-ng or qemu cannot pass on; move the \
+             checkout (or CARGO_TARGET_DIR, XDG_CACHE_HOME) to a path without it"
+        );
+    }
+    Ok(s)
 }
 
 fn path_with(prefix: &[PathBuf]) -> std::ffi::OsString {
@@ -265,7 +312,7 @@ fn path_with(prefix: &[PathBuf]) -> std::ffi::OsString {
 }
 
 fn read_status(path: &Path) -> Option<i32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    guest_files::read(path).ok()?.trim().parse().ok()
 }
 
 /// A kernel console line: it starts with the printk timestamp.
@@ -303,7 +350,7 @@ mod tests {
 
     #[test]
     fn tcg_runs_disable_kvm_and_append_the_mode() {
-        let args = vng_args(&spec("tcg"));
+        let args = vng_args(&spec("tcg")).unwrap();
         assert!(args.contains(&"--disable-kvm".to_string()));
         let append = &args[args.iter().position(|a| a == "--append").unwrap() + 1];
         assert_eq!(append, "loglevel=4 panic=-1 spectre_v2=off");
@@ -312,8 +359,58 @@ mod tests {
 
     #[test]
     fn kvm_runs_keep_kvm() {
-        let args = vng_args(&spec("kvm"));
+        let args = vng_args(&spec("kvm")).unwrap();
         assert!(!args.contains(&"--disable-kvm".to_string()));
+    }
+
+    /// vng runs its virtme-run line through `sh -c`: what sh makes of our arguments there
+    /// must be the paths themselves, whatever they hold.
+    #[test]
+    fn paths_reach_virtme_run_whole_through_vngs_shell() {
+        let t = tempfile::tempdir().unwrap();
+        let pwned = t.path().join("pwned");
+        let mut s = spec("tcg");
+        s.vmlinuz = format!("/k/my proj/6.1$(touch {})/vmlinuz", pwned.display()).into();
+        s.rwdir = "/run/a b;`touch x`".into();
+        s.memory = "1G".into();
+        let args = vng_args(&s).unwrap();
+        let at = |flag: &str| args[args.iter().position(|a| a == flag).unwrap() + 1].clone();
+        let rwdir = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--rwdir="))
+            .unwrap();
+        // As vng 1.42 does: "--kimg " + args.run, f"--rwdir {item}", unquoted, then sh -c.
+        let line = format!("printf '%s\\n' --kimg {} --rwdir {}", at("--run"), rwdir);
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(line)
+            .output()
+            .unwrap();
+        let words = String::from_utf8(out.stdout).unwrap();
+        let words: Vec<&str> = words.lines().collect();
+        assert_eq!(
+            words,
+            [
+                "--kimg",
+                s.vmlinuz.to_str().unwrap(),
+                "--rwdir",
+                "/run/a b;`touch x`"
+            ]
+        );
+        assert!(!pwned.exists());
+    }
+
+    #[test]
+    fn paths_vng_cannot_carry_are_refused_naming_the_character() {
+        for (bad, c) in [("/a,b", "','"), ("/a=b", "'='"), ("/a\nb", "'\\n'")] {
+            let mut s = spec("tcg");
+            s.rwdir = bad.into();
+            let err = format!("{:#}", vng_args(&s).unwrap_err());
+            assert!(
+                err.contains(c) && err.contains("the run directory"),
+                "{err}"
+            );
+        }
     }
 
     fn outcome(ending: Ending, boot: Option<u64>) -> RunOutcome {

@@ -10,6 +10,17 @@ use bpfvm_host::bench::{BenchOptions, Group, Size};
 use bpfvm_host::run::{TestOptions, VmOptions};
 use bpfvm_host::vng::Ending;
 use clap::{Args, Parser, Subcommand};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+
+/// `println!` for what may hold guest text, and that must not panic on a closed stdout.
+macro_rules! outln {
+    ($($t:tt)*) => { bpfvm_host::ui::print_stdout(&format!($($t)*)) };
+}
+
+/// `eprintln!` likewise.
+macro_rules! errln {
+    ($($t:tt)*) => { bpfvm_host::ui::print_stderr(&format!($($t)*)) };
+}
 
 mod bench_suite;
 mod ci;
@@ -191,20 +202,31 @@ impl VmArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Ctrl-C and SIGTERM: the runner kills its VM's whole process group, then we exit. Without
-    // the handler they would kill only this process and leave qemu running: no run starts.
-    if let Err(e) = ctrlc::set_handler(bpfvm_host::proc::request_interrupt) {
-        eprintln!("error: cannot install the Ctrl-C/SIGTERM handler that stops the VM: {e}");
-        return ExitCode::FAILURE;
-    }
-    let events = bpfvm_host::ui::terminal(cli.verbose);
-    match run(cli.cmd, &events) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+    // Ctrl-C, SIGTERM and SIGHUP: the runner kills its VM's whole process group and stops
+    // what it waits for, then we exit with 128 + the signal. Without the handler they would
+    // kill only this process and leave qemu running: no run starts.
+    for signal in [SIGINT, SIGTERM, SIGHUP] {
+        // SAFETY: the action only stores an atomic, which is async-signal-safe.
+        let registered = unsafe {
+            signal_hook::low_level::register(signal, move || {
+                bpfvm_host::proc::request_interrupt(signal)
+            })
+        };
+        if let Err(e) = registered {
+            errln!("error: cannot install the signal handler that stops the VM: {e}");
+            return ExitCode::FAILURE;
         }
     }
+    let events = bpfvm_host::ui::terminal(cli.verbose);
+    let result = run(cli.cmd, &events);
+    if let Err(e) = &result {
+        bpfvm_host::ui::print_stderr(&format!("error: {e:#}"));
+    }
+    // Interrupted, the run ends as the shell would report the signal, whatever it returned.
+    if let Some(status) = bpfvm_host::proc::interrupt_status() {
+        return ExitCode::from(status);
+    }
+    result.unwrap_or(ExitCode::FAILURE)
 }
 
 fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
@@ -213,7 +235,7 @@ fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
             let items = bpfvm_host::provision::check();
             for i in &items {
                 let mark = if i.present { "ok     " } else { "MISSING" };
-                println!("{mark} {:<28} {}", i.name, i.detail);
+                outln!("{mark} {:<28} {}", i.name, i.detail);
             }
             Ok(exit_if(items.iter().all(|i| i.present)))
         }
@@ -224,13 +246,13 @@ fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
         Cmd::Kernels { cmd } => kernels(cmd, events),
         Cmd::Ci { kernel } => {
             let results = ci::run(&kernel, events);
-            println!("{}", ci::summary(&results));
+            outln!("{}", ci::summary(&results));
             Ok(exit_if(results.iter().all(|r| r.result.is_ok())))
         }
         Cmd::BuildEbpf => {
             let tools = bpfvm_host::provision::ensure(events)?;
             let dir = bpfvm_host::build::build_ebpf(&tools.ebpf, events)?;
-            println!("{}", dir.display());
+            outln!("{}", dir.display());
             Ok(ExitCode::SUCCESS)
         }
         Cmd::VmRun {
@@ -255,17 +277,17 @@ fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
             };
             if opts.vm.kernel == "all" {
                 let reports = bpfvm_host::run::vm_test_all(&opts, events)?;
-                println!("{}", bpfvm_host::report::matrix_table(&reports));
+                outln!("{}", bpfvm_host::report::matrix_table(&reports));
                 for r in &reports {
                     if let Some(why) = r.why_failed() {
-                        println!("kernel {} FAILED: {why}", r.kernel.version);
+                        outln!("kernel {} FAILED: {why}", r.kernel.version);
                     }
                 }
                 return Ok(exit_if(reports.iter().all(|r| r.ok())));
             }
             let (report, dir) = bpfvm_host::run::vm_test(&opts, events)?;
-            println!("{}", bpfvm_host::report::summary_table(&report));
-            println!("report: {}", dir.join("report.json").display());
+            outln!("{}", bpfvm_host::report::summary_table(&report));
+            outln!("report: {}", dir.join("report.json").display());
             Ok(exit_if(report.ok()))
         }
         Cmd::BenchSuite {
@@ -296,7 +318,7 @@ fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
                 vm: vm.options(timeout),
             };
             let tallies = soak::run(&opts, events)?;
-            println!("{}", soak::summary(&tallies, hogs));
+            outln!("{}", soak::summary(&tallies, hogs));
             Ok(exit_if(tallies.iter().all(|t| t.ok())))
         }
         Cmd::BenchVm {
@@ -321,21 +343,21 @@ fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
                 ..BenchOptions::new(vm.options(timeout), size)
             };
             let (report, dir) = bpfvm_host::bench::bench_vm(&opts, events)?;
-            println!("report: {}", dir.join("report.md").display());
+            outln!("report: {}", dir.join("report.md").display());
             Ok(exit_if(report.ok()))
         }
         Cmd::BenchCompare { a, b, threshold } => {
             use bpfvm_host::bench::compare;
             let rows = compare::compare(&compare::load(&a)?, &compare::load(&b)?, threshold)?;
             let (a, b) = (a.display().to_string(), b.display().to_string());
-            println!("{}", compare::markdown(&a, &b, &rows, threshold));
+            outln!("{}", compare::markdown(&a, &b, &rows, threshold));
             let bad: Vec<String> = rows
                 .iter()
                 .filter(|r| r.regressed)
                 .map(|r| r.name())
                 .collect();
             if !bad.is_empty() {
-                eprintln!("error: regressed beyond {threshold} %: {}", bad.join("; "));
+                errln!("error: regressed beyond {threshold} %: {}", bad.join("; "));
             }
             Ok(exit_if(bad.is_empty()))
         }
@@ -350,26 +372,32 @@ fn kernels(cmd: KernelsCmd, events: &bpfvm_host::output::Events) -> Result<ExitC
                     .map_or("not cached".to_string(), |t| {
                         format!("cached at {}", t.root.display())
                     });
-                println!(
+                outln!(
                     "{:<6} {:<28} {}  ({cached})",
-                    pin.version, pin.release, pin.description
+                    pin.version,
+                    pin.release,
+                    pin.description
                 );
             }
         }
         KernelsCmd::Fetch { version } => {
             let tree =
                 bpfvm_host::kernels::fetch(&bpfvm_host::kernels::resolve(&version)?, events)?;
-            println!("{}", tree.vmlinuz.display());
+            outln!("{}", tree.vmlinuz.display());
         }
         KernelsCmd::Bump { version } => {
             let b = bpfvm_host::kernels::bump(&version, events)?;
             if b.already_newest() {
-                println!("{version}: already the newest ({})", b.old_release);
+                outln!("{version}: already the newest ({})", b.old_release);
             }
             for c in &b.changes {
-                println!(
+                outln!(
                     "{version}: {} {} -> {} {} (sha256 {})",
-                    c.old_name, c.old_version, c.new_name, c.new_version, c.new_sha256
+                    c.old_name,
+                    c.old_version,
+                    c.new_name,
+                    c.new_version,
+                    c.new_sha256
                 );
             }
         }

@@ -16,3 +16,4 @@ pub mod run;
 pub mod shell;
 pub mod ui;
 pub mod vng;
+pub mod wait;

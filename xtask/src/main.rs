@@ -202,6 +202,10 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
+            if bpfvm_host::wait::is_interrupted(&e) {
+                // 128 + SIGINT, as a shell reports a command Ctrl-C ended.
+                return ExitCode::from(130);
+            }
             ExitCode::FAILURE
         }
     }

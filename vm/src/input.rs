@@ -10,6 +10,7 @@ use crate::run::VmOptions;
 const MIN_MEMORY_MIB: u64 = 256;
 
 pub fn check(opts: &VmOptions) -> Result<()> {
+    crate::paths::check_target_dir(&crate::paths::target_dir())?;
     cpus(opts.cpus, host_cpus())?;
     memory_mib(&opts.memory, host_memory_mib())?;
     if opts.timeout.is_zero() {
@@ -80,7 +81,7 @@ fn memory_mib(memory: &str, host_mib: Option<u64>) -> Result<u64> {
 }
 
 fn parse_mib(s: &str) -> Option<u64> {
-    let s = s.trim();
+    // Untrimmed: the string goes to qemu as it is, and qemu refuses "2G\n".
     let s = s
         .strip_suffix('B')
         .or_else(|| s.strip_suffix('b'))
@@ -188,7 +189,9 @@ mod tests {
         assert_eq!(memory_mib("1.5g", host).unwrap(), 1536);
         assert_eq!(memory_mib("2GB", host).unwrap(), 2048);
         assert_eq!(memory_mib("1048576K", host).unwrap(), 1024);
-        for bad in ["lots", "", "2X", "-1G", "G", "1e9", "2 G", "0x10"] {
+        for bad in [
+            "lots", "", "2X", "-1G", "G", "1e9", "2 G", "0x10", "2G\n", " 2G", "2G ",
+        ] {
             let e = format!("{:#}", memory_mib(bad, host).unwrap_err());
             assert!(e.contains("is not a size"), "{bad}: {e}");
             assert!(e.contains("e.g. --memory 2G"), "{bad}: {e}");

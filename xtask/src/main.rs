@@ -79,8 +79,8 @@ enum Cmd {
         /// Seconds before the VM is killed.
         #[arg(long, default_value_t = 2400)]
         timeout: u64,
-        /// Run only tests whose name contains this.
-        #[arg(long)]
+        /// Run only tests whose name contains this (not empty: leave the option out to run all).
+        #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
         filter: Option<String>,
     },
     /// Benchmark retpoline against spectre_v2=off in the guest (bloom, bpf_loop, batch);
@@ -230,6 +230,7 @@ fn main() -> ExitCode {
 }
 
 fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
+    bpfvm_host::paths::check_env()?;
     match cmd {
         Cmd::Setup { check: true } => {
             let items = bpfvm_host::provision::check();
@@ -415,5 +416,20 @@ fn exit_if(ok: bool) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_filter_is_refused() {
+        let e = Cli::try_parse_from(["xtask", "vm-test", "--filter", ""])
+            .err()
+            .expect("--filter '' parses")
+            .to_string();
+        assert!(e.contains("--filter"), "{e}");
+        assert!(Cli::try_parse_from(["xtask", "vm-test", "--filter", "maps"]).is_ok());
     }
 }

@@ -55,6 +55,44 @@ impl Apt {
         self.dir.join("sources.list")
     }
 
+    /// The configuration file `APT_CONFIG` names. apt reads it before anything else, so the
+    /// host's configuration directories it points away from are never read (`-o` options come
+    /// too late for that: apt reads `Dir::Etc::Parts` before it parses its command line).
+    fn config_path(&self) -> PathBuf {
+        self.dir.join("apt.conf")
+    }
+
+    /// The private configuration: the host's apt.conf, apt.conf.d, preferences and trusted
+    /// keys replaced by empty private directories and /dev/null (sources are checked against
+    /// [`KEYRING`] through `signed-by`).
+    pub fn config_text(&self) -> String {
+        let d = &self.dir;
+        let mut text = String::new();
+        for (key, value) in [
+            ("Dir::Etc::Main", PathBuf::from("/dev/null")),
+            ("Dir::Etc::Parts", d.join("apt.conf.d")),
+            ("Dir::Etc::Preferences", PathBuf::from("/dev/null")),
+            ("Dir::Etc::PreferencesParts", d.join("preferences.d")),
+            ("Dir::Etc::Trusted", PathBuf::from("/dev/null")),
+            ("Dir::Etc::TrustedParts", d.join("trusted.gpg.d")),
+        ] {
+            text.push_str(&format!("{key} \"{}\";\n", value.display()));
+        }
+        text
+    }
+
+    /// `tool` with [`Apt::command_line`], [`Apt::config_path`] as `APT_CONFIG`, and a fixed
+    /// locale so its messages can be parsed.
+    pub fn command(&self, tool: &str, args: &[&str]) -> Command {
+        let argv = self.command_line(tool, args);
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..])
+            .env("APT_CONFIG", self.config_path())
+            .env("LC_ALL", "C")
+            .env("DEBIAN_FRONTEND", "noninteractive");
+        cmd
+    }
+
     /// The `-o` options that make apt-get / apt-cache use only this private state.
     pub fn options(&self) -> Vec<String> {
         let d = &self.dir;
@@ -87,14 +125,24 @@ impl Apt {
 
     /// Writes sources.list and creates the directories apt expects.
     fn prepare(&self) -> Result<()> {
-        for sub in ["lists/partial", "cache/archives/partial"] {
+        for sub in [
+            "lists/partial",
+            "cache/archives/partial",
+            "apt.conf.d",
+            "preferences.d",
+            "trusted.gpg.d",
+        ] {
             std::fs::create_dir_all(self.dir.join(sub))
                 .with_context(|| format!("creating {}", self.dir.join(sub).display()))?;
         }
-        let path = self.sources_path();
-        if std::fs::read_to_string(&path).ok().as_deref() != Some(self.sources_list.as_str()) {
-            std::fs::write(&path, &self.sources_list)
-                .with_context(|| format!("writing {}", path.display()))?;
+        for (path, text) in [
+            (self.sources_path(), self.sources_list.clone()),
+            (self.config_path(), self.config_text()),
+        ] {
+            if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+                std::fs::write(&path, text)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
         }
         Ok(())
     }
@@ -178,22 +226,27 @@ pub fn run_raw(
     cwd: Option<&Path>,
     events: &Events,
 ) -> Result<Output> {
+    apt.prepare()?;
     let argv = apt.command_line(tool, args);
-    events.command(shell_words(&argv));
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .env("LC_ALL", "C")
-        .env("DEBIAN_FRONTEND", "noninteractive");
+    events.command(format!(
+        "APT_CONFIG={} {}",
+        shell_words(&[apt.config_path().display().to_string()]),
+        shell_words(&argv)
+    ));
+    let mut cmd = apt.command(tool, args);
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
     }
-    let out = cmd.output().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
+    let out = crate::wait::output(&mut cmd).map_err(|e| {
+        let missing = e
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+        if missing {
             anyhow::anyhow!(
                 "`{tool}` not found: install the Debian package `apt` (it provides apt-get and apt-cache)"
             )
         } else {
-            anyhow::Error::new(e).context(format!("running {tool}"))
+            e.context(format!("running {tool}"))
         }
     })?;
     Ok(Output {
@@ -287,6 +340,7 @@ pub fn parse_madison(out: &str) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsStr;
 
     fn apt(as_root: bool) -> Apt {
         Apt {
@@ -339,6 +393,56 @@ mod tests {
         // every option is a separate -o pair
         let o = apt(true).options();
         assert!(o.chunks(2).all(|c| c[0] == "-o" && c[1].contains('=')));
+    }
+
+    /// The command carries `APT_CONFIG` naming the private file, which points every host
+    /// configuration directory away; `apt-config dump` run that way shows none of the host's
+    /// `/etc/apt/apt.conf.d` (Debian's apt ships `01autoremove` there, setting
+    /// `APT::NeverAutoRemove`).
+    #[test]
+    fn apt_reads_only_the_private_configuration() {
+        let t = tempfile::tempdir().unwrap();
+        let a = Apt {
+            dir: t.path().join("apt"),
+            ..apt(false)
+        };
+        let cmd = a.command("apt-config", &["dump"]);
+        let env: Vec<_> = cmd.get_envs().collect();
+        let conf = t.path().join("apt/apt.conf");
+        assert!(
+            env.contains(&(OsStr::new("APT_CONFIG"), Some(conf.as_os_str()))),
+            "{env:?}"
+        );
+        let text = a.config_text();
+        for want in [
+            "Dir::Etc::Main \"/dev/null\";".to_string(),
+            format!("Dir::Etc::Parts \"{}/apt/apt.conf.d\";", t.path().display()),
+            "Dir::Etc::Preferences \"/dev/null\";".to_string(),
+            format!(
+                "Dir::Etc::PreferencesParts \"{}/apt/preferences.d\";",
+                t.path().display()
+            ),
+            format!(
+                "Dir::Etc::TrustedParts \"{}/apt/trusted.gpg.d\";",
+                t.path().display()
+            ),
+        ] {
+            assert!(text.contains(&want), "{want} missing in {text}");
+        }
+        let host = Command::new("apt-config").arg("dump").output().unwrap();
+        assert!(
+            String::from_utf8_lossy(&host.stdout).contains("APT::NeverAutoRemove"),
+            "precondition: the host's apt.conf.d sets APT::NeverAutoRemove"
+        );
+        let private = run_raw(&a, "apt-config", &["dump"], None, &Events::silent()).unwrap();
+        assert!(private.ok, "{}", private.stderr);
+        assert!(
+            !private.stdout.contains("APT::NeverAutoRemove"),
+            "{}",
+            private.stdout
+        );
+        let parts = format!("Dir::Etc::parts \"{}/apt/apt.conf.d\";", t.path().display());
+        assert!(private.stdout.contains(&parts), "{}", private.stdout);
     }
 
     #[test]

@@ -60,20 +60,13 @@ impl Cache {
             .write(true)
             .open(&path)
             .with_context(|| format!("opening {}", path.display()))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                events.note(format!(
-                    "another bpfvm run is fetching kernels; waiting for its lock ({})",
-                    path.display()
-                ));
-                file.lock()
-                    .with_context(|| format!("locking {}", path.display()))?;
-            }
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(e).with_context(|| format!("locking {}", path.display()));
-            }
-        }
+        crate::wait::lock(&file, || {
+            events.note(format!(
+                "another bpfvm run is fetching kernels; waiting for its lock ({})",
+                path.display()
+            ))
+        })
+        .with_context(|| format!("locking {}", path.display()))?;
         Ok(file)
     }
 
@@ -208,19 +201,23 @@ impl Cache {
                 deb.display(),
                 tmp.path().display()
             ));
-            let out = Command::new(argv[0])
-                .args(&argv[1..])
-                .arg(deb)
-                .arg(tmp.path())
-                .env("LC_ALL", "C")
-                .output()
-                .map_err(|e| {
-                    if e.kind() == std::io::ErrorKind::NotFound {
-                        anyhow::anyhow!("`dpkg-deb` not found: install the Debian package `dpkg`")
-                    } else {
-                        anyhow::Error::new(e).context("running dpkg-deb")
-                    }
-                })?;
+            let out = crate::wait::output(
+                Command::new(argv[0])
+                    .args(&argv[1..])
+                    .arg(deb)
+                    .arg(tmp.path())
+                    .env("LC_ALL", "C"),
+            )
+            .map_err(|e| {
+                let missing = e
+                    .downcast_ref::<std::io::Error>()
+                    .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+                if missing {
+                    anyhow::anyhow!("`dpkg-deb` not found: install the Debian package `dpkg`")
+                } else {
+                    e.context("running dpkg-deb")
+                }
+            })?;
             if !out.status.success() {
                 let stderr = String::from_utf8_lossy(&out.stderr);
                 let full = if stderr.contains("No space left on device") {

@@ -125,60 +125,28 @@ impl Pin {
                 );
             }
         }
-        if !valid_release(&self.release) {
-            bail!(
-                "release {:?} must be a `uname -r` string like \"6.1.0-57-cloud-amd64\"",
-                self.release
-            );
-        }
+        check_release(&self.release).context("release")?;
         if self.sources.is_empty() {
             bail!("no [[source]]: add one with `uri` and `suite`");
         }
         for s in &self.sources {
-            if !(s.uri.starts_with("http://") || s.uri.starts_with("https://")) {
-                bail!(
-                    "[[source]] uri {:?} must start with http:// or https://",
-                    s.uri
-                );
+            check_uri(&s.uri).context("[[source]] uri")?;
+            check_suite(&s.suite).context("[[source]] suite")?;
+            if s.components.is_empty() {
+                bail!("[[source]] components: empty; leave the field out for [\"main\"]");
             }
-            if s.suite.is_empty() || s.suite.contains(char::is_whitespace) {
-                bail!("[[source]] suite {:?} must be one word", s.suite);
-            }
-            if s.components.is_empty()
-                || s.components
-                    .iter()
-                    .any(|c| c.is_empty() || c.contains(char::is_whitespace))
-            {
-                bail!("[[source]] components {:?} must be words", s.components);
+            for c in &s.components {
+                check_suite(c).context("[[source]] components")?;
             }
         }
         if self.packages.is_empty() {
             bail!("no [[package]]: add one with `name`, `version` and `sha256`");
         }
         for p in &self.packages {
-            if !valid_package_name(&p.name) {
-                bail!("[[package]] name {:?} is not a Debian package name", p.name);
-            }
-            if p.version.is_empty() || p.version.contains(char::is_whitespace) {
-                bail!(
-                    "[[package]] {}: version {:?} is not a Debian version",
-                    p.name,
-                    p.version
-                );
-            }
-            if p.sha256.len() != 64
-                || !p
-                    .sha256
-                    .bytes()
-                    .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
-            {
-                bail!(
-                    "[[package]] {}: sha256 must be 64 lowercase hex digits, got {:?} ({} chars)",
-                    p.name,
-                    p.sha256,
-                    p.sha256.len()
-                );
-            }
+            check_package_name(&p.name).context("[[package]] name")?;
+            check_debian_version(&p.version)
+                .with_context(|| format!("[[package]] {}: version", p.name))?;
+            check_sha256(&p.sha256).with_context(|| format!("[[package]] {}: sha256", p.name))?;
             if let Some(re) = &p.bump {
                 regex::Regex::new(re).with_context(|| {
                     format!("[[package]] {}: bump is not a valid regex", p.name)
@@ -226,18 +194,155 @@ pub fn compare_versions(a: &str, b: &str) -> Ordering {
     }
 }
 
-fn valid_release(r: &str) -> bool {
-    !r.is_empty()
-        && r.chars().next().is_some_and(|c| c.is_ascii_digit())
-        && r.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_' | '~'))
+/// The first character of `value` that `ok` refuses, as an error naming it and the rule.
+fn check_chars(value: &str, ok: impl Fn(char) -> bool, rule: &str) -> Result<()> {
+    match value.chars().find(|&c| !ok(c)) {
+        Some(c) => bail!("{value:?}: character {:?} is not allowed; {rule}", c),
+        None => Ok(()),
+    }
 }
 
-fn valid_package_name(n: &str) -> bool {
-    n.len() >= 2
-        && n.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && n.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '-' | '+'))
+/// A kernel release (`uname -r`, `make kernelrelease`): it names files and directories
+/// (`boot/vmlinuz-<release>`, `lib/modules/<release>`, staged trees) and reaches vng's command
+/// line, so it holds only `[A-Za-z0-9._+-]`, starts with a digit, has no `..`, and is at most
+/// 64 bytes (`__NEW_UTS_LEN` in the kernel's `include/uapi/linux/utsname.h`).
+pub fn check_release(release: &str) -> Result<()> {
+    const RULE: &str = "a kernel release (`uname -r`) holds only letters, digits and . _ + -, \
+                        starts with a digit (like \"6.1.0-57-cloud-amd64\"); for a kernel you \
+                        build, set CONFIG_LOCALVERSION to such characters";
+    check_chars(
+        release,
+        |c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'),
+        RULE,
+    )?;
+    if !release.starts_with(|c: char| c.is_ascii_digit()) {
+        bail!("{release:?} does not start with a digit; {RULE}");
+    }
+    if release.contains("..") {
+        bail!("{release:?} contains \"..\"; {RULE}");
+    }
+    if release.len() > 64 {
+        bail!(
+            "{release:?} is {} bytes, over the kernel's 64; {RULE}",
+            release.len()
+        );
+    }
+    Ok(())
+}
+
+/// A Debian package name (policy 5.6.1): `[a-z0-9][a-z0-9+.-]+`.
+fn check_package_name(name: &str) -> Result<()> {
+    const RULE: &str = "a Debian package name (policy 5.6.1) is at least two of a-z 0-9 + . - \
+                        starting with a letter or digit; copy it from `apt-cache show`";
+    check_chars(
+        name,
+        |c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '+' | '.' | '-'),
+        RULE,
+    )?;
+    if name.len() < 2 || !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        bail!("{name:?}: {RULE}");
+    }
+    Ok(())
+}
+
+/// A Debian version (policy 5.6.12): `[epoch:]upstream[-revision]`, epoch digits, upstream
+/// starting with a digit and made of `[A-Za-z0-9.+~-]` (`-` only with a revision), revision
+/// of `[A-Za-z0-9.+~]`.
+fn check_debian_version(version: &str) -> Result<()> {
+    const RULE: &str = "a Debian version (policy 5.6.12) is [epoch:]upstream[-revision]: epoch \
+                        digits, upstream starting with a digit of letters, digits and . + ~ -, \
+                        revision of letters, digits and . + ~; copy it from `apt-cache show`";
+    let (epoch, rest) = match version.split_once(':') {
+        Some((e, rest)) => (Some(e), rest),
+        None => (None, version),
+    };
+    if let Some(e) = epoch {
+        if e.is_empty() || !e.chars().all(|c| c.is_ascii_digit()) {
+            bail!("{version:?}: the epoch {e:?} is not a number; {RULE}");
+        }
+    }
+    let (upstream, revision) = match rest.rsplit_once('-') {
+        Some((u, r)) => (u, Some(r)),
+        None => (rest, None),
+    };
+    check_chars(
+        upstream,
+        |c| c.is_ascii_alphanumeric() || matches!(c, '.' | '+' | '~' | '-'),
+        RULE,
+    )?;
+    if !upstream.starts_with(|c: char| c.is_ascii_digit()) {
+        bail!("{version:?}: the upstream version {upstream:?} does not start with a digit; {RULE}");
+    }
+    if let Some(r) = revision {
+        check_chars(
+            r,
+            |c| c.is_ascii_alphanumeric() || matches!(c, '.' | '+' | '~'),
+            RULE,
+        )?;
+        if r.is_empty() {
+            bail!("{version:?}: the revision after the last '-' is empty; {RULE}");
+        }
+    }
+    Ok(())
+}
+
+/// An archive suite or component (`bookworm-security`, `main`, `non-free-firmware`):
+/// `[a-z0-9][a-z0-9.-]*`.
+fn check_suite(word: &str) -> Result<()> {
+    const RULE: &str = "suites and components are a-z 0-9 . - starting with a letter or digit, \
+                        like \"bookworm-security\" or \"main\"";
+    check_chars(
+        word,
+        |c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '-'),
+        RULE,
+    )?;
+    if !word.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit()) {
+        bail!("{word:?}: {RULE}");
+    }
+    Ok(())
+}
+
+/// An archive URI, written into a one-line sources.list entry: http(s), a host, and only
+/// characters that cannot end the field or the line (no whitespace, control, quote or `#`).
+fn check_uri(uri: &str) -> Result<()> {
+    const RULE: &str = "an archive uri is http:// or https:// and a host, of letters, digits \
+                        and - . _ ~ : / % @ + = , ; (like \"http://deb.debian.org/debian\")";
+    let rest = uri
+        .strip_prefix("http://")
+        .or_else(|| uri.strip_prefix("https://"))
+        .with_context(|| format!("{uri:?} does not start with http:// or https://; {RULE}"))?;
+    check_chars(
+        uri,
+        |c| {
+            c.is_ascii_alphanumeric()
+                || matches!(
+                    c,
+                    '-' | '.' | '_' | '~' | ':' | '/' | '%' | '@' | '+' | '=' | ',' | ';'
+                )
+        },
+        RULE,
+    )?;
+    if rest.is_empty() || rest.starts_with('/') {
+        bail!("{uri:?} has no host; {RULE}");
+    }
+    Ok(())
+}
+
+/// 64 lowercase hex digits, as the Packages index's SHA256 field.
+fn check_sha256(sha: &str) -> Result<()> {
+    const RULE: &str = "copy the SHA256 field from `apt-cache show NAME=VERSION`";
+    check_chars(
+        sha,
+        |c| c.is_ascii_digit() || ('a'..='f').contains(&c),
+        &format!("a sha256 is 64 lowercase hex digits; {RULE}"),
+    )?;
+    if sha.len() != 64 {
+        bail!(
+            "must be 64 lowercase hex digits, got {} chars; {RULE}",
+            sha.len()
+        );
+    }
+    Ok(())
 }
 
 const NAME_PREFIXES: [&str; 4] = [
@@ -267,7 +372,7 @@ pub fn release_from_package(name: &str) -> Option<String> {
     if major.is_empty() || !major.chars().all(|c| c.is_ascii_digit()) || minor_digits.is_empty() {
         return None;
     }
-    valid_release(rest).then(|| rest.to_string())
+    check_release(rest).is_ok().then(|| rest.to_string())
 }
 
 /// New values for one `[[package]]` entry, by index.
@@ -365,10 +470,11 @@ bump = '^linux-image-6\.1\.0-[0-9]+-cloud-amd64-unsigned$'
     #[test]
     fn rejects_bad_sha() {
         let e = err(&GOOD.replace("c52fe\"", "c52f\""));
-        assert!(e.contains("sha256 must be 64 lowercase hex digits"), "{e}");
+        assert!(e.contains("sha256: must be 64 lowercase hex digits"), "{e}");
         assert!(e.contains("63 chars"), "{e}");
         let e = err(&GOOD.replace("e31a28be", "E31A28BE"));
-        assert!(e.contains("sha256 must be"), "{e}");
+        assert!(e.contains("sha256: "), "{e}");
+        assert!(e.contains("character 'E' is not allowed"), "{e}");
     }
 
     #[test]
@@ -412,6 +518,60 @@ bump = '^linux-image-6\.1\.0-[0-9]+-cloud-amd64-unsigned$'
         assert!(err(&GOOD.replace("version = \"6.1\"", "version = \"six\"")).contains("dotted"));
         assert!(err(&GOOD.replace("[0-9]+", "[0-9+")).contains("not a valid regex"));
         assert!(err(&GOOD.replace("http://deb", "ftp://deb")).contains("http://"));
+    }
+
+    /// Each field with a value Debian does not allow: the error names the file, the field, the
+    /// character and the rule to follow.
+    #[test_case::test_case("release = \"6.1.0-57-cloud-amd64\"", "release = \"6.1$(id>x)\"", "release: \"6.1$(id>x)\": character '$'"; "release with shell syntax")]
+    #[test_case::test_case("release = \"6.1.0-57-cloud-amd64\"", "release = \"6.1/../../x\"", "release: \"6.1/../../x\": character '/'"; "release with a slash")]
+    #[test_case::test_case("release = \"6.1.0-57-cloud-amd64\"", "release = \"6.1..x\"", "release: \"6.1..x\" contains \"..\""; "release with dot dot")]
+    #[test_case::test_case("release = \"6.1.0-57-cloud-amd64\"", "release = \"-6.1\"", "release: \"-6.1\" does not start with a digit"; "release starting with a dash")]
+    #[test_case::test_case("release = \"6.1.0-57-cloud-amd64\"", "release = \"6.1 x\"", "release: \"6.1 x\": character ' '"; "release with a space")]
+    #[test_case::test_case("uri = \"http://deb.debian.org/debian\"", "uri = \"http://deb.debian.org/debian\\ndeb http://evil/ x main\"", "[[source]] uri: \"http://deb.debian.org/debian\\ndeb http://evil/ x main\": character '\\n'"; "uri with a newline")]
+    #[test_case::test_case("uri = \"http://deb.debian.org/debian\"", "uri = \"http://deb.debian.org/debian#x\"", "character '#'"; "uri with a comment")]
+    #[test_case::test_case("uri = \"http://deb.debian.org/debian\"", "uri = \"http:///debian\"", "has no host"; "uri without a host")]
+    #[test_case::test_case("uri = \"http://deb.debian.org/debian\"", "uri = \"file:///srv\"", "does not start with http:// or https://"; "uri not http")]
+    #[test_case::test_case("suite = \"bookworm\"", "suite = \"../../x\"", "[[source]] suite: \"../../x\": character '/'"; "suite with a slash")]
+    #[test_case::test_case("suite = \"bookworm\"", "suite = \"Bookworm\"", "character 'B'"; "suite upper case")]
+    #[test_case::test_case("suite = \"bookworm\"", "suite = \"bookworm\"\ncomponents = [\"main\", \"x y\"]", "[[source]] components: \"x y\": character ' '"; "component with a space")]
+    #[test_case::test_case("suite = \"bookworm\"", "suite = \"bookworm\"\ncomponents = []", "components: empty"; "no components")]
+    #[test_case::test_case("name = \"linux-image-6.1.0-57-cloud-amd64-unsigned\"", "name = \"linux-image/../x\"", "[[package]] name: \"linux-image/../x\": character '/'"; "name with a slash")]
+    #[test_case::test_case("name = \"linux-image-6.1.0-57-cloud-amd64-unsigned\"", "name = \"-linux\"", "policy 5.6.1"; "name starting with a dash")]
+    #[test_case::test_case("name = \"linux-image-6.1.0-57-cloud-amd64-unsigned\"", "name = \"x\"", "at least two"; "name of one letter")]
+    #[test_case::test_case("version = \"6.1.192-3\"", "version = \"6.1/../../x-3\"", "version: \"6.1/../../x\": character '/'"; "version with a slash")]
+    #[test_case::test_case("version = \"6.1.192-3\"", "version = \"6.1.192-3 \"", "version: \"3 \": character ' '"; "version with a space")]
+    #[test_case::test_case("version = \"6.1.192-3\"", "version = \"x:6.1.192-3\"", "the epoch \"x\" is not a number"; "version with a bad epoch")]
+    #[test_case::test_case("version = \"6.1.192-3\"", "version = \"6.1.192-\"", "revision after the last '-' is empty"; "version with an empty revision")]
+    #[test_case::test_case("version = \"6.1.192-3\"", "version = \"v6.1-3\"", "does not start with a digit"; "version not starting with a digit")]
+    #[test_case::test_case("version = \"6.1.192-3\"", "version = \"6.1.192-3~a_b\"", "character '_'"; "revision with an underscore")]
+    fn rejects_what_debian_does_not_allow(good: &str, bad: &str, want: &str) {
+        assert!(GOOD.contains(good), "{good}");
+        let e = err(&GOOD.replacen(good, bad, 1));
+        assert!(
+            e.starts_with("/x/kernels/6.1.toml: invalid kernel pin: "),
+            "{e}"
+        );
+        assert!(e.contains(want), "want {want:?} in {e}");
+    }
+
+    #[test]
+    fn accepts_what_debian_allows() {
+        for v in [
+            "1:6.1.192-3",
+            "6.1.192",
+            "6.12.118-1~bpo12+1",
+            "7.2.13+deb14-1.2",
+        ] {
+            check_debian_version(v).unwrap();
+        }
+        for r in ["6.13.0-rc1-bpf+", "7.2.13+deb14-cloud-amd64", "6.1.0_x"] {
+            check_release(r).unwrap();
+        }
+        check_release(&"6".repeat(64)).unwrap();
+        assert!(format!("{:#}", check_release(&"6".repeat(65)).unwrap_err()).contains("65 bytes"));
+        check_uri("https://snapshot.debian.org/archive/debian/20240101T000000Z").unwrap();
+        check_suite("non-free-firmware").unwrap();
+        check_package_name("g++").unwrap();
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub use distro::{host_distro, package_hint, parse_os_release, Distro};
 pub use toolchain::{
     nightly_has_rust_src, nightly_toolchain, route_description, route_problem, EbpfToolchain,
 };
-pub use venv::PipVenv;
+pub use venv::{parse_requirements, PipVenv};
 
 use cargo_tools::{cargo_install, cargo_installed};
 use debian::{dpkg_installed, install_packages};
@@ -42,6 +42,9 @@ use toolchain::debian_toolchain;
 
 /// virtme-ng from PyPI, installed in `cache_dir()/venv`.
 pub const VIRTME_NG_VERSION: &str = "1.42";
+/// virtme-ng and its whole dependency closure, each a wheel pinned by sha256 (the file says
+/// how it was made).
+const VIRTME_NG_REQUIREMENTS: &str = include_str!("../../virtme-ng-requirements.txt");
 /// The Rust virtiofsd from crates.io (the C one Debian's qemu ships rejects vng's arguments).
 pub const VIRTIOFSD_VERSION: &str = "1.14.0";
 /// bpf-linker from crates.io, built against Debian's LLVM 22.
@@ -97,8 +100,9 @@ impl Layout {
     fn virtme_venv(&self) -> PipVenv {
         PipVenv {
             dir: self.venv.clone(),
-            specs: vec![format!("virtme-ng=={VIRTME_NG_VERSION}")],
+            specs: parse_requirements(VIRTME_NG_REQUIREMENTS),
             bin: "vng",
+            wheels_only: true,
         }
     }
     fn tool(&self, name: &str) -> PathBuf {
@@ -214,12 +218,8 @@ pub(crate) fn run_logged(cmd: &mut Command, shown: &str, log: &Path) -> Result<(
     }
     let f = File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let f2 = f.try_clone()?;
-    let status = cmd
-        .stdin(Stdio::null())
-        .stdout(f)
-        .stderr(f2)
-        .status()
-        .with_context(|| format!("starting `{shown}`"))?;
+    let status = crate::wait::status(cmd.stdin(Stdio::null()).stdout(f).stderr(f2))
+        .with_context(|| format!("running `{shown}`"))?;
     if status.success() {
         return Ok(());
     }
@@ -336,6 +336,45 @@ pub fn ensure(events: &Events) -> Result<Tools> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The venv vng runs from installs virtme-ng's whole closure, every package pinned to one
+    /// wheel by hash, no sdist.
+    #[test]
+    fn virtme_ng_installs_a_hash_pinned_closure_of_wheels() {
+        let v = Layout::new().virtme_venv();
+        assert!(v.specs.contains(&format!(
+            "virtme-ng=={VIRTME_NG_VERSION} --hash=sha256:99589f1f5d74249038fe3c52aad9d3c33cb82a2d9617997511d4489fc709a707"
+        )));
+        for dep in [
+            "argcomplete==",
+            "requests==",
+            "urllib3==",
+            "idna==",
+            "certifi==",
+            "charset-normalizer==",
+        ] {
+            assert!(
+                v.specs.iter().any(|s| s.starts_with(dep)),
+                "{dep} not pinned"
+            );
+        }
+        for s in &v.specs {
+            let (spec, hash) = s.split_once(" --hash=sha256:").expect("hashed");
+            assert!(spec.contains("=="), "{s}");
+            assert_eq!(hash.len(), 64, "{s}");
+        }
+        let args = v.pip_args(Path::new("/v/requirements.txt"));
+        assert_eq!(
+            args[2..],
+            [
+                "--only-binary",
+                ":all:",
+                "--require-hashes",
+                "-r",
+                "/v/requirements.txt"
+            ]
+        );
+    }
 
     #[test]
     fn tails() {

@@ -22,9 +22,40 @@ pub struct PipVenv {
     pub specs: Vec<String>,
     /// An executable pip must have put into `bin/`.
     pub bin: &'static str,
+    /// Wheels only (`--only-binary :all:`): no sdist, whose build would run code and fetch its
+    /// build dependencies unpinned.
+    pub wheels_only: bool,
+}
+
+/// The requirements in a requirements file's text: its lines without comments and blanks.
+pub fn parse_requirements(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
 }
 
 impl PipVenv {
+    fn hashed(&self) -> bool {
+        self.specs.iter().all(|s| s.contains(" --hash="))
+    }
+
+    /// pip's arguments; `reqs` is where [`PipVenv::install`] writes the hashed specs.
+    pub fn pip_args(&self, reqs: &Path) -> Vec<String> {
+        let mut args = vec!["install".to_string(), "--disable-pip-version-check".into()];
+        if self.wheels_only {
+            args.extend(["--only-binary".into(), ":all:".into()]);
+        }
+        if self.hashed() {
+            args.extend(["--require-hashes".into(), "-r".into()]);
+            args.push(reqs.display().to_string());
+        } else {
+            args.extend(self.specs.iter().cloned());
+        }
+        args
+    }
+
     pub fn bin_path(&self) -> PathBuf {
         self.dir.join("bin").join(self.bin)
     }
@@ -61,17 +92,13 @@ impl PipVenv {
             &logs.join(format!("{log}-venv.log")),
         )?;
         let pip = self.dir.join("bin/pip");
-        let mut args = vec!["install".to_string(), "--disable-pip-version-check".into()];
-        if self.specs.iter().all(|s| s.contains(" --hash=")) {
+        let reqs = self.dir.join("requirements.txt");
+        if self.hashed() {
             // Pinned by hash: pip takes hashes only from a requirements file.
-            let reqs = self.dir.join("requirements.txt");
             std::fs::write(&reqs, self.specs.join("\n") + "\n")
                 .with_context(|| format!("writing {}", reqs.display()))?;
-            args.extend(["--require-hashes".into(), "-r".into()]);
-            args.push(reqs.display().to_string());
-        } else {
-            args.extend(self.specs.iter().cloned());
         }
+        let args = self.pip_args(&reqs);
         let shown = shell::display(&[], &pip.display().to_string(), &args);
         events.command(&shown);
         run_logged(
@@ -103,6 +130,7 @@ mod tests {
             dir: dir.path().join("v"),
             specs: vec!["a==1".into(), "b==2".into()],
             bin: "a",
+            wheels_only: false,
         };
         std::fs::create_dir_all(v.dir.join("bin")).unwrap();
         std::fs::write(v.bin_path(), "").unwrap();

@@ -16,7 +16,7 @@ pub use pin::{check_release, release_from_package, Package, Pin, Source};
 
 use crate::output::Events;
 use anyhow::{bail, Context, Result};
-use cache::Cache;
+use cache::{Cache, Cached};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -117,14 +117,33 @@ fn fetch_in(cache: &Cache, pin: &Pin, events: &Events) -> Result<KernelTree> {
     // extracting the same files. Uncontended, the lock costs nothing.
     let _lock = cache.lock(events)?;
     cache.check_cached_debs(pin)?;
-    if let Some(tree) = cache.cached(pin) {
-        events.note(format!(
-            "kernel {} ({}): cached at {}",
-            pin.version,
-            pin.release,
-            tree.root.display()
-        ));
-        return Ok(tree);
+    match cache.state(pin) {
+        Cached::Valid(tree) => {
+            events.note(format!(
+                "kernel {} ({}): cached at {}",
+                pin.version,
+                pin.release,
+                tree.root.display()
+            ));
+            return Ok(tree);
+        }
+        // The .debs that are there were just verified.
+        Cached::Damaged(why) if pin.packages.iter().all(|p| cache.deb_path(p).is_file()) => {
+            events.warn(format!(
+                "{why}; extracting it again from its verified .debs"
+            ));
+        }
+        Cached::Damaged(why) => {
+            let dir = cache.tree_dir(pin);
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+            bail!(
+                "{why}; its .debs are not in {}, so it was removed: run `cargo xtask kernels \
+                 fetch {}` to download it again",
+                cache.debs().display(),
+                pin.version
+            );
+        }
+        Cached::Absent => {}
     }
     events.step(format!("fetching kernel {} ({})", pin.version, pin.release));
     cache.clean_stale(events);
@@ -496,6 +515,88 @@ mod tests {
             "the kernel image"
         );
         assert!(again.root.join(cache::COMPLETE).is_file());
+    }
+
+    /// The marker records the vmlinuz's sha256 and the module files with their sizes.
+    #[test]
+    fn the_marker_records_the_image_hash_and_the_modules() {
+        let t = tempfile::tempdir().unwrap();
+        let c = Cache {
+            root: t.path().to_path_buf(),
+        };
+        let pin = local_pin(&c);
+        let tree = fetch_in(&c, &pin, &Events::silent()).unwrap();
+        let text = std::fs::read_to_string(tree.root.join(cache::COMPLETE)).unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "bpfvm kernel tree 1\nvmlinuz {} boot/vmlinuz-6.1.0-99-test-amd64\n\
+                 module 8 lib/modules/6.1.0-99-test-amd64/kernel/x.ko\n",
+                cache::sha256_file(&tree.vmlinuz).unwrap()
+            )
+        );
+        assert_eq!(cache::Manifest::parse(&text).unwrap().to_text(), text);
+    }
+
+    /// An altered image or a truncated module is found on the next use and extracted again
+    /// from the verified .deb; without the .deb, the tree is removed and the error says to
+    /// fetch it again.
+    #[test]
+    fn a_tree_that_no_longer_matches_its_marker_is_extracted_again_or_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let c = Cache {
+            root: t.path().to_path_buf(),
+        };
+        let pin = local_pin(&c);
+        let tree = fetch_in(&c, &pin, &Events::silent()).unwrap();
+        let module = tree.modules_dir().unwrap().join("kernel/x.ko");
+        for (file, text) in [(&tree.vmlinuz, "the kernel imagf"), (&module, "a mod")] {
+            std::fs::write(file, text).unwrap();
+            assert!(
+                matches!(c.state(&pin), Cached::Damaged(_)),
+                "{}",
+                file.display()
+            );
+            assert_eq!(c.cached(&pin), None);
+            assert_eq!(fetch_in(&c, &pin, &Events::silent()).unwrap(), tree);
+            assert_eq!(
+                std::fs::read_to_string(&tree.vmlinuz).unwrap(),
+                "the kernel image"
+            );
+            assert_eq!(std::fs::read_to_string(&module).unwrap(), "a module");
+        }
+        std::fs::remove_file(c.deb_path(&pin.packages[0])).unwrap();
+        std::fs::write(&tree.vmlinuz, "x").unwrap();
+        let e = format!("{:#}", fetch_in(&c, &pin, &Events::silent()).unwrap_err());
+        assert!(e.contains("the cached kernel 6.1 in"), "{e}");
+        assert!(
+            e.contains("was altered: boot/vmlinuz-6.1.0-99-test-amd64 has sha256"),
+            "{e}"
+        );
+        assert!(
+            e.contains("run `cargo xtask kernels fetch 6.1` to download it again"),
+            "{e}"
+        );
+        assert!(!tree.root.exists(), "the altered tree is gone");
+    }
+
+    /// A marker from an older bpfvm (the release only) counts as no marker.
+    #[test]
+    fn an_old_marker_counts_as_none() {
+        let t = tempfile::tempdir().unwrap();
+        let c = Cache {
+            root: t.path().to_path_buf(),
+        };
+        let pin = local_pin(&c);
+        let tree = fetch_in(&c, &pin, &Events::silent()).unwrap();
+        std::fs::write(
+            tree.root.join(cache::COMPLETE),
+            format!("{}\n", pin.release),
+        )
+        .unwrap();
+        assert_eq!(c.state(&pin), Cached::Absent);
+        assert_eq!(fetch_in(&c, &pin, &Events::silent()).unwrap(), tree);
+        assert!(matches!(c.state(&pin), Cached::Valid(_)));
     }
 
     #[test]

@@ -3,8 +3,13 @@
 //!
 //! Everything lands under a temporary name first and is renamed into place once complete, so
 //! a crash never leaves a half file or half tree where a later run would trust it. A tree
-//! counts as cached only with its [`COMPLETE`] marker, written last: a tree without it (left
-//! by an older bpfvm, or put there by hand) is extracted again.
+//! counts as cached only with its [`COMPLETE`] marker, written last, after a `syncfs` of the
+//! tree: it records the sha256 of the vmlinuz and every module file with its size
+//! ([`Manifest`]), and every use checks them again (hashing the ~8 MB vmlinuz and listing the
+//! modules). A tree without a marker in this form (an older bpfvm's, one put there by hand) is
+//! extracted again; one that no longer matches its marker (altered, truncated) is re-extracted
+//! from its verified `.deb`s, or, when they are gone (CI restores the trees without them),
+//! removed with an error saying to fetch it again.
 use super::apt::{says_not_on_mirror, Apt};
 use super::pin::{Package, Pin};
 use super::KernelTree;
@@ -18,6 +23,137 @@ use std::process::Command;
 
 /// The file written last into an extracted tree, after it was checked to hold the kernel.
 pub const COMPLETE: &str = ".bpfvm-complete";
+
+/// What a tree's [`COMPLETE`] marker records, in text: a header line, then
+/// `vmlinuz <sha256> <path>` and `module <size> <path>` lines, paths relative to the tree,
+/// modules sorted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    pub vmlinuz_sha256: String,
+    pub vmlinuz: PathBuf,
+    pub modules: Vec<(u64, PathBuf)>,
+}
+
+const MANIFEST_HEADER: &str = "bpfvm kernel tree 1";
+
+impl Manifest {
+    /// The manifest of the tree `tree` is now.
+    pub fn of(tree: &KernelTree) -> Result<Manifest> {
+        let rel = |p: &Path| p.strip_prefix(&tree.root).unwrap_or(p).to_path_buf();
+        let mut modules = vec![];
+        if let Some(dir) = tree.modules_dir() {
+            list_files(&dir, &mut |path, size| modules.push((size, rel(path))))?;
+        }
+        modules.sort_by(|a, b| a.1.cmp(&b.1));
+        Ok(Manifest {
+            vmlinuz_sha256: sha256_file(&tree.vmlinuz)?,
+            vmlinuz: rel(&tree.vmlinuz),
+            modules,
+        })
+    }
+
+    pub fn to_text(&self) -> String {
+        let mut t = format!(
+            "{MANIFEST_HEADER}\nvmlinuz {} {}\n",
+            self.vmlinuz_sha256,
+            self.vmlinuz.display()
+        );
+        for (size, path) in &self.modules {
+            t.push_str(&format!("module {size} {}\n", path.display()));
+        }
+        t
+    }
+
+    /// `None` for text that is not a manifest (an older bpfvm wrote only the release).
+    pub fn parse(text: &str) -> Option<Manifest> {
+        let mut lines = text.lines();
+        if lines.next()? != MANIFEST_HEADER {
+            return None;
+        }
+        let (sha, vmlinuz) = lines.next()?.strip_prefix("vmlinuz ")?.split_once(' ')?;
+        let modules = lines
+            .map(|l| {
+                let (size, path) = l.strip_prefix("module ")?.split_once(' ')?;
+                Some((size.parse().ok()?, PathBuf::from(path)))
+            })
+            .collect::<Option<_>>()?;
+        Some(Manifest {
+            vmlinuz_sha256: sha.to_string(),
+            vmlinuz: PathBuf::from(vmlinuz),
+            modules,
+        })
+    }
+
+    /// How `now` differs from this recorded manifest, if it does.
+    fn difference(&self, now: &Manifest) -> Option<String> {
+        if self.vmlinuz != now.vmlinuz || self.vmlinuz_sha256 != now.vmlinuz_sha256 {
+            return Some(format!(
+                "{} has sha256 {}, its marker says {}",
+                now.vmlinuz.display(),
+                now.vmlinuz_sha256,
+                self.vmlinuz_sha256
+            ));
+        }
+        if self.modules != now.modules {
+            let first = self
+                .modules
+                .iter()
+                .zip(&now.modules)
+                .find(|(a, b)| a != b)
+                .map(|(a, b)| {
+                    format!(
+                        " (first: {} {} bytes, now {} {} bytes)",
+                        a.1.display(),
+                        a.0,
+                        b.1.display(),
+                        b.0
+                    )
+                })
+                .unwrap_or_default();
+            return Some(format!(
+                "its modules differ from its marker: {} files recorded, {} there{first}",
+                self.modules.len(),
+                now.modules.len()
+            ));
+        }
+        None
+    }
+}
+
+/// Every regular file and symlink under `dir`, with its size (a symlink's own), depth first.
+fn list_files(dir: &Path, found: &mut impl FnMut(&Path, u64)) -> Result<()> {
+    for e in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let e = e?;
+        let meta = e.metadata()?;
+        if meta.is_dir() {
+            list_files(&e.path(), found)?;
+        } else {
+            found(&e.path(), meta.len());
+        }
+    }
+    Ok(())
+}
+
+/// What the cache holds for a pin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cached {
+    /// No tree with a marker of this bpfvm's form.
+    Absent,
+    Valid(KernelTree),
+    /// A tree that does not match its marker: why.
+    Damaged(String),
+}
+
+/// Flushes the filesystem holding `dir` to disk.
+fn sync_fs(dir: &Path) -> Result<()> {
+    let f = File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+    // SAFETY: syncfs on a descriptor we own.
+    if unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&f)) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("syncing the filesystem of {}", dir.display()));
+    }
+    Ok(())
+}
 
 /// Where the cache lives; `cache_dir()` in normal use, a temp dir in tests.
 #[derive(Debug, Clone)]
@@ -34,19 +170,47 @@ impl Cache {
         self.root.join("kernels")
     }
 
+    /// Where the verified `.deb` of `pkg` is kept.
+    pub fn deb_path(&self, pkg: &Package) -> PathBuf {
+        self.debs().join(pkg.deb_file_name())
+    }
+
     /// The extracted tree of a pin: `kernels/<version>-<short id>`.
     pub fn tree_dir(&self, pin: &Pin) -> PathBuf {
         self.kernels()
             .join(format!("{}-{}", pin.version, pin.short_id()))
     }
 
-    /// The complete tree for `pin`, if one is in place (its [`COMPLETE`] marker is there).
+    /// The complete tree for `pin`, if one is in place and matches its [`COMPLETE`] marker.
     pub fn cached(&self, pin: &Pin) -> Option<KernelTree> {
+        match self.state(pin) {
+            Cached::Valid(tree) => Some(tree),
+            Cached::Absent | Cached::Damaged(_) => None,
+        }
+    }
+
+    /// The tree of `pin`, checked against its marker.
+    pub fn state(&self, pin: &Pin) -> Cached {
         let dir = self.tree_dir(pin);
-        dir.join(COMPLETE)
-            .is_file()
-            .then(|| find_tree(&dir, &pin.release).ok())
-            .flatten()
+        let Some(recorded) = std::fs::read_to_string(dir.join(COMPLETE))
+            .ok()
+            .and_then(|t| Manifest::parse(&t))
+        else {
+            return Cached::Absent;
+        };
+        let now = find_tree(&dir, &pin.release).and_then(|tree| Ok((Manifest::of(&tree)?, tree)));
+        let why = match now {
+            Ok((now, tree)) => match recorded.difference(&now) {
+                None => return Cached::Valid(tree),
+                Some(why) => why,
+            },
+            Err(e) => format!("{e:#}"),
+        };
+        Cached::Damaged(format!(
+            "the cached kernel {} in {} was altered: {why}",
+            pin.version,
+            dir.display()
+        ))
     }
 
     /// Takes the cache lock, waiting (and saying so) while another run holds it.
@@ -99,7 +263,7 @@ impl Cache {
     /// Call with the lock held: another run may be verifying or renaming the same file.
     pub fn check_cached_debs(&self, pin: &Pin) -> Result<()> {
         for pkg in &pin.packages {
-            let path = self.debs().join(pkg.deb_file_name());
+            let path = self.deb_path(pkg);
             if !path.is_file() {
                 continue;
             }
@@ -131,7 +295,7 @@ impl Cache {
     ) -> Result<PathBuf> {
         let debs = self.debs();
         std::fs::create_dir_all(&debs).with_context(|| format!("creating {}", debs.display()))?;
-        let dest = debs.join(pkg.deb_file_name());
+        let dest = self.deb_path(pkg);
         if dest.is_file() {
             events.note(format!("using cached {}", dest.display()));
             return Ok(dest);
@@ -236,21 +400,27 @@ impl Cache {
                 );
             }
         }
-        find_tree(tmp.path(), &pin.release).with_context(|| {
+        let tree = find_tree(tmp.path(), &pin.release).with_context(|| {
             format!(
                 "the packages of pin {} do not hold the kernel it names; check `release` in {}",
                 pin.version,
                 pin.path.display()
             )
         })?;
+        let manifest = Manifest::of(&tree)?;
+        // What the marker describes is on disk before the marker is.
+        sync_fs(tmp.path())?;
         let marker = tmp.path().join(COMPLETE);
-        std::fs::write(&marker, format!("{}\n", pin.release))
+        let mut f =
+            File::create(&marker).with_context(|| format!("writing {}", marker.display()))?;
+        std::io::Write::write_all(&mut f, manifest.to_text().as_bytes())
+            .and_then(|()| f.sync_all())
             .with_context(|| format!("writing {}", marker.display()))?;
         let dest = self.tree_dir(pin);
         if dest.exists() {
-            // A tree without the marker: an older bpfvm's, or one left by hand.
+            // A tree without a valid marker: an older bpfvm's, one left by hand, or altered.
             events.note(format!(
-                "replacing {}: it has no completion marker",
+                "replacing {}: it has no completion marker or does not match it",
                 dest.display()
             ));
             std::fs::remove_dir_all(&dest)
@@ -259,6 +429,9 @@ impl Cache {
         let tmp_path = tmp.keep();
         std::fs::rename(&tmp_path, &dest)
             .with_context(|| format!("moving {} to {}", tmp_path.display(), dest.display()))?;
+        File::open(&kernels)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("syncing {}", kernels.display()))?;
         find_tree(&dest, &pin.release)
     }
 }

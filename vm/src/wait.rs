@@ -16,7 +16,8 @@ pub const POLL: Duration = Duration::from_millis(50);
 /// files) and SIGKILL.
 const GRACE: Duration = Duration::from_secs(1);
 
-/// The error of a wait that Ctrl-C or SIGTERM ended; the CLI exits 130 on it.
+/// The error of a wait that Ctrl-C or SIGTERM ended; the CLI then exits with 128 + the signal
+/// ([`crate::proc::interrupt_status`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Interrupted;
 
@@ -27,11 +28,6 @@ impl fmt::Display for Interrupted {
 }
 
 impl std::error::Error for Interrupted {}
-
-/// Whether `e` (or an error it wraps) is an [`Interrupted`].
-pub fn is_interrupted(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| c.is::<Interrupted>())
-}
 
 fn interrupted() -> bool {
     crate::proc::interrupted()
@@ -178,7 +174,7 @@ mod tests {
             ))
             .stdin(Stdio::null());
         let e = output_until(&mut cmd, raised_after(Duration::from_millis(300))).unwrap_err();
-        assert!(is_interrupted(&e), "{e:#}");
+        assert!(e.is::<Interrupted>(), "{e:#}");
         assert!(
             start.elapsed() < Duration::from_secs(2),
             "{:?}",
@@ -225,7 +221,7 @@ mod tests {
             raised_after(Duration::from_millis(200)),
         )
         .unwrap_err();
-        assert!(is_interrupted(&e), "{e:#}");
+        assert!(e.is::<Interrupted>(), "{e:#}");
         assert!(said.load(Ordering::SeqCst), "the wait was not announced");
         assert!(
             start.elapsed() < Duration::from_secs(1),

@@ -4,11 +4,49 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+use crate::kernels::check_release;
 use crate::kernels::KernelTree;
 
-/// `--kernel` is a path when it names a file or contains a slash; otherwise a pin version.
+/// `--kernel` is a path when it contains a slash; otherwise a pin version. A file in the
+/// current directory is `./NAME`: a file that happens to be called `6.1` never shadows the pin.
 pub fn is_path(kernel: &str) -> bool {
-    kernel.contains('/') || Path::new(kernel).is_file()
+    kernel.contains('/')
+}
+
+/// The largest image bpfvm reads: a bzImage is 10-20 MB; anything far larger is not one (an
+/// ELF `vmlinux`, a disk image, `/dev/zero`).
+const MAX_IMAGE: u64 = 256 << 20;
+
+/// Reads the image at `path`: a regular file of at most [`MAX_IMAGE`] bytes.
+fn read_image(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let shown = path.display();
+    // O_NONBLOCK: a FIFO must not block the open.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .with_context(|| format!("--kernel {shown}: cannot read the image"))?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        bail!("--kernel {shown} is not a regular file; pass the bzImage (arch/x86/boot/bzImage)");
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_IMAGE + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_IMAGE {
+        bail!(
+            "--kernel {shown} is larger than {} MiB, far more than a bzImage; pass \
+             arch/x86/boot/bzImage",
+            MAX_IMAGE >> 20
+        );
+    }
+    if bytes.starts_with(b"\x7fELF") {
+        bail!(
+            "--kernel {shown} is an ELF file (vmlinux?); pass the bzImage, arch/x86/boot/bzImage"
+        );
+    }
+    Ok(bytes)
 }
 
 /// The release string an x86 bzImage carries in its setup header (`make kernelrelease`).
@@ -27,10 +65,12 @@ pub fn image_release(image: &[u8]) -> Result<String> {
         .context("the bzImage's kernel_version offset points past its end")?;
     let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
     let version = String::from_utf8_lossy(&rest[..end]);
-    match version.split_whitespace().next() {
-        Some(release) if !release.is_empty() => Ok(release.to_string()),
-        _ => bail!("the bzImage carries no kernel version string"),
-    }
+    let Some(release) = version.split_whitespace().next() else {
+        bail!("the bzImage carries no kernel version string");
+    };
+    // It names the staged tree and reaches vng's shell line and the guest: the pins' rules.
+    check_release(release).context("the bzImage's kernel version string")?;
+    Ok(release.to_string())
 }
 
 /// Finds `lib/modules/<release>` given either an `INSTALL_MOD_PATH` root or that dir itself.
@@ -59,8 +99,7 @@ const COMPLETE: &str = ".bpfvm-complete";
 /// path, so a run never removes or rewrites a tree another run may be booting; staging itself
 /// happens under `staging/.lock` in a temporary directory renamed into place.
 pub fn stage(image: &Path, modules: Option<&Path>, staging: &Path) -> Result<KernelTree> {
-    let bytes = std::fs::read(image)
-        .with_context(|| format!("--kernel {}: cannot read the image", image.display()))?;
+    let bytes = read_image(image)?;
     let release = image_release(&bytes).with_context(|| format!("--kernel {}", image.display()))?;
     let modules = match modules {
         Some(dir) => Some(modules_for(dir, &release)?.canonicalize()?),
@@ -79,8 +118,8 @@ pub fn stage(image: &Path, modules: Option<&Path>, staging: &Path) -> Result<Ker
     let lock_path = staging.join(".lock");
     let lock = std::fs::File::create(&lock_path)
         .with_context(|| format!("open {}", lock_path.display()))?;
-    lock.lock()
-        .with_context(|| format!("lock {}", lock_path.display()))?;
+    // Polled, so that Ctrl-C ends the wait while another run stages.
+    crate::wait::lock(&lock, || {}).with_context(|| format!("lock {}", lock_path.display()))?;
     if tree.root.join(COMPLETE).is_file() {
         return Ok(tree);
     }
@@ -264,6 +303,37 @@ mod tests {
     #[test]
     fn paths_and_versions_are_told_apart() {
         assert!(is_path("arch/x86/boot/bzImage"));
+        assert!(is_path("./bzImage"));
         assert!(!is_path("6.1"));
+    }
+
+    #[test]
+    fn a_release_with_shell_syntax_or_a_path_is_refused() {
+        for bad in ["6.1$(id>pwned)", "6.1`id`", "../../etc", "6.1;id", "6.1/x"] {
+            let img = fake_bzimage(&format!("{bad} #1"));
+            let err = format!("{:#}", image_release(&img).unwrap_err());
+            assert!(err.contains("kernel version string"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn what_is_not_a_bzimage_file_is_refused_before_reading_it_whole() {
+        let d = tempfile::tempdir().unwrap();
+        for (path, want) in [
+            (std::path::PathBuf::from("/dev/zero"), "not a regular file"),
+            (d.path().to_path_buf(), "not a regular file"),
+        ] {
+            let err = format!("{:#}", read_image(&path).unwrap_err());
+            assert!(err.contains(want), "{err}");
+        }
+        let elf = d.path().join("vmlinux");
+        std::fs::write(&elf, b"\x7fELF\x02\x01").unwrap();
+        assert!(format!("{:#}", read_image(&elf).unwrap_err()).contains("ELF"));
+        let big = d.path().join("big");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_IMAGE + 1)
+            .unwrap();
+        assert!(format!("{:#}", read_image(&big).unwrap_err()).contains("larger than 256 MiB"));
     }
 }

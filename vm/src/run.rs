@@ -65,7 +65,16 @@ pub(crate) fn prepare(opts: &VmOptions, events: &Events) -> Result<Prepared> {
         anyhow::bail!("--modules is for a kernel image you built (--kernel PATH); pinned kernels bring their own");
     }
     // The pin first: a typo in --kernel should fail before any installing.
-    let pin = kernels::resolve(&opts.kernel)?;
+    let pin = kernels::resolve(&opts.kernel).map_err(|e| {
+        if Path::new(&opts.kernel).exists() {
+            e.context(format!(
+                "`{k}` is read as a pin; for the file of that name, pass --kernel ./{k}",
+                k = opts.kernel
+            ))
+        } else {
+            e
+        }
+    })?;
     let expected = Expectation::for_pin(&pin)?;
     events.step("checking host tools");
     let tools = provision::ensure(events)?;
@@ -280,6 +289,14 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
 
     let live = with_test_progress(events.clone(), shared.to_path_buf(), p.expected.clone());
     let outcome = boot(&p, &opts.vm, shared, script, &live)?;
+    // An interrupted run judged nothing: the last run's report stays as it was.
+    if outcome.ending == Ending::Interrupted {
+        anyhow::bail!(
+            "{} ({} left as it was)",
+            outcome.diagnosis().lines().next().unwrap_or_default(),
+            out_dir.join("report.json").display()
+        );
+    }
 
     let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
     let vm_ok = outcome.ending == Ending::Exited(0);

@@ -37,9 +37,13 @@ fn a_missing_kernel_image_is_named() {
 
 #[test]
 fn a_file_that_is_not_a_bzimage_says_what_to_pass() {
-    let (code, err) = xtask(&["vm-run", "--kernel", "Cargo.toml", "--", "true"]);
+    let (code, err) = xtask(&["vm-run", "--kernel", "./Cargo.toml", "--", "true"]);
     assert_eq!(code, 1);
     assert!(err.contains("pass arch/x86/boot/bzImage"), "{err}");
+    // Without a slash it is a pin name, even when a file has that name: the error says so.
+    let (code, err) = xtask(&["vm-run", "--kernel", "Cargo.toml", "--", "true"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("pass --kernel ./Cargo.toml"), "{err}");
 }
 
 #[test]
@@ -247,4 +251,33 @@ fn bench_compare_names_a_missing_report() {
     ]);
     assert_eq!(code, 1);
     assert!(err.contains("read /nonexistent/a.json"), "{err}");
+}
+
+/// An image's release string names files and reaches vng's shell: one holding shell syntax is
+/// refused before anything runs, and the syntax never runs.
+#[test]
+fn an_image_whose_release_holds_shell_syntax_runs_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    // A bzImage setup header ("HdrS" at 0x202) whose kernel_version points at the release.
+    let mut img = vec![0u8; 0x1000];
+    img[0x202..0x206].copy_from_slice(b"HdrS");
+    img[0x20e..0x210].copy_from_slice(&0x600u16.to_le_bytes());
+    let release = b"6.1$(touch pwned) #1 SMP";
+    img[0x800..0x800 + release.len()].copy_from_slice(release);
+    let image = d.path().join("bzImage");
+    std::fs::write(&image, img).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["vm-run", "--kernel", image.to_str().unwrap(), "--", "true"])
+        .current_dir(d.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("kernel version string"), "{err}");
+    assert!(err.contains("'$' is not allowed"), "{err}");
+    assert!(!d.path().join("pwned").exists());
+    assert!(
+        !err.contains("==> checking host tools"),
+        "refused before any work: {err}"
+    );
 }

@@ -144,4 +144,51 @@ mod tests {
             .unwrap_err()
             .contains("more than 10000 files"));
     }
+
+    /// What the guest may leave in the shared directory, as bytes a broken or hostile guest
+    /// could write: JSON-ish lines (to get past the first parse) mixed with arbitrary bytes.
+    fn guest_file() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let line = prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..64),
+            Just(br#"{ "type": "test", "event": "started", "name": "a::b" }"#.to_vec()),
+            Just(
+                br#"{ "type": "test", "event": "failed", "name": "a::b", "stdout": "\u00ff" }"#
+                    .to_vec()
+            ),
+            Just(br#"{ "type": "test", "event": "ok", "name": "a::b", "exec_time": -1 }"#.to_vec()),
+            Just(br#"{"test":"a::b","reason":"x","feature":"bloom_filter_map"}"#.to_vec()),
+            Just(br#"{"bloom_filter_map":{"answer":"present"}}"#.to_vec()),
+            Just(b"a::b: test".to_vec()),
+            Just(b"-2147483649".to_vec()),
+        ];
+        proptest::collection::vec(line, 0..8).prop_map(|ls| ls.join(&b'\n'))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// Any bytes in any of the guest's files: the report is a verdict, never a panic.
+        #[test]
+        fn any_guest_files_give_a_verdict_not_a_panic(
+            files in proptest::collection::vec(guest_file(), 8),
+            vm_died in proptest::bool::ANY,
+        ) {
+            use crate::guest::files as names;
+            let d = tempfile::tempdir().unwrap();
+            let names = [
+                names::FEATURES.to_string(), names::PROBE_RC.into(), names::SKIPS.into(),
+                names::list("t"), "t.jsonl".into(), "t.rc".into(), "t.stderr".into(),
+                crate::vng::STATUS_FILE.into(),
+            ];
+            for (name, bytes) in names.iter().zip(&files) {
+                std::fs::write(d.path().join(name), bytes).unwrap();
+            }
+            let exp = crate::expect::Expectation::for_release("6.1.0").unwrap();
+            let verdict = crate::report::judge(
+                d.path(), &["t".to_string()], &exp, vm_died.then_some("the VM died"), None,
+            );
+            // Something is always judged: at least the probe's or the binary's entry.
+            proptest::prop_assert!(!verdict.tests.is_empty());
+        }
+    }
 }

@@ -3,37 +3,82 @@
 //! virtiofsd) gone. Each test boots the 6.1 guest, so they are `#[ignore]`d for plain
 //! `cargo test`; `cargo xtask ci` runs them: `cargo test -p xtask -- --ignored`.
 //!
-//! Each test gives its guest a distinct memory size: qemu's `-m <size>` then identifies that
-//! test's processes in `/proc` when checking that none is left behind.
+//! Each test gives its guest a distinct memory size, and its runner an environment variable
+//! (`TAG`) naming it: every process the run starts (vng, virtme-run, qemu, virtiofsd) inherits
+//! it, which identifies that test's processes in `/proc` when checking that none is left.
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn vm_run(memory: &str, extra: &[&str], command: &[&str]) -> Output {
+/// The environment variable that marks a test's processes.
+const TAG: &str = "BPFVM_LIFECYCLE_TEST";
+
+/// `cargo xtask vm-run` for the test that owns `memory`, its processes tagged.
+fn xtask_vm_run(memory: &str, extra: &[&str], command: &[&str]) -> Command {
     let mut args = vec!["vm-run", "--kernel", "6.1", "--memory", memory];
     args.extend(extra);
     args.push("--");
     args.extend(command);
-    Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(&args)
+    let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    c.args(&args).env(TAG, memory);
+    c
+}
+
+fn vm_run(memory: &str, extra: &[&str], command: &[&str]) -> Output {
+    xtask_vm_run(memory, extra, command)
         .output()
         .expect("run xtask vm-run")
 }
 
-/// Processes whose command line mentions qemu's `-m <memory>` argument.
+/// Processes whose environment carries the tag of the test that owns `memory`, but the runner
+/// itself (`xtask`), with their command lines.
 fn leftovers(memory: &str) -> Vec<String> {
-    let needle = format!("\0{memory}\0");
+    let needle = format!("{TAG}={memory}\0");
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+        let (Ok(environ), Ok(cmdline)) = (
+            std::fs::read(entry.path().join("environ")),
+            std::fs::read(entry.path().join("cmdline")),
+        ) else {
             continue;
         };
-        let cmdline = String::from_utf8_lossy(&cmdline);
-        if cmdline.contains(&needle) && !cmdline.contains("vm_lifecycle") {
-            found.push(cmdline.replace('\0', " "));
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let runner = cmdline
+            .split(' ')
+            .next()
+            .is_some_and(|p| p.ends_with("/xtask"));
+        if String::from_utf8_lossy(&environ).contains(&needle) && !runner {
+            found.push(cmdline);
         }
     }
     found
+}
+
+/// Waits up to `limit` for the test's processes to be gone; returns what is left.
+fn leftovers_after(memory: &str, limit: Duration) -> Vec<String> {
+    let start = Instant::now();
+    loop {
+        let left = leftovers(memory);
+        if left.is_empty() || start.elapsed() > limit {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The leftover check can fail: a process left on purpose with a test's tag is reported.
+#[test]
+fn the_leftover_check_sees_a_process_left_behind() {
+    let mut sleeper = Command::new("sleep")
+        .arg("30")
+        .env(TAG, "leftover-check")
+        .spawn()
+        .unwrap();
+    let found = leftovers("leftover-check");
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    assert_eq!(found, ["sleep 30 "]);
+    assert_eq!(leftovers("leftover-check"), Vec::<String>::new());
 }
 
 fn stderr(o: &Output) -> String {
@@ -93,10 +138,7 @@ fn a_hang_is_killed_at_the_timeout() {
 /// Starts `vm-run -- sleep 600`, waits until the VM runs, sends `signal`, and checks the run
 /// ends as interrupted with nothing left.
 fn signal_kills_the_whole_vm(signal: i32, memory: &str) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args([
-            "vm-run", "--kernel", "6.1", "--memory", memory, "--", "sleep", "600",
-        ])
+    let mut child = xtask_vm_run(memory, &[], &["sleep", "600"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -108,21 +150,140 @@ fn signal_kills_the_whole_vm(signal: i32, memory: &str) {
             break;
         }
     }
-    std::thread::sleep(Duration::from_secs(8));
-    assert!(
-        !leftovers(memory).is_empty(),
-        "the VM should be running by now"
-    );
+    wait_for_the_vm(memory);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, signal) };
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(1));
+    assert_eq!(
+        status.code(),
+        Some(128 + signal),
+        "as a shell reports the signal"
+    );
     assert!(
         rest.iter().any(|l| l.contains("interrupted (Ctrl-C)")),
         "{rest:?}"
     );
     assert_eq!(leftovers(memory), Vec::<String>::new());
+}
+
+/// Waits until the run's qemu and virtiofsd are up (the leftover check must see both).
+fn wait_for_the_vm(memory: &str) {
+    let start = Instant::now();
+    loop {
+        let procs = leftovers(memory);
+        let has = |what: &str| procs.iter().any(|p| p.contains(what));
+        if has("qemu-system") && has("virtiofsd") {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no qemu and virtiofsd after 120 s: {procs:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// SIGKILL cannot be handled: the VM must die with the runner all the same.
+#[test]
+#[ignore = "boots a VM"]
+fn a_sigkilled_runner_leaves_no_vm_behind() {
+    let memory = "1043M";
+    let mut child = xtask_vm_run(memory, &[], &["sleep", "600"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run xtask vm-run");
+    wait_for_the_vm(memory);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        leftovers_after(memory, Duration::from_secs(10)),
+        Vec::<String>::new()
+    );
+}
+
+/// A guest that prints without end: the timeout still holds (the event loop checks it on
+/// every line), and the runner's memory stays bounded.
+#[test]
+#[ignore = "boots a VM"]
+fn a_guest_printing_forever_is_stopped_at_the_timeout() {
+    let memory = "1045M";
+    let start = Instant::now();
+    // --no-retry: a boot slower than 30 s on a busy host would otherwise boot twice.
+    let child = xtask_vm_run(memory, &["--timeout", "30", "--no-retry"], &["yes"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run xtask vm-run");
+    let (o, peak) = with_peak_rss(child);
+    assert!(
+        start.elapsed() < Duration::from_secs(40),
+        "took {:?}",
+        start.elapsed()
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("did not finish within 30 s"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(peak < 100 << 20, "runner peak RSS {} MiB", peak >> 20);
+    assert_eq!(leftovers(memory), Vec::<String>::new());
+}
+
+/// One endless line (no newline): the runner holds at most a bounded piece of it.
+#[test]
+#[ignore = "boots a VM"]
+fn one_endless_line_keeps_the_runner_small() {
+    let memory = "1047M";
+    let child = xtask_vm_run(memory, &[], &["head", "-c", "400000000", "/dev/zero"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run xtask vm-run");
+    let (o, peak) = with_peak_rss(child);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(peak < 100 << 20, "runner peak RSS {} MiB", peak >> 20);
+}
+
+/// A closed stdout (`vm-run ... | head -n1`) is not a crash: the run goes on to its status.
+#[test]
+#[ignore = "boots a VM"]
+fn a_closed_stdout_does_not_crash_the_runner() {
+    let mut child = xtask_vm_run("1049M", &[], &["sh", "-c", "seq 1 5000; exit 3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run xtask vm-run");
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+}
+
+/// Waits for `child`, sampling its high-water RSS (`VmHWM`, which only grows) while it runs.
+fn with_peak_rss(child: std::process::Child) -> (Output, u64) {
+    let status = format!("/proc/{}/status", child.id());
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let sampler = {
+        let peak = peak.clone();
+        std::thread::spawn(move || {
+            while let Ok(s) = std::fs::read_to_string(&status) {
+                if let Some(kb) = s
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                {
+                    peak.fetch_max(kb << 10, std::sync::atomic::Ordering::SeqCst);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    let o = child.wait_with_output().unwrap();
+    sampler.join().unwrap();
+    (o, peak.load(std::sync::atomic::Ordering::SeqCst))
 }
 
 #[test]
@@ -247,4 +408,76 @@ fn two_vm_test_runs_at_once_both_finish_and_the_report_is_whole() {
     assert!(report["summary"]["passed"].as_u64().unwrap() > 0, "{json}");
     let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
     assert!(junit.trim_end().ends_with("</testsuites>"), "{junit}");
+}
+
+/// Paths with spaces and shell syntax reach virtme-ng whole and run nothing on the host (vng
+/// runs its command line with `sh -c`): the run directory and the staged kernel under a
+/// `CARGO_TARGET_DIR` with a space (virtme-run takes only `[a-zA-Z0-9_+ /.-]` there, so that is
+/// all a checkout needs), and the guest's working directory, a kernel image and its modules
+/// under `a dir $(touch pwned)`.
+#[test]
+#[ignore = "boots a VM"]
+fn paths_with_spaces_and_shell_syntax_work_and_run_nothing() {
+    let fetch = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["kernels", "fetch", "6.1"])
+        .output()
+        .unwrap();
+    assert!(fetch.status.success(), "{}", stderr(&fetch));
+    let vmlinuz = std::path::PathBuf::from(String::from_utf8(fetch.stdout).unwrap().trim());
+    let release = vmlinuz.file_name().unwrap().to_str().unwrap()["vmlinuz-".len()..].to_string();
+    let tree = vmlinuz.parent().unwrap().parent().unwrap();
+
+    let t = tempfile::tempdir().unwrap();
+    let odd = t.path().join("a dir $(touch pwned)");
+    let mods = odd.join("mods/lib/modules");
+    std::fs::create_dir_all(&mods).unwrap();
+    let copy = Command::new("cp")
+        .arg("-a")
+        .arg(tree.join("lib/modules").join(&release))
+        .arg(&mods)
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    let image = odd.join("bz Image");
+    std::fs::copy(&vmlinuz, &image).unwrap();
+
+    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["vm-run", "--memory", "1051M", "--kernel"])
+        .arg(&image)
+        .arg("--modules")
+        .arg(odd.join("mods"))
+        .args(["--", "sh", "-c", "pwd"])
+        .current_dir(&odd)
+        .env("CARGO_TARGET_DIR", t.path().join("my proj/target"))
+        .env(TAG, "1051M")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        odd.to_str().unwrap()
+    );
+    let pwned: Vec<_> = walk(t.path())
+        .into_iter()
+        .filter(|p| p.ends_with("pwned"))
+        .collect();
+    assert_eq!(
+        pwned,
+        Vec::<std::path::PathBuf>::new(),
+        "shell syntax ran on the host"
+    );
+    assert_eq!(leftovers("1051M"), Vec::<String>::new());
+}
+
+/// Every path under `dir` (files and directories).
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut all = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() && !p.is_symlink() {
+            all.extend(walk(&p));
+        }
+        all.push(p);
+    }
+    all
 }

@@ -210,12 +210,23 @@ pub(crate) struct RunDir {
 }
 
 impl RunDir {
+    /// virtme-run 1.42 starts virtiofsd with `os.system(f"... --shared-dir {path} ...")`
+    /// (`virtme/commands/run.py`, `VirtioFS.start`), unquoted: a shared directory whose path
+    /// holds a space (a checkout in `my proj/`) splits there and the boot fails, and a symlink
+    /// of a plain path to it mounts in the guest but fails every write (EIO, tried here). So
+    /// when `parent` is not a plain path the run's files live under /tmp until
+    /// [`RunDir::keep`] moves them.
     pub(crate) fn new(parent: &Path) -> Result<Self> {
-        std::fs::create_dir_all(parent).with_context(|| format!("create {}", parent.display()))?;
+        let base = if plain_path(parent) {
+            parent
+        } else {
+            Path::new("/tmp")
+        };
+        std::fs::create_dir_all(base).with_context(|| format!("create {}", base.display()))?;
         let dir = tempfile::Builder::new()
-            .prefix("run-")
-            .tempdir_in(parent)
-            .with_context(|| format!("create a run directory in {}", parent.display()))?;
+            .prefix("bpfvm-run-")
+            .tempdir_in(base)
+            .with_context(|| format!("create a run directory in {}", base.display()))?;
         let shared = dir.path().join("shared");
         std::fs::create_dir_all(&shared)?;
         let script = dir.path().join("guest.sh");
@@ -239,6 +250,14 @@ impl RunDir {
             ));
         }
     }
+}
+
+/// A path every layer under vng passes on as it is: letters, digits and `_ + / . -`.
+fn plain_path(p: &Path) -> bool {
+    p.to_str().is_some_and(|s| {
+        s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_+/.-".contains(c))
+    })
 }
 
 /// `vm-run`: runs `argv` as root in the guest from the current directory; returns how the VM

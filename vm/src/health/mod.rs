@@ -17,6 +17,7 @@ use std::collections::BTreeSet;
 
 pub use detect::Kind;
 use log::Marker;
+use serde::{Deserialize, Serialize};
 
 /// Where the guest script was when a splat was logged, before any test ran or after.
 pub const BOOT: &str = "boot";
@@ -94,6 +95,86 @@ pub fn scan(kernel_log: &str) -> Vec<Splat> {
     }
     splats
 }
+
+/// A splat as `report.json` records it: blamed, and allowed or not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Judged {
+    pub kind: Kind,
+    pub phase: String,
+    /// The tests running when it was logged.
+    pub running: Vec<String>,
+    pub text: String,
+    /// The allowlist's reason, when an entry allows it: then it fails nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<String>,
+}
+
+impl Judged {
+    /// The line that says what happened (`WARNING: CPU: ...`), not the cut-here or banner.
+    pub fn headline(&self) -> &str {
+        self.text
+            .lines()
+            .find(|l| {
+                let l = l.trim();
+                !l.is_empty() && !l.contains("[ cut here ]") && !l.bytes().all(|b| b == b'=')
+            })
+            .unwrap_or("")
+    }
+
+    /// "kernel warning while a ran: WARNING: CPU: ...".
+    pub fn describe(&self) -> String {
+        let splat = Splat {
+            kind: self.kind,
+            text: String::new(),
+            phase: self.phase.clone(),
+            running: self.running.clone(),
+        };
+        format!(
+            "kernel {} {}: {}",
+            self.kind.name(),
+            splat.when(),
+            self.headline()
+        )
+    }
+}
+
+/// What the kernel log of a run says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    pub splats: Vec<Judged>,
+    /// The log reaches the guest script's last marker (`phase end`): nothing is missing.
+    pub complete: bool,
+}
+
+/// Scans `kernel_log` and judges each splat against the allowlist for this kernel (its pin
+/// version or label, and release).
+pub fn judge(
+    kernel_log: &str,
+    allow: &allow::Allowlist,
+    version: &str,
+    release: Option<&str>,
+) -> Health {
+    let splats = scan(kernel_log)
+        .into_iter()
+        .map(|s| Judged {
+            allowed: allow
+                .allowing(&s.text, version, release)
+                .map(|e| e.reason.clone()),
+            kind: s.kind,
+            phase: s.phase,
+            running: s.running,
+            text: s.text,
+        })
+        .collect();
+    let end = Marker::Phase(END_PHASE.into());
+    let complete = log::records(kernel_log)
+        .iter()
+        .any(|r| Marker::parse(&r.text).as_ref() == Some(&end));
+    Health { splats, complete }
+}
+
+/// The phase the guest script marks last, once everything else is in the log.
+pub const END_PHASE: &str = "end";
 
 #[cfg(test)]
 mod tests;

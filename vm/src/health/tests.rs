@@ -208,3 +208,27 @@ fn only_splat_of(log: &str) -> Splat {
     assert_eq!(splats.len(), 1, "{splats:#?}");
     splats.into_iter().next().unwrap()
 }
+
+#[test]
+fn an_allowed_splat_carries_its_reason_and_a_complete_log_ends_with_its_marker() {
+    let allow = allow::parse(
+        "[[allow]]\nregex = 'at kernel/bpf/syscall\\.c:512'\nkernels = [\"6.1\"]\nreason = \"r\"\n",
+    )
+    .unwrap();
+    let h = judge(&fixture("two-tests.kmsg"), &allow, "6.1", None);
+    assert_eq!(h.splats[0].allowed.as_deref(), Some("r"));
+    assert_eq!(h.splats[1].allowed, None, "the taint is not matched");
+    assert_eq!(
+        h.splats[0].describe(),
+        "kernel warning while tests ran in parallel: batch::hash, bloom_filter::a: \
+         WARNING: CPU: 1 PID: 214 at kernel/bpf/syscall.c:512 map_check_btf+0x1a2/0x1e0"
+    );
+    assert!(!h.complete, "the fixture stops before `phase end`");
+    let ended = format!(
+        "{}\n{}",
+        fixture("two-tests.kmsg"),
+        Marker::Phase(END_PHASE.into()).line()
+    );
+    assert!(judge(&ended, &allow, "6.12", None).complete);
+    assert_eq!(judge(&ended, &allow, "6.12", None).splats[0].allowed, None);
+}

@@ -52,15 +52,18 @@ fn preamble(out: &Path) -> String {
     )
 }
 
-/// Copies `/dev/kmsg` into `$OUT/kernel.log` for the whole script (at most 8 MiB), and
+/// Copies `/dev/kmsg` into `$OUT/kernel.log` for the whole script, and
 /// defines `bpfvm_mark WORDS`, which writes a marker (`vm::health::log::Marker`) into the
 /// kernel log, then the taint mask when it changed. Writes to `/dev/kmsg` are rate-limited
 /// per open file unless `printk_devkmsg` is `on` (`devkmsg_write`, kernel/printk/printk.c;
 /// Documentation/admin-guide/sysctl/kernel.rst). `dd` writes each record as it reads it
-/// (`head` would buffer them), and `noerror` keeps it copying when records were overwritten
-/// before it read them (`EPIPE`; the sequence numbers then show the gap).
+/// (`head` would buffer them); each read returns one record of at most `CONSOLE_EXT_LOG_MAX`
+/// (8 KiB, include/linux/printk.h; a smaller buffer is `EINVAL`), so `count` bounds the copy in
+/// records (a record is ~100 bytes; at most 64 MiB, what the host reads of a guest file);
+/// `count_bytes` would not (dd counts each short read as a block). `noerror` keeps it copying
+/// when records were overwritten before it read them (`EPIPE`; the sequence numbers show it).
 const KERNEL_LOG: &str = r#"echo on > /proc/sys/kernel/printk_devkmsg 2>/dev/null
-dd if=/dev/kmsg of="$OUT/kernel.log" bs=16k iflag=count_bytes count=8388608 conv=noerror status=none 2>/dev/null &
+dd if=/dev/kmsg of="$OUT/kernel.log" bs=8k count=8192 conv=noerror status=none 2>/dev/null &
 bpfvm_log=$!
 bpfvm_mark() {
   echo "bpfvm: $*" > /dev/kmsg

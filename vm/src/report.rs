@@ -562,7 +562,7 @@ pub fn apply_kernel_health(tests: &mut Vec<TestResult>, health: &mut Health, vm_
         tests.push(failed(
             format!("guest:{}", files::KERNEL_LOG),
             "the kernel log stops before the guest script's end (not written, or cut at its \
-             8 MiB bound): splats may be missing"
+             bound of 8192 records): splats may be missing"
                 .into(),
         ));
     }

@@ -140,6 +140,7 @@ fn failure(name: String, reason: String) -> TestResult {
         outcome: Outcome::Fail,
         reason: Some(reason),
         duration_ms: 0,
+        kernel_splats: vec![],
     }
 }
 

@@ -21,6 +21,8 @@ pub mod files {
     pub const PROBE_RC: &str = "features.rc";
     pub const PROBE_STDERR: &str = "features.stderr";
     pub const SKIPS: &str = "skips.jsonl";
+    /// The kernel log of the whole guest script, with its markers (`vm::health`).
+    pub const KERNEL_LOG: &str = "kernel.log";
 
     /// Where test binary `name` lists its tests (`--list --format terse`).
     pub fn list(name: &str) -> String {
@@ -28,7 +30,8 @@ pub mod files {
     }
 }
 
-/// Mounts what BPF tests need and records which kernel and mitigations the guest really got.
+/// Mounts what BPF tests need, starts the kernel log copy, and records which kernel and
+/// mitigations the guest really got.
 fn preamble(out: &Path) -> String {
     let o = quote(&out.display().to_string());
     format!(
@@ -37,6 +40,7 @@ fn preamble(out: &Path) -> String {
          echo '{START_MARKER}' >&2\n\
          OUT={o}\n\
          export BPFVM_RESULTS=\"$OUT\"\n\
+         {KERNEL_LOG}\
          mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf\n\
          mountpoint -q /sys/kernel/debug || mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null\n\
          uname -r > \"$OUT/{rel}\"\n\
@@ -47,6 +51,56 @@ fn preamble(out: &Path) -> String {
         sp = files::SPECTRE_V2,
     )
 }
+
+/// Copies `/dev/kmsg` into `$OUT/kernel.log` for the whole script, and
+/// defines `bpfvm_mark WORDS`, which writes a marker (`vm::health::log::Marker`) into the
+/// kernel log, then the taint mask when it changed. Writes to `/dev/kmsg` are rate-limited
+/// per open file unless `printk_devkmsg` is `on` (`devkmsg_write`, kernel/printk/printk.c;
+/// Documentation/admin-guide/sysctl/kernel.rst). `dd` writes each record as it reads it
+/// (`head` would buffer them); each read returns one record of at most `CONSOLE_EXT_LOG_MAX`
+/// (8 KiB, include/linux/printk.h; a smaller buffer is `EINVAL`), so `count` bounds the copy in
+/// records (a record is ~100 bytes; at most 64 MiB, what the host reads of a guest file);
+/// `count_bytes` would not (dd counts each short read as a block). `noerror` keeps it copying
+/// when records were overwritten before it read them (`EPIPE`; the sequence numbers show it).
+const KERNEL_LOG: &str = r#"echo on > /proc/sys/kernel/printk_devkmsg 2>/dev/null
+dd if=/dev/kmsg of="$OUT/kernel.log" bs=8k count=8192 conv=noerror status=none 2>/dev/null &
+bpfvm_log=$!
+bpfvm_mark() {
+  echo "bpfvm: $*" > /dev/kmsg
+  read -r bpfvm_now < /proc/sys/kernel/tainted
+  if [ "$bpfvm_now" != "$bpfvm_taint" ]; then
+    bpfvm_taint=$bpfvm_now
+    echo "bpfvm: tainted $bpfvm_now" > /dev/kmsg
+  fi
+}
+"#;
+
+/// Defines `bpfvm_mark_tests`: passes libtest's JSON lines through, marking each test's
+/// start (before passing its line on) and end in the kernel log.
+const MARK_TESTS: &str = r#"bpfvm_mark_tests() {
+  while IFS= read -r line; do
+    case $line in
+      '{ "type": "test", "event": "started", "name": "'*)
+        n=${line#*'"name": "'}; bpfvm_mark test start "${n%%'"'*}" ;;
+      '{ "type": "test", "name": "'*)
+        case $line in
+          *'"event": "ok"'*|*'"event": "failed"'*|*'"event": "ignored"'*)
+            n=${line#*'"name": "'}; bpfvm_mark test end "${n%%'"'*}" ;;
+        esac ;;
+    esac
+    printf '%s\n' "$line"
+  done
+}
+"#;
+
+/// Ends the kernel log copy once its last marker is in the file (waiting at most 5 s).
+const END_KERNEL_LOG: &str = r#"bpfvm_mark phase end
+bpfvm_wait=0
+while [ $bpfvm_wait -lt 50 ] && ! grep -q ';bpfvm: phase end$' "$OUT/kernel.log"; do
+  sleep 0.1; bpfvm_wait=$((bpfvm_wait + 1))
+done
+kill $bpfvm_log 2>/dev/null
+"#;
 
 /// The `vm-test` script: probe features, then run every test binary with libtest's JSON
 /// output (unstable, hence RUSTC_BOOTSTRAP), echoing events to stdout for live progress.
@@ -62,6 +116,7 @@ pub fn test_script(
     // Backtraces for panics, not for every anyhow error: capturing one takes std's backtrace
     // lock, which a panic's symbolisation (seconds under TCG) holds meanwhile.
     s.push_str("export RUSTC_BOOTSTRAP=1 RUST_BACKTRACE=1 RUST_LIB_BACKTRACE=0\n");
+    s.push_str("bpfvm_mark phase probe\n");
     writeln!(
         s,
         "{} > \"$OUT/{}\" 2> \"$OUT/{}\"; echo $? > \"$OUT/{}\"",
@@ -72,6 +127,8 @@ pub fn test_script(
     )
     .unwrap();
     s.push_str(KERNEL_BTF_ONCE);
+    s.push_str(MARK_TESTS);
+    s.push_str("bpfvm_mark phase tests\n");
     for b in binaries {
         let path = b.path.display().to_string();
         let n = &b.name;
@@ -102,11 +159,12 @@ pub fn test_script(
         argv.extend(filter.map(str::to_string));
         writeln!(
             s,
-            "{{ with_kernel_btf_once {} 2>> \"$OUT/{n}.stderr\"; echo $? > \"$OUT/{n}.rc\"; }} | tee \"$OUT/{n}.jsonl\"",
+            "{{ with_kernel_btf_once {} 2>> \"$OUT/{n}.stderr\"; echo $? > \"$OUT/{n}.rc\"; }} | bpfvm_mark_tests | tee \"$OUT/{n}.jsonl\"",
             join(&argv)
         )
         .unwrap();
     }
+    s.push_str("bpfvm_mark phase shutdown\n");
     epilogue(&mut s, "0");
     s
 }
@@ -137,6 +195,7 @@ pub fn bench_script(
     rc: &Path,
 ) -> String {
     let mut s = preamble(out);
+    s.push_str("bpfvm_mark phase bench\n");
     let mut argv = vec![bin.display().to_string(), size.to_string()];
     argv.extend(args.iter().cloned());
     argv.extend(["--out".to_string(), results.display().to_string()]);
@@ -155,14 +214,18 @@ pub fn bench_script(
 pub fn command_script(out: &Path, cwd: &Path, argv: &[String]) -> String {
     let mut s = preamble(out);
     writeln!(s, "cd {} || exit 1", quote(&cwd.display().to_string())).unwrap();
+    s.push_str("bpfvm_mark phase command\n");
     writeln!(s, "{}", join(argv)).unwrap();
-    epilogue(&mut s, "$?");
+    s.push_str("bpfvm_status=$?\nbpfvm_mark phase shutdown\n");
+    epilogue(&mut s, "$bpfvm_status");
     s
 }
 
-/// The script's last lines: the exit status (`status`, a shell word) that tells the host the
-/// guest finished, then the marker that times the end of the script.
+/// The script's last lines: the end of the kernel log copy, the exit status (`status`, a
+/// shell word) that tells the host the guest finished, then the marker that times the end of
+/// the script.
 fn epilogue(s: &mut String, status: &str) {
+    s.push_str(END_KERNEL_LOG);
     writeln!(s, "echo {status} > \"$OUT/{STATUS_FILE}\"").unwrap();
     writeln!(s, "echo '{END_MARKER}' >&2").unwrap();
 }
@@ -198,6 +261,14 @@ mod tests {
         ));
         assert!(s.contains(KERNEL_BTF_ONCE));
         assert!(s.contains(
+            "2>> \"$OUT/bpfvm_tests.stderr\"; echo $? > \"$OUT/bpfvm_tests.rc\"; } | bpfvm_mark_tests | tee"
+        ));
+        let phases: Vec<usize> = ["probe", "tests", "shutdown", "end"]
+            .iter()
+            .map(|p| s.find(&format!("bpfvm_mark phase {p}\n")).unwrap())
+            .collect();
+        assert!(phases.is_sorted(), "{phases:?}");
+        assert!(s.contains(
             "/t/probe > \"$OUT/features.json\" 2> \"$OUT/features.stderr\"; echo $? > \"$OUT/features.rc\""
         ));
         assert!(s.contains(
@@ -218,8 +289,67 @@ mod tests {
         let s = command_script(Path::new("/o"), Path::new("/w d"), &argv);
         assert!(s.contains("cd '/w d' || exit 1\n"));
         assert!(s.contains(r"sh -c 'echo '\''hi there'\''; exit 7'"));
+        assert!(s.contains("bpfvm_mark phase command\nsh -c"));
         assert!(s.ends_with(
-            "echo $? > \"$OUT/exit-status\"\necho 'bpfvm: guest script finished' >&2\n"
+            "echo $bpfvm_status > \"$OUT/exit-status\"\necho 'bpfvm: guest script finished' >&2\n"
         ));
+    }
+
+    #[test]
+    fn the_kernel_log_is_copied_into_its_file_and_ends_after_the_last_marker() {
+        let s = command_script(Path::new("/o"), Path::new("/w"), &["true".to_string()]);
+        assert!(KERNEL_LOG.contains(&format!("of=\"$OUT/{}\"", files::KERNEL_LOG)));
+        let (start, end) = (s.find(KERNEL_LOG).unwrap(), s.find(END_KERNEL_LOG).unwrap());
+        assert!(start < s.find("bpfvm_mark phase command").unwrap());
+        assert!(end > s.find("bpfvm_mark phase shutdown").unwrap());
+        assert!(
+            end < s.find(STATUS_FILE).unwrap(),
+            "the log is whole before the status"
+        );
+    }
+
+    /// Runs `bpfvm_mark_tests` under the host's `sh` on libtest's JSON output, with
+    /// `bpfvm_mark` writing its markers to a file instead of `/dev/kmsg`.
+    #[test]
+    fn test_events_become_start_and_end_markers_and_pass_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let marks = dir.path().join("marks");
+        let json = r#"{ "type": "suite", "event": "started", "test_count": 3 }
+{ "type": "test", "event": "started", "name": "tests::bloom::a" }
+{ "type": "test", "event": "started", "name": "tests::batch::hash::case_1" }
+{ "type": "test", "name": "tests::bloom::a", "event": "ok", "exec_time": 0.0125 }
+{ "type": "test", "name": "tests::batch::hash::case_1", "event": "failed", "exec_time": 0.5, "stdout": "\"event\": \"ok\"\n" }
+{ "type": "test", "event": "started", "name": "tests::smoke::c" }
+{ "type": "test", "name": "tests::smoke::c", "event": "ignored" }
+{ "type": "suite", "event": "failed", "passed": 1, "failed": 1 }
+"#;
+        let script = format!(
+            "bpfvm_mark() {{ echo \"bpfvm: $*\" >> {}; }}\n{MARK_TESTS}bpfvm_mark_tests",
+            quote(&marks.display().to_string())
+        );
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(json.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), json);
+        assert_eq!(
+            std::fs::read_to_string(&marks).unwrap(),
+            "bpfvm: test start tests::bloom::a\n\
+             bpfvm: test start tests::batch::hash::case_1\n\
+             bpfvm: test end tests::bloom::a\n\
+             bpfvm: test end tests::batch::hash::case_1\n\
+             bpfvm: test start tests::smoke::c\n\
+             bpfvm: test end tests::smoke::c\n"
+        );
     }
 }

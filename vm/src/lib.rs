@@ -6,6 +6,7 @@ pub mod custom;
 pub mod expect;
 pub mod guest;
 pub mod guest_files;
+pub mod health;
 pub mod input;
 pub mod kernels;
 pub mod output;

@@ -11,6 +11,7 @@ use crate::accel::Accel;
 use crate::expect::{self, Expectation, Mismatch, Probe};
 use crate::guest::files;
 use crate::guest_files;
+use crate::health::{Health, Judged};
 use crate::vng::FailedBoot;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,6 +29,9 @@ pub struct TestResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub duration_ms: u64,
+    /// The kernel splats logged while this test ran (JUnit `system-err`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_splats: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -80,6 +84,10 @@ pub struct Report {
     /// Expected features the probes did not find: each also fails the run.
     #[serde(default)]
     pub feature_mismatches: Vec<Mismatch>,
+    /// The splats in the kernel log (`vm::health`), allowed or not; the log itself is
+    /// `kernel.log` beside this report.
+    #[serde(default)]
+    pub kernel_splats: Vec<Judged>,
     /// How the VM ended ("exited" or why not), and its wall time.
     pub vm: VmInfo,
     /// Where the run's wall time went.
@@ -151,6 +159,7 @@ impl Report {
             probes: BTreeMap::new(),
             expected_features: None,
             feature_mismatches: vec![],
+            kernel_splats: vec![],
             vm: VmInfo {
                 ending: format!("not run: {why}"),
                 wall_time_s: 0.0,
@@ -283,6 +292,7 @@ fn failed(name: String, reason: String) -> TestResult {
         outcome: Outcome::Fail,
         reason: Some(reason),
         duration_ms: 0,
+        kernel_splats: vec![],
     }
 }
 
@@ -317,6 +327,7 @@ pub fn parse_binary(out: &BinaryOutput, vm_ending: &str) -> Vec<TestResult> {
             outcome,
             reason,
             duration_ms,
+            kernel_splats: vec![],
         });
     }
     let death = match out.rc {
@@ -521,8 +532,9 @@ pub fn judge(
 }
 
 /// Entries that are not tests: `feature:<name>` (a probe), `binary:<name>` (a test binary or
-/// the probe), `guest:<what>` (a file or step of the guest script).
-const ENTRY_KINDS: [&str; 3] = ["feature:", "binary:", "guest:"];
+/// the probe), `guest:<what>` (a file or step of the guest script),
+/// `kernel:<kind>` (a splat in the kernel log).
+const ENTRY_KINDS: [&str; 4] = ["feature:", "binary:", "guest:", "kernel:"];
 
 /// Whether a report entry is a test (not a probe, binary or guest entry).
 fn is_test(name: &str) -> bool {
@@ -538,6 +550,54 @@ fn no_test_ran(filter: Option<&str>) -> TestResult {
             None => "the guest ran no test".into(),
         },
     )
+}
+
+/// The kernel's health in the verdict: each splat that no allow entry excuses fails the tests
+/// running when it was logged (its text attached) and a `kernel:<kind>` entry that names them
+/// or the phase. Names in `splats` become the report's (`display_name`).
+/// A kernel log that stops before the guest script's last marker (the VM ended normally) is a
+/// failing `guest:kernel.log` entry: splats may be missing.
+pub fn apply_kernel_health(tests: &mut Vec<TestResult>, health: &mut Health, vm_ok: bool) {
+    if vm_ok && !health.complete {
+        tests.push(failed(
+            format!("guest:{}", files::KERNEL_LOG),
+            "the kernel log stops before the guest script's end (not written, or cut at its \
+             bound of 8192 records): splats may be missing"
+                .into(),
+        ));
+    }
+    let splats = &mut health.splats;
+    for s in splats.iter_mut() {
+        s.running = s.running.iter().map(|n| display_name(n)).collect();
+    }
+    let mut kinds: BTreeMap<&str, Vec<&Judged>> = BTreeMap::new();
+    for s in splats.iter().filter(|s| s.allowed.is_none()) {
+        kinds.entry(s.kind.name()).or_default().push(s);
+        for t in tests.iter_mut().filter(|t| s.running.contains(&t.name)) {
+            if t.outcome != Outcome::Fail {
+                t.outcome = Outcome::Fail;
+                t.reason = Some(format!(
+                    "the kernel logged a {} while this test ran: {}",
+                    s.kind.name(),
+                    s.headline()
+                ));
+            }
+            t.kernel_splats.push(s.text.clone());
+        }
+    }
+    for (kind, all) in kinds {
+        let more = match all.len() {
+            1 => String::new(),
+            n => format!(" (and {} more {kind} splats)", n - 1),
+        };
+        let mut entry = failed(
+            format!("kernel:{kind}"),
+            format!("{}{more}", all[0].describe()),
+        );
+        entry.kernel_splats = all.iter().map(|s| s.text.clone()).collect();
+        tests.push(entry);
+    }
+    tests.sort_by(|a, b| a.name.cmp(&b.name));
 }
 
 /// Reads `features.json` as the probe binary wrote it; an error names what is wrong with it.
@@ -617,6 +677,9 @@ pub fn junit(report: &Report) -> Result<String> {
             status.set_message(reason.clone());
         }
         let mut case = TestCase::new(t.name.clone(), status);
+        if !t.kernel_splats.is_empty() {
+            case.set_system_err(t.kernel_splats.join("\n"));
+        }
         case.set_time(std::time::Duration::from_millis(t.duration_ms));
         case.set_classname(format!("kernel-{}", report.kernel.version));
         suite.add_test_case(case);
@@ -653,6 +716,16 @@ pub fn summary_table(report: &Report) -> String {
     }
     for m in &report.feature_mismatches {
         let _ = writeln!(features, "FEATURE MISMATCH: {}", m.message);
+    }
+    for s in &report.kernel_splats {
+        let _ = match &s.allowed {
+            Some(why) => writeln!(
+                features,
+                "allowed {} (kernels/splats/allowed.toml: {why})",
+                s.describe()
+            ),
+            None => writeln!(features, "KERNEL SPLAT: {}", s.describe()),
+        };
     }
     format!(
         "{t}\n{features}kernel {} ({}), {}: {} passed, {} failed, {} skipped\ntime: {}\nslowest: {}",
@@ -1033,6 +1106,7 @@ mod tests {
                 probe: "absent (EINVAL)".into(),
                 message: "6.1 should have bloom_filter_map (since 5.16), but the probe says: absent (EINVAL)".into(),
             }],
+            kernel_splats: vec![],
             vm: VmInfo {
                 ending: "exited".into(),
                 wall_time_s: 1.0,
@@ -1080,6 +1154,88 @@ mod tests {
         assert!(summary_table(&report).contains("2 passed, 3 failed, 0 skipped"));
     }
 
+    fn passed(name: &str) -> TestResult {
+        TestResult {
+            name: name.into(),
+            outcome: Outcome::Pass,
+            reason: None,
+            duration_ms: 1,
+            kernel_splats: vec![],
+        }
+    }
+
+    #[test]
+    fn a_splat_fails_the_tests_it_ran_during_and_its_kernel_entry_names_them() {
+        let log = std::fs::read_to_string(
+            crate::paths::workspace_root().join("vm/testdata/health/two-tests.kmsg"),
+        )
+        .unwrap();
+        let mut health = crate::health::judge(&log, &Default::default(), "6.1", None);
+        let mut tests = vec![
+            passed("bloom_filter::a"),
+            passed("batch::hash"),
+            passed("smoke::c"),
+        ];
+        apply_kernel_health(&mut tests, &mut health, true);
+        let by = by_name(&tests);
+        assert_eq!(by["smoke::c"].outcome, Outcome::Pass);
+        for name in ["bloom_filter::a", "batch::hash"] {
+            assert_eq!(by[name].outcome, Outcome::Fail);
+            assert!(by[name].reason.as_deref().unwrap().starts_with(
+                "the kernel logged a warning while this test ran: WARNING: CPU: 1 PID: 214 at kernel/bpf/syscall.c:512"
+            ));
+            assert!(by[name].kernel_splats[0].contains("---[ end trace"));
+        }
+        assert!(by["kernel:warning"].reason.as_deref().unwrap().starts_with(
+            "kernel warning while tests ran in parallel: batch::hash, bloom_filter::a: WARNING:"
+        ));
+        assert_eq!(
+            by["kernel:taint"].reason.as_deref(),
+            Some("kernel taint while batch::hash ran: new taint flags: W (TAINT_WARN: the kernel issued a warning)")
+        );
+        assert!(
+            by["guest:kernel.log"]
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("splats may be missing"),
+            "the fixture has no `phase end`"
+        );
+        let mut r = report(tests);
+        r.kernel_splats = health.splats;
+        let xml = junit(&r).unwrap();
+        assert!(
+            xml.contains("<system-err>------------[ cut here ]------------"),
+            "{xml}"
+        );
+        assert!(
+            summary_table(&r).contains("KERNEL SPLAT: kernel warning while tests ran in parallel")
+        );
+        r.kernel_splats[0].allowed = Some("upstream 0123abcd".into());
+        assert!(summary_table(&r).contains(
+            "allowed kernel warning while tests ran in parallel: batch::hash, bloom_filter::a: WARNING: CPU: 1 PID: 214 at kernel/bpf/syscall.c:512 map_check_btf+0x1a2/0x1e0 (kernels/splats/allowed.toml: upstream 0123abcd)"
+        ));
+    }
+
+    #[test]
+    fn an_allowed_splat_fails_nothing() {
+        let log = std::fs::read_to_string(
+            crate::paths::workspace_root().join("vm/testdata/health/two-tests.kmsg"),
+        )
+        .unwrap()
+            + "12,800,9900040,-;bpfvm: phase end\n";
+        let allow = crate::health::allow::parse(
+            "[[allow]]\nregex = '.'\nkernels = [\"6.1\"]\nreason = \"r\"\n",
+        )
+        .unwrap();
+        let mut health = crate::health::judge(&log, &allow, "6.1", None);
+        let mut tests = vec![passed("bloom_filter::a"), passed("batch::hash")];
+        apply_kernel_health(&mut tests, &mut health, true);
+        assert_eq!(summarize(&tests).failed, 0, "{tests:#?}");
+        assert!(tests.iter().all(|t| t.kernel_splats.is_empty()));
+        assert_eq!(health.splats.len(), 2);
+    }
+
     #[test]
     fn a_run_with_no_test_fails() {
         let mut r = report(vec![]);
@@ -1089,6 +1245,7 @@ mod tests {
             outcome: Outcome::Pass,
             reason: None,
             duration_ms: 1,
+            kernel_splats: vec![],
         });
         r.summary = summarize(&r.tests);
         assert!(r.ok());

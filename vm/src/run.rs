@@ -10,6 +10,7 @@ use crate::build;
 use crate::custom;
 use crate::expect::{Expectation, Probe};
 use crate::guest;
+use crate::health::{self, allow::Allowlist, Health};
 use crate::input;
 use crate::kernels::{self, KernelTree};
 use crate::output::{Events, Output};
@@ -261,16 +262,22 @@ fn plain_path(p: &Path) -> bool {
 }
 
 /// `vm-run`: runs `argv` as root in the guest from the current directory; returns how the VM
-/// ended (the caller exits with the command's status).
-pub fn vm_run(opts: &VmOptions, argv: &[String], events: &Events) -> Result<RunOutcome> {
+/// ended (the caller exits with the command's status) and the kernel's health, its log kept
+/// as `target/vm-run/kernel.log`.
+pub fn vm_run(opts: &VmOptions, argv: &[String], events: &Events) -> Result<(RunOutcome, Health)> {
+    let allow = health::allow::load(&health::allow::path())?;
     let p = prepare(opts, events)?;
-    let files = RunDir::new(&target_dir().join("vm-run"))?;
+    let parent = target_dir().join("vm-run");
+    let files = RunDir::new(&parent)?;
     let cwd = std::env::current_dir().context("the current directory")?;
     guest::write(
         &files.script,
         &guest::command_script(&files.shared, &cwd, argv),
     )?;
-    boot(&p, opts, &files.shared, &files.script, events)
+    let outcome = boot(&p, opts, &files.shared, &files.script, events)?;
+    let release = report::read_fact(&files.shared, guest::files::RELEASE);
+    let health = kernel_health(&files.shared, &parent, &outcome, &allow, &p.label, &release)?;
+    Ok((outcome, health))
 }
 
 /// `vm-test` options beyond the VM's.
@@ -285,6 +292,7 @@ pub struct TestOptions {
 /// and writes `target/vm-test/<kernel>/{report.json,junit.xml}`.
 pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)> {
     let start = Instant::now();
+    let allow = health::allow::load(&health::allow::path())?;
     let p = prepare(&opts.vm, events)?;
     let prepared = start.elapsed();
     let ebpf_dir = build::build_ebpf(&p.tools.ebpf, events)?;
@@ -327,12 +335,15 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         (!vm_ok).then_some(ending.as_str()),
         opts.filter.as_deref(),
     );
-    let tests = verdict.tests;
+    let mut tests = verdict.tests;
+    let release = report::read_fact(shared, guest::files::RELEASE);
+    let mut health = kernel_health(shared, &out_dir, &outcome, &allow, &p.label, &release)?;
+    report::apply_kernel_health(&mut tests, &mut health, vm_ok);
     let report = Report {
         kernel: KernelInfo {
             version: p.label.clone(),
             pinned_release: p.pinned_release.clone(),
-            release: report::read_fact(shared, guest::files::RELEASE),
+            release,
         },
         accel: AccelInfo::from(&p.accel),
         cmdline: report::read_fact(shared, guest::files::CMDLINE),
@@ -345,6 +356,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         probes: verdict.probes,
         expected_features: Some(p.expected.clone()),
         feature_mismatches: verdict.mismatches,
+        kernel_splats: health.splats,
         vm: VmInfo {
             ending: if vm_ok { "exited".into() } else { ending },
             wall_time_s: outcome.elapsed.as_secs_f64(),
@@ -380,6 +392,42 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         events.warn(format!("{why} ({}; the run fails)", t.name));
     }
     Ok((report, out_dir))
+}
+
+/// The guest's kernel log (`guest::files::KERNEL_LOG`), kept as `<dest>/kernel.log` whatever
+/// the outcome (the console's tail when the guest wrote none), judged by `vm::health`.
+fn kernel_health(
+    shared: &Path,
+    dest: &Path,
+    outcome: &RunOutcome,
+    allow: &Allowlist,
+    version: &str,
+    release: &Option<String>,
+) -> Result<Health> {
+    let log = read_kernel_log(shared).unwrap_or_else(|| outcome.console_tail.join("\n") + "\n");
+    std::fs::create_dir_all(dest)?;
+    report::write_atomic(&dest.join(guest::files::KERNEL_LOG), log.as_bytes())?;
+    Ok(health::judge(&log, allow, version, release.as_deref()))
+}
+
+/// The kernel log the guest copied, if it did (read as every guest file is: `guest_files`).
+fn read_kernel_log(shared: &Path) -> Option<String> {
+    crate::guest_files::read(&shared.join(guest::files::KERNEL_LOG)).ok()
+}
+
+/// For `bench-vm`: the splats in a boot's kernel log that no allow entry excuses, each
+/// described; any makes the boot invalid.
+pub(crate) fn unallowed_splats(shared: &Path, version: &str) -> Result<Vec<String>> {
+    let allow = health::allow::load(&health::allow::path())?;
+    let release = report::read_fact(shared, guest::files::RELEASE);
+    let log = read_kernel_log(shared).unwrap_or_default();
+    let health = health::judge(&log, &allow, version, release.as_deref());
+    Ok(health
+        .splats
+        .iter()
+        .filter(|s| s.allowed.is_none())
+        .map(|s| format!("{}\n{}", s.describe(), s.text))
+        .collect())
 }
 
 /// `vm-test --kernel all`: every pin in turn, then `target/vm-test/matrix.json`. A kernel

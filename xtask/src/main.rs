@@ -62,6 +62,10 @@ enum Cmd {
         /// Seconds before the VM is killed.
         #[arg(long, default_value_t = 600)]
         timeout: u64,
+        /// A kernel splat while the command runs is printed but does not make the exit
+        /// status non-zero.
+        #[arg(long)]
+        allow_splats: bool,
         /// The command and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -183,6 +187,10 @@ struct VmArgs {
     /// Do not boot again when a TCG boot panics or hangs before the guest script starts.
     #[arg(long)]
     no_retry: bool,
+    /// Boot with panic_on_warn=1: the first kernel WARN ends the run with the console's tail
+    /// (for bisecting a splat).
+    #[arg(long)]
+    panic_on_warn: bool,
 }
 
 impl VmArgs {
@@ -191,7 +199,11 @@ impl VmArgs {
             kernel: self.kernel,
             modules: self.modules,
             accel: self.accel,
-            append: self.append,
+            append: self
+                .append
+                .into_iter()
+                .chain(self.panic_on_warn.then(|| "panic_on_warn=1".to_string()))
+                .collect(),
             timeout: Duration::from_secs(timeout),
             cpus: self.cpus,
             memory: self.memory,
@@ -259,10 +271,26 @@ fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
         Cmd::VmRun {
             vm,
             timeout,
+            allow_splats,
             command,
         } => {
-            let outcome = bpfvm_host::run::vm_run(&vm.options(timeout), &command, events)?;
+            let (outcome, health) =
+                bpfvm_host::run::vm_run(&vm.options(timeout), &command, events)?;
+            let mut failing = false;
+            for s in &health.splats {
+                match &s.allowed {
+                    Some(why) => events.note(format!("allowed {} ({why})", s.describe())),
+                    None => {
+                        events.warn(format!("{}\n{}", s.describe(), s.text));
+                        failing |= s.phase == "command";
+                    }
+                }
+            }
             match outcome.ending {
+                Ending::Exited(0) if failing && !allow_splats => {
+                    events.warn("the kernel splatted while the command ran: exit status 1 (--allow-splats keeps the command's)");
+                    Ok(ExitCode::FAILURE)
+                }
                 Ending::Exited(code) => Ok(ExitCode::from(code.clamp(0, 255) as u8)),
                 _ => anyhow::bail!("{}", outcome.diagnosis()),
             }

@@ -71,7 +71,7 @@ pub fn run(opts: &Options, events: &Events) -> Result<Vec<Tally>> {
             events.step(format!("kernel {version}: boot {i} of {}", opts.boots));
             t.boots += 1;
             match bpfvm_host::run::vm_run(&vm, &["true".to_string()], events) {
-                Ok(outcome) => {
+                Ok((outcome, _)) => {
                     for r in &outcome.retries {
                         t.retries.push(format!("boot {i}: {}", r.ending));
                     }

@@ -292,6 +292,8 @@ fn one_run(
             rc.unwrap_or("unknown")
         )),
     }
+    // A kernel that splatted is not a kernel to measure (issue 20).
+    problems.extend(run::unallowed_splats(shared, &p.label)?);
     let results = results.unwrap_or_default();
     for e in &results.errors {
         events.warn(format!("{label}: {e}"));

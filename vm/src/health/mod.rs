@@ -1,0 +1,180 @@
+//! The kernel's health during a run: the splats in its log (`detect`), the taint flags that
+//! appeared (`taint`), the tests that were running when each was logged, and the splats a
+//! committed allowlist excuses (`allow`).
+//!
+//! The guest script writes markers into the same log (`log::Marker`: the phase, each test's
+//! start and end, the taint mask after each), so that ordering is the kernel's own. A test
+//! is marked running from libtest's `started` event to its result; the script writes the
+//! marker after reading the event, so a splat in a test's first instants can precede its
+//! start marker: a taint is blamed on the tests running on either side of the marker after
+//! which it was seen, and a splat that falls between tests says so.
+pub mod allow;
+pub mod detect;
+pub mod log;
+pub mod taint;
+
+use std::collections::BTreeSet;
+
+pub use detect::Kind;
+use log::Marker;
+use serde::{Deserialize, Serialize};
+
+/// Where the guest script was when a splat was logged, before any test ran or after.
+pub const BOOT: &str = "boot";
+
+/// One splat, with the tests it is blamed on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Splat {
+    pub kind: Kind,
+    /// The whole block (bounded), or the new taint flags in words.
+    pub text: String,
+    /// The script's phase when it was logged (`boot`, `probe`, `tests`, `shutdown`).
+    pub phase: String,
+    /// The tests running when it was logged (several when tests ran in parallel).
+    pub running: Vec<String>,
+}
+
+impl Splat {
+    /// "while a ran", "while tests ran in parallel: a, b", "during boot (no test running)".
+    pub fn when(&self) -> String {
+        match self.running.as_slice() {
+            [] => format!("during {} (no test running)", self.phase),
+            [one] => format!("while {one} ran"),
+            many => format!("while tests ran in parallel: {}", many.join(", ")),
+        }
+    }
+}
+
+/// The kernel log and taint markers, read in order: every splat and every taint flag that
+/// appeared after the first taint marker (the boot's mask).
+pub fn scan(kernel_log: &str) -> Vec<Splat> {
+    let records = log::records(kernel_log);
+    let blocks = detect::blocks(&records);
+    let mut next_block = blocks.iter().peekable();
+    let mut splats = Vec::new();
+    let mut phase = BOOT.to_string();
+    let mut running = BTreeSet::new();
+    let mut before_marker = BTreeSet::new();
+    let mut mask = None;
+    for (i, r) in records.iter().enumerate() {
+        if let Some(b) = next_block.next_if(|b| b.first == i) {
+            splats.push(Splat {
+                kind: b.kind,
+                text: b.text.clone(),
+                phase: phase.clone(),
+                running: running.iter().cloned().collect(),
+            });
+        }
+        let Some(m) = Marker::parse(&r.text) else {
+            continue;
+        };
+        if !matches!(m, Marker::Tainted(_)) {
+            before_marker = running.clone();
+        }
+        match m {
+            Marker::Phase(p) => phase = p,
+            Marker::TestStart(t) => {
+                running.insert(t);
+            }
+            Marker::TestEnd(t) => {
+                running.remove(&t);
+            }
+            Marker::Tainted(now) => {
+                let new = mask.map_or(0, |was| taint::added(was, now));
+                mask = Some(mask.unwrap_or(0) | now);
+                if new != 0 {
+                    splats.push(Splat {
+                        kind: Kind::Taint,
+                        text: format!("new taint flags: {}", taint::describe(new)),
+                        phase: phase.clone(),
+                        running: before_marker.union(&running).cloned().collect(),
+                    });
+                }
+            }
+        }
+    }
+    splats
+}
+
+/// A splat as `report.json` records it: blamed, and allowed or not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Judged {
+    pub kind: Kind,
+    pub phase: String,
+    /// The tests running when it was logged.
+    pub running: Vec<String>,
+    pub text: String,
+    /// The allowlist's reason, when an entry allows it: then it fails nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<String>,
+}
+
+impl Judged {
+    /// The line that says what happened (`WARNING: CPU: ...`), not the cut-here or banner.
+    pub fn headline(&self) -> &str {
+        self.text
+            .lines()
+            .find(|l| {
+                let l = l.trim();
+                !l.is_empty() && !l.contains("[ cut here ]") && !l.bytes().all(|b| b == b'=')
+            })
+            .unwrap_or("")
+    }
+
+    /// "kernel warning while a ran: WARNING: CPU: ...".
+    pub fn describe(&self) -> String {
+        let splat = Splat {
+            kind: self.kind,
+            text: String::new(),
+            phase: self.phase.clone(),
+            running: self.running.clone(),
+        };
+        format!(
+            "kernel {} {}: {}",
+            self.kind.name(),
+            splat.when(),
+            self.headline()
+        )
+    }
+}
+
+/// What the kernel log of a run says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    pub splats: Vec<Judged>,
+    /// The log reaches the guest script's last marker (`phase end`): nothing is missing.
+    pub complete: bool,
+}
+
+/// Scans `kernel_log` and judges each splat against the allowlist for this kernel (its pin
+/// version or label, and release).
+pub fn judge(
+    kernel_log: &str,
+    allow: &allow::Allowlist,
+    version: &str,
+    release: Option<&str>,
+) -> Health {
+    let splats = scan(kernel_log)
+        .into_iter()
+        .map(|s| Judged {
+            allowed: allow
+                .allowing(&s.text, version, release)
+                .map(|e| e.reason.clone()),
+            kind: s.kind,
+            phase: s.phase,
+            running: s.running,
+            text: s.text,
+        })
+        .collect();
+    let end = Marker::Phase(END_PHASE.into());
+    let complete = log::records(kernel_log)
+        .iter()
+        .any(|r| Marker::parse(&r.text).as_ref() == Some(&end));
+    Health { splats, complete }
+}
+
+/// The phase the guest script marks last, once everything else is in the log.
+pub const END_PHASE: &str = "end";
+
+#[cfg(test)]
+mod tests;

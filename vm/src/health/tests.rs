@@ -1,0 +1,234 @@
+//! Replays of recorded kernel output (vm/testdata/health/).
+use super::*;
+
+fn fixture(name: &str) -> String {
+    let path = crate::paths::workspace_root()
+        .join("vm/testdata/health")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The one splat in fixture `name`.
+fn only_splat(name: &str) -> Splat {
+    let splats = scan(&fixture(name));
+    assert_eq!(splats.len(), 1, "{name}: {splats:#?}");
+    splats.into_iter().next().unwrap()
+}
+
+#[test]
+fn each_kind_of_splat_is_recognised_as_a_whole_block() {
+    // (fixture, kind, first line, last line of the block)
+    let cases = [
+        (
+            "warning.log",
+            Kind::Warning,
+            "------------[ cut here ]------------",
+            "---[ end trace 0000000000000000 ]---",
+        ),
+        (
+            "refcount.log",
+            Kind::Refcount,
+            "------------[ cut here ]------------",
+            "---[ end trace 0000000000000000 ]---",
+        ),
+        (
+            "verifier-bug.log",
+            Kind::VerifierBug,
+            "------------[ cut here ]------------",
+            "---[ end trace 0000000000000000 ]---",
+        ),
+        (
+            "ubsan.log",
+            Kind::Ubsan,
+            "------------[ cut here ]------------",
+            "---[ end trace ]---",
+        ),
+        (
+            "bug.log",
+            Kind::Bug,
+            "BUG: sleeping function called from invalid context at mm/slab.h:723",
+            " </TASK>",
+        ),
+        (
+            "kernel-bug.log",
+            Kind::Bug,
+            "------------[ cut here ]------------",
+            "---[ end trace 0000000000000000 ]---",
+        ),
+        (
+            "oops.log",
+            Kind::Oops,
+            "BUG: kernel NULL pointer dereference, address: 0000000000000008",
+            "---[ end trace 0000000000000000 ]---",
+        ),
+        (
+            "gpf.log",
+            Kind::Oops,
+            "general protection fault, probably for non-canonical address 0xdead000000000122: 0000 [#1] PREEMPT SMP NOPTI",
+            "---[ end trace 0000000000000000 ]---",
+        ),
+        (
+            "kasan.log",
+            Kind::Kasan,
+            "==================================================================",
+            "==================================================================",
+        ),
+        (
+            "lockdep.log",
+            Kind::Lockdep,
+            "======================================================",
+            " </TASK>",
+        ),
+        (
+            "rcu-usage.log",
+            Kind::Rcu,
+            "=============================",
+            " </TASK>",
+        ),
+        (
+            "rcu-stall.log",
+            Kind::Rcu,
+            "rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:",
+            " </TASK>",
+        ),
+        (
+            "soft-lockup.log",
+            Kind::SoftLockup,
+            "watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [tests::bpf_loo:420]",
+            " </TASK>",
+        ),
+        (
+            "hung-task.log",
+            Kind::HungTask,
+            "INFO: task tests::batch:430 blocked for more than 120 seconds.",
+            " </TASK>",
+        ),
+    ];
+    for (name, kind, first, last) in cases {
+        let s = only_splat(name);
+        assert_eq!(s.kind, kind, "{name}:\n{}", s.text);
+        let lines: Vec<&str> = s.text.lines().collect();
+        assert_eq!(lines.first(), Some(&first), "{name}:\n{}", s.text);
+        assert_eq!(lines.last(), Some(&last), "{name}:\n{}", s.text);
+        assert_eq!(s.phase, BOOT, "{name}: no marker, so boot");
+        assert_eq!(s.when(), "during boot (no test running)");
+    }
+}
+
+#[test]
+fn a_warn_logged_while_two_tests_ran_blames_both() {
+    let splats = scan(&fixture("two-tests.kmsg"));
+    assert_eq!(splats.len(), 2, "{splats:#?}");
+    let warn = &splats[0];
+    assert_eq!(warn.kind, Kind::Warning);
+    assert_eq!(warn.phase, "tests");
+    assert_eq!(warn.running, ["batch::hash", "bloom_filter::a"]);
+    assert_eq!(
+        warn.when(),
+        "while tests ran in parallel: batch::hash, bloom_filter::a"
+    );
+    assert!(
+        warn.text.starts_with(
+            "------------[ cut here ]------------\nWARNING: CPU: 1 PID: 214 at kernel/bpf/syscall.c:512"
+        ),
+        "{}",
+        warn.text
+    );
+    assert!(
+        !warn.text.contains("bpfvm:") && !warn.text.contains("SUBSYSTEM"),
+        "markers and dictionaries are not the splat's: {}",
+        warn.text
+    );
+    assert!(warn
+        .text
+        .ends_with(" </TASK>\n---[ end trace 0000000000000000 ]---\n"));
+    // W appeared at the check after batch::hash ended (not after bloom_filter::a did).
+    let taint = &splats[1];
+    assert_eq!(taint.kind, Kind::Taint);
+    assert_eq!(taint.running, ["batch::hash"]);
+    assert_eq!(
+        taint.text,
+        "new taint flags: W (TAINT_WARN: the kernel issued a warning)"
+    );
+}
+
+#[test]
+fn a_taint_seen_after_a_test_started_blames_it_and_the_boot_mask_is_no_splat() {
+    let log = [
+        Marker::Tainted(8192),
+        Marker::Phase("tests".into()),
+        Marker::TestStart("a".into()),
+        Marker::Tainted(8192 | 512),
+        Marker::TestEnd("a".into()),
+        Marker::Phase("shutdown".into()),
+        Marker::Tainted(8192 | 512 | 1),
+    ]
+    .iter()
+    .map(Marker::line)
+    .collect::<Vec<_>>()
+    .join("\n");
+    let splats = scan(&log);
+    assert_eq!(splats.len(), 2, "{splats:#?}");
+    assert_eq!(splats[0].running, ["a"], "the test whose start preceded it");
+    assert_eq!(splats[1].phase, "shutdown");
+    assert_eq!(splats[1].when(), "during shutdown (no test running)");
+    assert!(splats[1].text.starts_with("new taint flags: P "));
+}
+
+#[test]
+fn ordinary_boot_lines_are_no_splat() {
+    let log = "[    0.101000] RETBleed: WARNING: Spectre v2 mitigation leaves CPU vulnerable to RETBleed attacks, data leaks possible!\n\
+               [    0.200000] ==================\n\
+               [    0.200001] some table\n\
+               [    1.000000] x86/fpu: Supporting XSAVE feature 0x001: 'x87 floating point registers'\n\
+               [    2.000000] bpfvm: test start BUG: a test named like a splat\n";
+    assert_eq!(scan(log), []);
+}
+
+#[test]
+fn a_block_is_bounded_in_lines_and_bytes() {
+    let mut log = String::from("------------[ cut here ]------------\n");
+    for i in 0..1000 {
+        log.push_str(&format!(" frame_{i}+0x10/0x20 {}\n", "x".repeat(100)));
+    }
+    let s = only_splat_of(&log);
+    assert!(
+        s.text.lines().count() <= detect::MAX_LINES,
+        "{}",
+        s.text.lines().count()
+    );
+    assert!(s.text.len() <= detect::MAX_BYTES + 64, "{}", s.text.len());
+    assert!(s
+        .text
+        .ends_with("[... cut: the splat is longer than bpfvm keeps]\n"));
+}
+
+fn only_splat_of(log: &str) -> Splat {
+    let splats = scan(log);
+    assert_eq!(splats.len(), 1, "{splats:#?}");
+    splats.into_iter().next().unwrap()
+}
+
+#[test]
+fn an_allowed_splat_carries_its_reason_and_a_complete_log_ends_with_its_marker() {
+    let allow = allow::parse(
+        "[[allow]]\nregex = 'at kernel/bpf/syscall\\.c:512'\nkernels = [\"6.1\"]\nreason = \"r\"\n",
+    )
+    .unwrap();
+    let h = judge(&fixture("two-tests.kmsg"), &allow, "6.1", None);
+    assert_eq!(h.splats[0].allowed.as_deref(), Some("r"));
+    assert_eq!(h.splats[1].allowed, None, "the taint is not matched");
+    assert_eq!(
+        h.splats[0].describe(),
+        "kernel warning while tests ran in parallel: batch::hash, bloom_filter::a: \
+         WARNING: CPU: 1 PID: 214 at kernel/bpf/syscall.c:512 map_check_btf+0x1a2/0x1e0"
+    );
+    assert!(!h.complete, "the fixture stops before `phase end`");
+    let ended = format!(
+        "{}\n{}",
+        fixture("two-tests.kmsg"),
+        Marker::Phase(END_PHASE.into()).line()
+    );
+    assert!(judge(&ended, &allow, "6.12", None).complete);
+    assert_eq!(judge(&ended, &allow, "6.12", None).splats[0].allowed, None);
+}

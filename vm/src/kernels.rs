@@ -530,7 +530,7 @@ mod tests {
         assert_eq!(
             text,
             format!(
-                "bpfvm kernel tree 1\nvmlinuz {} boot/vmlinuz-6.1.0-99-test-amd64\n\
+                "bpfvm kernel tree 2\nvmlinuz {} boot/vmlinuz-6.1.0-99-test-amd64\n\
                  module 8 lib/modules/6.1.0-99-test-amd64/kernel/x.ko\n",
                 cache::sha256_file(&tree.vmlinuz).unwrap()
             )

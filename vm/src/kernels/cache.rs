@@ -34,7 +34,8 @@ pub struct Manifest {
     pub modules: Vec<(u64, PathBuf)>,
 }
 
-const MANIFEST_HEADER: &str = "bpfvm kernel tree 1";
+/// Version 2: without the depmod indexes (version 1 listed them, and every boot changed them).
+const MANIFEST_HEADER: &str = "bpfvm kernel tree 2";
 
 impl Manifest {
     /// The manifest of the tree `tree` is now.
@@ -42,7 +43,11 @@ impl Manifest {
         let rel = |p: &Path| p.strip_prefix(&tree.root).unwrap_or(p).to_path_buf();
         let mut modules = vec![];
         if let Some(dir) = tree.modules_dir() {
-            list_files(&dir, &mut |path, size| modules.push((size, rel(path))))?;
+            list_files(&dir, &mut |path, size| {
+                if !is_module_index(&dir, path) {
+                    modules.push((size, rel(path)))
+                }
+            })?;
         }
         modules.sort_by(|a, b| a.1.cmp(&b.1));
         Ok(Manifest {
@@ -118,6 +123,16 @@ impl Manifest {
         }
         None
     }
+}
+
+/// The `modules.*` files at the top of `lib/modules/<release>`: the indexes that virtme-ng
+/// regenerates with `depmod -a -b` on every boot of the tree (modules.dep, modules.alias,
+/// ...), so they cannot be part of what the marker holds fixed. The modules themselves are.
+fn is_module_index(modules_dir: &Path, path: &Path) -> bool {
+    path.parent() == Some(modules_dir)
+        && path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("modules."))
 }
 
 /// Every regular file and symlink under `dir`, with its size (a symlink's own), depth first.
@@ -569,6 +584,25 @@ mod tests {
             tree.modules_dir().unwrap(),
             t.path().join(format!("lib/modules/{r}"))
         );
+    }
+
+    /// vng runs `depmod -a -b` on the tree at every boot: its indexes are not the kernel, so
+    /// the marker ignores them; a changed module is a changed kernel.
+    #[test]
+    fn the_marker_holds_the_modules_not_the_depmod_indexes() {
+        let t = tempfile::tempdir().unwrap();
+        let r = "6.1.0-57-cloud-amd64";
+        touch(&t.path().join(format!("boot/vmlinuz-{r}")));
+        touch(&t.path().join(format!("lib/modules/{r}/kernel/fs/x.ko")));
+        let tree = find_tree(t.path(), r).unwrap();
+        let marked = Manifest::of(&tree).unwrap();
+        let dir = tree.modules_dir().unwrap();
+        std::fs::write(dir.join("modules.dep"), b"kernel/fs/x.ko:\n").unwrap();
+        std::fs::write(dir.join("modules.alias.bin"), b"\0").unwrap();
+        assert_eq!(marked.difference(&Manifest::of(&tree).unwrap()), None);
+        std::fs::write(dir.join("kernel/fs/x.ko"), b"changed").unwrap();
+        let why = marked.difference(&Manifest::of(&tree).unwrap()).unwrap();
+        assert!(why.contains("modules differ"), "{why}");
     }
 
     #[test]

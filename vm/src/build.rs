@@ -145,6 +145,8 @@ pub struct Artifact {
     pub kinds: Vec<String>,
     pub test: bool,
     pub executable: PathBuf,
+    /// The `Cargo.toml` of its package (cargo runs a test from that directory).
+    pub manifest_path: PathBuf,
 }
 
 /// Parses cargo's JSON messages: the artifacts with an executable, and the rendered compiler
@@ -173,6 +175,7 @@ pub fn parse_cargo_messages(stdout: &str) -> (Vec<Artifact>, Vec<String>) {
                         .unwrap_or_default(),
                     test: v["profile"]["test"].as_bool().unwrap_or(false),
                     executable: PathBuf::from(exe),
+                    manifest_path: PathBuf::from(v["manifest_path"].as_str().unwrap_or_default()),
                 });
             }
             Some("compiler-message") if v["message"]["level"].as_str() == Some("error") => {

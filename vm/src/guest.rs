@@ -2,7 +2,7 @@
 //! kernel command line) prepares the guest, runs the payload, writes machine-readable results
 //! into the shared directory, and finally the exit status that tells the host it finished.
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
@@ -129,44 +129,54 @@ pub fn test_script(
     s.push_str(KERNEL_BTF_ONCE);
     s.push_str(MARK_TESTS);
     s.push_str("bpfvm_mark phase tests\n");
+    let args: Vec<String> = filter.map(str::to_string).into_iter().collect();
     for b in binaries {
-        let path = b.path.display().to_string();
-        let n = &b.name;
-        // The list first: tests a crash never reaches are reported by name.
-        let mut list = vec![
-            path.clone(),
-            "--list".into(),
-            "--format".into(),
-            "terse".into(),
-        ];
-        list.extend(filter.map(str::to_string));
-        writeln!(
-            s,
-            "{} > \"$OUT/{}\" 2> \"$OUT/{n}.stderr\" || rm -f \"$OUT/{}\"",
-            join(&list),
-            files::list(n),
-            files::list(n)
-        )
-        .unwrap();
-        let mut argv = vec![
-            path,
-            "-Z".into(),
-            "unstable-options".into(),
-            "--format".into(),
-            "json".into(),
-            "--report-time".into(),
-        ];
-        argv.extend(filter.map(str::to_string));
-        writeln!(
-            s,
-            "{{ with_kernel_btf_once {} 2>> \"$OUT/{n}.stderr\"; echo $? > \"$OUT/{n}.rc\"; }} | bpfvm_mark_tests | tee \"$OUT/{n}.jsonl\"",
-            join(&argv)
-        )
-        .unwrap();
+        run_test_binary(&mut s, &b.name, &b.path, &args, "with_kernel_btf_once ");
     }
     s.push_str("bpfvm_mark phase shutdown\n");
     epilogue(&mut s, "0");
     s
+}
+
+/// Runs test binary `path` (its files named `name`) with the libtest arguments `args`: its list
+/// first, so that tests a crash never reaches are reported by name, then the tests with
+/// libtest's JSON output (each test's start and end marked in the kernel log by
+/// `bpfvm_mark_tests`, which the script defines first; stdout teed to the host for live
+/// progress; the exit status into `<name>.rc`). `wrap` is put before the test command (a shell
+/// function, or nothing).
+fn run_test_binary(s: &mut String, name: &str, path: &Path, args: &[String], wrap: &str) {
+    let path = path.display().to_string();
+    let n = name;
+    let mut list = vec![
+        path.clone(),
+        "--list".into(),
+        "--format".into(),
+        "terse".into(),
+    ];
+    list.extend(args.iter().cloned());
+    writeln!(
+        s,
+        "{} > \"$OUT/{}\" 2> \"$OUT/{n}.stderr\" || rm -f \"$OUT/{}\"",
+        join(&list),
+        files::list(n),
+        files::list(n)
+    )
+    .unwrap();
+    let mut argv = vec![
+        path,
+        "-Z".into(),
+        "unstable-options".into(),
+        "--format".into(),
+        "json".into(),
+        "--report-time".into(),
+    ];
+    argv.extend(args.iter().cloned());
+    writeln!(
+        s,
+        "{{ {wrap}{} 2>> \"$OUT/{n}.stderr\"; echo $? > \"$OUT/{n}.rc\"; }} | bpfvm_mark_tests | tee \"$OUT/{n}.jsonl\"",
+        join(&argv)
+    )
+    .unwrap();
 }
 
 /// Defines `with_kernel_btf_once CMD...`. aya 0.14's `EbpfLoader::new` parses the kernel's BTF
@@ -219,6 +229,66 @@ pub fn command_script(out: &Path, cwd: &Path, argv: &[String]) -> String {
     s.push_str("bpfvm_status=$?\nbpfvm_mark phase shutdown\n");
     epilogue(&mut s, "$bpfvm_status");
     s
+}
+
+/// Where `bpfvm exec` has the command's stdout and stderr written, byte for byte.
+pub const EXEC_STDOUT: &str = "exec.stdout";
+pub const EXEC_STDERR: &str = "exec.stderr";
+
+/// The `bpfvm exec` script (the cargo runner): run one command from `cwd` with `env` set, its
+/// stdout and stderr into files the host copies out unchanged, and hand its status back.
+pub fn exec_script(out: &Path, cwd: &Path, env: &[(String, String)], argv: &[String]) -> String {
+    let mut s = preamble(out);
+    export(&mut s, env);
+    writeln!(s, "cd {} || exit 1", quote(&cwd.display().to_string())).unwrap();
+    writeln!(
+        s,
+        "{} < /dev/null > \"$OUT/{EXEC_STDOUT}\" 2> \"$OUT/{EXEC_STDERR}\"",
+        join(argv)
+    )
+    .unwrap();
+    epilogue(&mut s, "$?");
+    s
+}
+
+/// A test executable of the user's crate (`bpfvm test`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrateBinary {
+    /// Names its files in the shared directory and its tests in the report: the target's name,
+    /// made unique.
+    pub name: String,
+    pub path: PathBuf,
+    /// Where cargo would run it: its package's directory.
+    pub dir: PathBuf,
+}
+
+/// The `bpfvm test` script: every test binary of the user's crate from its package's
+/// directory, with `env` and the libtest arguments `args`, as `vm-test` runs its own (no
+/// probes; the kernel's BTF stays as it is, for the user's CO-RE loads).
+pub fn crate_test_script(
+    out: &Path,
+    env: &[(String, String)],
+    binaries: &[CrateBinary],
+    args: &[String],
+) -> String {
+    let mut s = preamble(out);
+    // libtest's JSON output is unstable, hence RUSTC_BOOTSTRAP; the user's env comes after.
+    s.push_str("export RUSTC_BOOTSTRAP=1 RUST_BACKTRACE=1\n");
+    export(&mut s, env);
+    s.push_str(MARK_TESTS);
+    for b in binaries {
+        writeln!(s, "cd {} || exit 1", quote(&b.dir.display().to_string())).unwrap();
+        run_test_binary(&mut s, &b.name, &b.path, args, "");
+    }
+    epilogue(&mut s, "0");
+    s
+}
+
+/// `export NAME=VALUE` lines; names are checked by the caller (`exec::passed_env`).
+fn export(s: &mut String, env: &[(String, String)]) {
+    for (k, v) in env {
+        writeln!(s, "export {k}={}", quote(v)).unwrap();
+    }
 }
 
 /// The script's last lines: the end of the kernel log copy, the exit status (`status`, a
@@ -351,5 +421,51 @@ mod tests {
              bpfvm: test start tests::smoke::c\n\
              bpfvm: test end tests::smoke::c\n"
         );
+    }
+
+    #[test]
+    fn exec_script_sets_env_and_keeps_output_in_files() {
+        let env = [("RUST_LOG".to_string(), "debug x".to_string())];
+        let argv = ["/t/deps/it-1".to_string(), "--exact".into(), "a b".into()];
+        let s = exec_script(Path::new("/o"), Path::new("/w"), &env, &argv);
+        let export = s.find("export RUST_LOG='debug x'\n").expect("env exported");
+        let cd = s.find("cd /w || exit 1\n").expect("cd");
+        assert!(export < cd);
+        assert!(s.contains(
+            "/t/deps/it-1 --exact 'a b' < /dev/null > \"$OUT/exec.stdout\" 2> \"$OUT/exec.stderr\"\n"
+        ));
+        assert!(s.contains("echo $? > \"$OUT/exit-status\""));
+    }
+
+    #[test]
+    fn crate_test_script_runs_each_binary_from_its_package_without_the_btf_mount() {
+        let bins = [
+            CrateBinary {
+                name: "demo".into(),
+                path: "/u/target/debug/deps/demo-1".into(),
+                dir: "/u".into(),
+            },
+            CrateBinary {
+                name: "maps".into(),
+                path: "/u/target/debug/deps/maps-2".into(),
+                dir: "/u/sub".into(),
+            },
+        ];
+        let env = [("RUST_BACKTRACE".to_string(), "0".to_string())];
+        let s = crate_test_script(
+            Path::new("/o"),
+            &env,
+            &bins,
+            &["--test-threads".into(), "1".into()],
+        );
+        // The user's RUST_BACKTRACE overrides the default set before it.
+        assert!(s.find("RUST_BACKTRACE=1").unwrap() < s.find("RUST_BACKTRACE=0").unwrap());
+        assert!(s.contains(
+            "cd /u/sub || exit 1\n/u/target/debug/deps/maps-2 --list --format terse --test-threads 1 > \"$OUT/maps.list\""
+        ));
+        assert!(s.contains(
+            "{ /u/target/debug/deps/demo-1 -Z unstable-options --format json --report-time --test-threads 1 2>> \"$OUT/demo.stderr\"; echo $? > \"$OUT/demo.rc\"; } | bpfvm_mark_tests | tee \"$OUT/demo.jsonl\""
+        ));
+        assert!(!s.contains("with_kernel_btf_once"));
     }
 }

@@ -2,7 +2,9 @@
 pub mod accel;
 pub mod bench;
 pub mod build;
+pub mod crate_test;
 pub mod custom;
+pub mod exec;
 pub mod expect;
 pub mod guest;
 pub mod guest_files;

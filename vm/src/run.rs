@@ -467,7 +467,7 @@ pub fn vm_test_all(opts: &TestOptions, events: &Events) -> Result<Vec<Report>> {
 /// Turns libtest's JSON events on the guest's stdout into per-test progress; other guest
 /// output passes through unchanged. A pass that recorded a skip shows as the final report will
 /// judge it: `skip` with the reason, or `FAILED` when the kernel should have had the feature.
-fn with_test_progress(events: Events, shared: PathBuf, expected: Expectation) -> Events {
+pub(crate) fn with_test_progress(events: Events, shared: PathBuf, expected: Expectation) -> Events {
     Events::new(move |o| match o {
         Output::GuestStdout(line) => match test_event(&line) {
             Some((name, outcome)) => {

@@ -2,15 +2,13 @@
 //! The developer tasks (`ci`, `lint`, `bench-suite`) live here, not in the library a run needs.
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Result;
-use bpfvm_host::accel::Choice;
+use bpfvm::VmArgs;
 use bpfvm_host::bench::{BenchOptions, Group, Size};
-use bpfvm_host::run::{TestOptions, VmOptions};
+use bpfvm_host::run::TestOptions;
 use bpfvm_host::vng::Ending;
-use clap::{Args, Parser, Subcommand};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use clap::{Parser, Subcommand};
 
 /// `println!` for what may hold guest text, and that must not panic on a closed stdout.
 macro_rules! outln {
@@ -164,70 +162,11 @@ enum KernelsCmd {
     Bump { version: String },
 }
 
-#[derive(Args)]
-struct VmArgs {
-    /// A pinned kernel version (see `cargo xtask kernels list`), `all` (vm-test, soak), or the
-    /// path of a kernel image you built (e.g. arch/x86/boot/bzImage).
-    #[arg(long, default_value = "6.1")]
-    kernel: String,
-    /// Modules for a kernel image you built: the INSTALL_MOD_PATH of `make modules_install`.
-    #[arg(long)]
-    modules: Option<PathBuf>,
-    /// auto (KVM if a probe boots under it, else TCG), kvm or tcg.
-    #[arg(long, default_value_t = Choice::Auto)]
-    accel: Choice,
-    /// Extra kernel command line (repeatable).
-    #[arg(long)]
-    append: Vec<String>,
-    #[arg(long, default_value_t = 2)]
-    cpus: u32,
-    /// Guest memory, qemu syntax.
-    #[arg(long, default_value = "2G")]
-    memory: String,
-    /// Do not boot again when a TCG boot panics or hangs before the guest script starts.
-    #[arg(long)]
-    no_retry: bool,
-    /// Boot with panic_on_warn=1: the first kernel WARN ends the run with the console's tail
-    /// (for bisecting a splat).
-    #[arg(long)]
-    panic_on_warn: bool,
-}
-
-impl VmArgs {
-    fn options(self, timeout: u64) -> VmOptions {
-        VmOptions {
-            kernel: self.kernel,
-            modules: self.modules,
-            accel: self.accel,
-            append: self
-                .append
-                .into_iter()
-                .chain(self.panic_on_warn.then(|| "panic_on_warn=1".to_string()))
-                .collect(),
-            timeout: Duration::from_secs(timeout),
-            cpus: self.cpus,
-            memory: self.memory,
-            retry: !self.no_retry,
-        }
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Ctrl-C, SIGTERM and SIGHUP: the runner kills its VM's whole process group and stops
-    // what it waits for, then we exit with 128 + the signal. Without the handler they would
-    // kill only this process and leave qemu running: no run starts.
-    for signal in [SIGINT, SIGTERM, SIGHUP] {
-        // SAFETY: the action only stores an atomic, which is async-signal-safe.
-        let registered = unsafe {
-            signal_hook::low_level::register(signal, move || {
-                bpfvm_host::proc::request_interrupt(signal)
-            })
-        };
-        if let Err(e) = registered {
-            errln!("error: cannot install the signal handler that stops the VM: {e}");
-            return ExitCode::FAILURE;
-        }
+    if let Err(e) = bpfvm::install_signal_handlers() {
+        errln!("error: cannot install the signal handler that stops the VM: {e}");
+        return ExitCode::FAILURE;
     }
     let events = bpfvm_host::ui::terminal(cli.verbose);
     let result = run(cli.cmd, &events);

@@ -1,0 +1,75 @@
+//! What the two command lines share: the VM options (`cargo xtask vm-run`, `bpfvm exec`, ...)
+//! and the signal handlers that stop a VM on Ctrl-C. `bpfvm-host` stays free of clap.
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bpfvm_host::accel::Choice;
+use bpfvm_host::run::VmOptions;
+use clap::Args;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+
+/// The options of every command that boots a VM.
+#[derive(Args, Debug, Clone)]
+pub struct VmArgs {
+    /// A pinned kernel version (see `kernels list`), `all` (vm-test, soak, bpfvm test), a
+    /// comma-separated list (bpfvm test), or the path of a kernel image you built (e.g.
+    /// arch/x86/boot/bzImage).
+    #[arg(long, default_value = "6.1")]
+    pub kernel: String,
+    /// Modules for a kernel image you built: the INSTALL_MOD_PATH of `make modules_install`.
+    #[arg(long)]
+    pub modules: Option<PathBuf>,
+    /// auto (KVM if a probe boots under it, else TCG), kvm or tcg.
+    #[arg(long, default_value_t = Choice::Auto)]
+    pub accel: Choice,
+    /// Extra kernel command line (repeatable).
+    #[arg(long)]
+    pub append: Vec<String>,
+    #[arg(long, default_value_t = 2)]
+    pub cpus: u32,
+    /// Guest memory, qemu syntax.
+    #[arg(long, default_value = "2G")]
+    pub memory: String,
+    /// Do not boot again when a TCG boot panics or hangs before the guest script starts.
+    #[arg(long)]
+    pub no_retry: bool,
+    /// Boot with panic_on_warn=1: the first kernel WARN ends the run with the console's tail
+    /// (for bisecting a splat).
+    #[arg(long)]
+    pub panic_on_warn: bool,
+}
+
+impl VmArgs {
+    pub fn options(self, timeout: u64) -> VmOptions {
+        VmOptions {
+            kernel: self.kernel,
+            modules: self.modules,
+            accel: self.accel,
+            append: self
+                .append
+                .into_iter()
+                .chain(self.panic_on_warn.then(|| "panic_on_warn=1".to_string()))
+                .collect(),
+            timeout: Duration::from_secs(timeout),
+            cpus: self.cpus,
+            memory: self.memory,
+            retry: !self.no_retry,
+        }
+    }
+}
+
+/// Ctrl-C, SIGTERM and SIGHUP: the runner kills its VM's whole process group and stops what it
+/// waits for, then the command exits with 128 + the signal
+/// (`bpfvm_host::proc::interrupt_status`). Without the handler they would kill only this
+/// process and leave qemu running.
+pub fn install_signal_handlers() -> std::io::Result<()> {
+    for signal in [SIGINT, SIGTERM, SIGHUP] {
+        // SAFETY: the action only stores an atomic, which is async-signal-safe.
+        unsafe {
+            signal_hook::low_level::register(signal, move || {
+                bpfvm_host::proc::request_interrupt(signal)
+            })?;
+        }
+    }
+    Ok(())
+}

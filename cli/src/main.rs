@@ -1,0 +1,211 @@
+//! `bpfvm`: your own crate's tests as root in pinned kernels. `exec` is the cargo runner,
+//! `test` runs a whole crate in one boot per kernel. The kernels, cache, checks and reports
+//! are those of `cargo xtask` (the `bpfvm-host` library).
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use bpfvm::VmArgs;
+use bpfvm_host::crate_test::{self, CrateTestOptions};
+use bpfvm_host::output::{Events, Output};
+use bpfvm_host::vng::Ending;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "bpfvm",
+    about = "Run your crate's tests as root in pinned kernels",
+    version
+)]
+struct Cli {
+    /// Also show the commands run and the kernel console.
+    #[arg(long, short, global = true)]
+    verbose: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Install what is missing (Debian packages, virtme-ng, virtiofsd, the eBPF toolchain).
+    Setup {
+        /// Only report what is present and what is missing.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Show the pinned kernels and what is cached.
+    Kernels,
+    /// Run a command as root in the guest from the current directory: its exit status, stdout
+    /// and stderr come back unchanged. The cargo runner:
+    /// `runner = ["bpfvm", "exec", "--kernel", "6.1", "--"]`.
+    Exec {
+        #[command(flatten)]
+        vm: VmArgs,
+        /// Seconds before the VM is killed.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// Also pass this host variable (repeatable); RUST_BACKTRACE, RUST_LOG, RUST_TEST_*
+        /// and CARGO_* always pass.
+        #[arg(long = "env", value_name = "NAME")]
+        env: Vec<String>,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Build the crate's tests (`cargo test --no-run`) and run them all in one boot per kernel
+    /// (`--kernel 6.1,6.12`, or `all`); writes <target>/bpfvm-test/<kernel>/{report.json,
+    /// junit.xml} and matrix.json. Arguments after `--` are cargo test's (`-- --release -- FILTER`).
+    Test {
+        #[command(flatten)]
+        vm: VmArgs,
+        /// Seconds before each VM is killed.
+        #[arg(long, default_value_t = 2400)]
+        timeout: u64,
+        /// Also pass this host variable (repeatable), as for `exec`.
+        #[arg(long = "env", value_name = "NAME")]
+        env: Vec<String>,
+        /// cargo test's arguments: cargo's, then `--` and the test binaries'.
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(e) = bpfvm::install_signal_handlers() {
+        bpfvm_host::ui::print_stderr(&format!(
+            "error: cannot install the signal handler that stops the VM: {e}"
+        ));
+        return ExitCode::FAILURE;
+    }
+    let result = run(cli.cmd, cli.verbose);
+    if let Err(e) = &result {
+        bpfvm_host::ui::print_stderr(&format!("error: {e:#}"));
+    }
+    if let Some(status) = bpfvm_host::proc::interrupt_status() {
+        return ExitCode::from(status);
+    }
+    result.unwrap_or(ExitCode::FAILURE)
+}
+
+fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
+    bpfvm_host::paths::check_env()?;
+    check_checkout()?;
+    let events = bpfvm_host::ui::terminal(verbose);
+    match cmd {
+        Cmd::Setup { check: true } => {
+            let items = bpfvm_host::provision::check();
+            for i in &items {
+                let mark = if i.present { "ok     " } else { "MISSING" };
+                bpfvm_host::ui::print_stdout(&format!("{mark} {:<28} {}", i.name, i.detail));
+            }
+            Ok(exit_if(items.iter().all(|i| i.present)))
+        }
+        Cmd::Setup { check: false } => {
+            bpfvm_host::provision::ensure(&events)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Kernels => {
+            for pin in bpfvm_host::kernels::pins()? {
+                let cached = bpfvm_host::kernels::cached(&pin)
+                    .map_or("not cached".to_string(), |t| {
+                        format!("cached at {}", t.root.display())
+                    });
+                bpfvm_host::ui::print_stdout(&format!(
+                    "{:<6} {:<28} {}  ({cached})",
+                    pin.version, pin.release, pin.description
+                ));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Exec {
+            vm,
+            timeout,
+            env,
+            command,
+        } => {
+            let env = bpfvm_host::exec::passed_env(std::env::vars_os(), &env)?;
+            // The command's own output is all that goes to stdout and stderr: bpfvm's steps
+            // only with --verbose, its warnings always.
+            let events = if verbose {
+                events
+            } else {
+                warnings_only(events)
+            };
+            let exec = bpfvm_host::exec::vm_exec(&vm.options(timeout), &command, &env, &events)?;
+            // A closed stdout or stderr drops the output, as for any command.
+            let _ = std::io::stdout().lock().write_all(&exec.stdout);
+            let _ = std::io::stderr().lock().write_all(&exec.stderr);
+            match exec.outcome.ending {
+                Ending::Exited(code) => Ok(ExitCode::from(code.clamp(0, 255) as u8)),
+                _ => anyhow::bail!("{}", exec.outcome.diagnosis()),
+            }
+        }
+        Cmd::Test {
+            vm,
+            timeout,
+            env,
+            args,
+        } => {
+            let (cargo_args, test_args) = crate_test::split_args(&args);
+            let opts = CrateTestOptions {
+                kernels: crate_test::kernel_list(&vm.kernel)?,
+                vm: vm.options(timeout),
+                cargo_args,
+                test_args,
+                env: bpfvm_host::exec::passed_env(std::env::vars_os(), &env)?,
+            };
+            let (reports, dir) = crate_test::crate_test(&opts, &events)?;
+            for r in &reports {
+                bpfvm_host::ui::print_stdout(&bpfvm_host::report::summary_table(r));
+            }
+            if reports.len() > 1 {
+                bpfvm_host::ui::print_stdout(&bpfvm_host::report::matrix_table(&reports));
+            }
+            for r in &reports {
+                if let Some(why) = r.why_failed() {
+                    bpfvm_host::ui::print_stdout(&format!(
+                        "kernel {} FAILED: {why}",
+                        r.kernel.version
+                    ));
+                }
+            }
+            bpfvm_host::ui::print_stdout(&format!("reports: {}", dir.display()));
+            Ok(exit_if(
+                !reports.is_empty() && reports.iter().all(|r| r.ok()),
+            ))
+        }
+    }
+}
+
+/// The pins and tools are read from the checkout `bpfvm` was installed from (so that a
+/// `git pull` or `kernels bump` there is seen without reinstalling); a checkout moved or
+/// deleted since is named, with the fix.
+fn check_checkout() -> Result<()> {
+    let pins = bpfvm_host::kernels::pins_dir();
+    if !pins.is_dir() {
+        anyhow::bail!(
+            "bpfvm reads its kernel pins from the checkout it was installed from, and {} is \
+             gone; reinstall from a checkout: `cargo install --path <checkout>/cli`",
+            pins.display()
+        );
+    }
+    Ok(())
+}
+
+/// `events` reduced to the warnings.
+fn warnings_only(events: Events) -> Events {
+    Events::new(move |o| {
+        if matches!(o, Output::Warn(_)) {
+            events.emit(o)
+        }
+    })
+}
+
+fn exit_if(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

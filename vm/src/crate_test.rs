@@ -1,0 +1,326 @@
+//! `bpfvm test`: the user's own crate, one boot per kernel. Builds its tests with
+//! `cargo test --no-run --message-format=json`, runs every test binary in one guest per kernel
+//! (`guest::crate_test_script`), and writes `report.json` + `junit.xml` per kernel and
+//! `matrix.json`, as `vm-test` does for this repository, under
+//! `<the crate's target dir>/bpfvm-test/`. A user crate has no feature expectations: a test
+//! that needs a feature the kernel lacks fails, or skips itself.
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::build::{parse_cargo_messages, Artifact};
+use crate::guest::{self, CrateBinary};
+use crate::kernels;
+use crate::output::Events;
+use crate::provision::tail_lines;
+use crate::report::{self, AccelInfo, KernelInfo, Report, Timings, VmInfo};
+use crate::run::{boot, prepare, with_test_progress, RunDir, VmOptions};
+use crate::shell;
+use crate::vng::Ending;
+
+#[derive(Debug, Clone)]
+pub struct CrateTestOptions {
+    /// The VM settings; its `kernel` is replaced by each of `kernels` in turn.
+    pub vm: VmOptions,
+    /// Pinned versions or kernel images, in the order they run.
+    pub kernels: Vec<String>,
+    /// Arguments for `cargo test --no-run` (`--release`, `-p NAME`, `--features X`...).
+    pub cargo_args: Vec<String>,
+    /// Arguments for every test binary (a name filter, `--test-threads 1`...).
+    pub test_args: Vec<String>,
+    /// Variables set in the guest (`exec::passed_env`).
+    pub env: Vec<(String, String)>,
+}
+
+/// The kernels `--kernel` names: `all` (every pin), or a comma-separated list.
+pub fn kernel_list(arg: &str) -> Result<Vec<String>> {
+    if arg == "all" {
+        return Ok(kernels::pins()?.into_iter().map(|p| p.version).collect());
+    }
+    let list: Vec<String> = arg.split(',').map(|k| k.trim().to_string()).collect();
+    if list.iter().any(String::is_empty) {
+        bail!("--kernel {arg:?}: an empty kernel in the list (e.g. --kernel 6.1,6.12)");
+    }
+    Ok(list)
+}
+
+/// Splits `bpfvm test -- ARGS` as `cargo test ARGS` does: cargo's before a `--`, the test
+/// binaries' after it.
+pub fn split_args(args: &[String]) -> (Vec<String>, Vec<String>) {
+    match args.iter().position(|a| a == "--") {
+        Some(i) => (args[..i].to_vec(), args[i + 1..].to_vec()),
+        None => (args.to_vec(), vec![]),
+    }
+}
+
+/// Runs the crate's tests on every kernel; a kernel that fails to fetch or boot is recorded
+/// with why and the others still run. Returns the reports and the directory holding them.
+pub fn crate_test(opts: &CrateTestOptions, events: &Events) -> Result<(Vec<Report>, PathBuf)> {
+    let start = Instant::now();
+    let (binaries, target) = build_tests(&opts.cargo_args, events)?;
+    let built = start.elapsed();
+    let out = target.join("bpfvm-test");
+    crate::paths::check_target_dir(&out)?;
+    let mut reports = Vec::new();
+    for kernel in &opts.kernels {
+        if crate::proc::interrupted() {
+            events.warn(format!("interrupted: kernel {kernel} and later not run"));
+            break;
+        }
+        events.step(format!("=== kernel {kernel} ==="));
+        let mut vm = opts.vm.clone();
+        vm.kernel = kernel.clone();
+        match test_on(&vm, opts, &binaries, built, &out, events) {
+            Ok(r) => reports.push(r),
+            Err(e) if crate::proc::interrupted() => return Err(e),
+            Err(e) => {
+                events.warn(format!("kernel {kernel}: {e:#}"));
+                reports.push(Report::not_run(kernel, &format!("{e:#}")));
+            }
+        }
+    }
+    report::write_atomic(
+        &out.join("matrix.json"),
+        (serde_json::to_string_pretty(&reports)? + "\n").as_bytes(),
+    )?;
+    Ok((reports, out))
+}
+
+/// Builds the test binaries of the crate in the current directory; returns them and the
+/// crate's target directory.
+fn build_tests(cargo_args: &[String], events: &Events) -> Result<(Vec<CrateBinary>, PathBuf)> {
+    let mut args: Vec<String> = ["test", "--no-run", "--message-format=json"]
+        .map(String::from)
+        .to_vec();
+    args.extend(cargo_args.iter().cloned());
+    events.step("building the crate's tests");
+    let stdout = cargo(&args, events)?;
+    let (arts, _) = parse_cargo_messages(&stdout);
+    let binaries = crate_binaries(&arts);
+    if binaries.is_empty() {
+        bail!(
+            "`cargo {}` built no test executable: is this a crate with tests?",
+            args.join(" ")
+        );
+    }
+    let meta = cargo(
+        &["metadata", "--format-version", "1", "--no-deps"].map(String::from),
+        events,
+    )?;
+    let meta: serde_json::Value = serde_json::from_str(&meta).context("cargo metadata's JSON")?;
+    let target = meta["target_directory"]
+        .as_str()
+        .context("cargo metadata gave no target_directory")?;
+    Ok((binaries, PathBuf::from(target)))
+}
+
+/// Runs cargo (the user's, from PATH) in the current directory; its stdout, or an error with
+/// the compiler's errors and the tail of its stderr.
+fn cargo(args: &[String], events: &Events) -> Result<String> {
+    let shown = shell::display(&[], "cargo", args);
+    events.command(&shown);
+    let out = Command::new("cargo")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("starting `{shown}` (is cargo in PATH?)"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        let (_, errors) = parse_cargo_messages(&stdout);
+        let mut msg = format!("`{shown}` failed ({})", out.status);
+        for e in errors {
+            msg.push('\n');
+            msg.push_str(&e);
+        }
+        msg.push_str("\nlast lines of cargo's stderr:\n");
+        msg.push_str(&tail_lines(&String::from_utf8_lossy(&out.stderr), 30));
+        bail!(msg);
+    }
+    Ok(stdout)
+}
+
+/// The test executables among `arts`, each named after its target, made unique with a
+/// number (a lib and an integration test may share a name), run from its package.
+pub fn crate_binaries(arts: &[Artifact]) -> Vec<CrateBinary> {
+    let mut out: Vec<CrateBinary> = Vec::new();
+    for a in arts.iter().filter(|a| a.test) {
+        if out.iter().any(|b| b.path == a.executable) {
+            continue;
+        }
+        let mut name = a.name.clone();
+        let mut n = 1;
+        while out.iter().any(|b| b.name == name) {
+            n += 1;
+            name = format!("{}-{n}", a.name);
+        }
+        out.push(CrateBinary {
+            name,
+            path: a.executable.clone(),
+            dir: a
+                .manifest_path
+                .parent()
+                .map_or_else(|| PathBuf::from("/"), Path::to_path_buf),
+        });
+    }
+    out
+}
+
+/// One kernel: boot, run every binary, judge, write `<out>/<kernel>/{report.json,junit.xml}`.
+fn test_on(
+    vm: &VmOptions,
+    opts: &CrateTestOptions,
+    binaries: &[CrateBinary],
+    built: Duration,
+    out: &Path,
+    events: &Events,
+) -> Result<Report> {
+    let start = Instant::now();
+    let p = prepare(vm, events)?;
+    let prepared = start.elapsed();
+    let dir = out.join(&p.label);
+    let files = RunDir::new(&dir)?;
+    let shared = files.shared.as_path();
+    guest::write(
+        &files.script,
+        &guest::crate_test_script(shared, &opts.env, binaries, &opts.test_args),
+    )?;
+    let live = with_test_progress(events.clone(), shared.to_path_buf(), p.expected.clone());
+    let outcome = boot(&p, vm, shared, &files.script, &live)?;
+    if outcome.ending == Ending::Interrupted {
+        bail!("{}", outcome.diagnosis().lines().next().unwrap_or_default());
+    }
+    let vm_ok = outcome.ending == Ending::Exited(0);
+    let ending = outcome.diagnosis().lines().next().unwrap_or("").to_string();
+    let tests = collect(shared, binaries, &ending);
+    let r = Report {
+        kernel: KernelInfo {
+            version: p.label.clone(),
+            pinned_release: p.pinned_release.clone(),
+            release: report::read_fact(shared, guest::files::RELEASE),
+        },
+        accel: AccelInfo::from(&p.accel),
+        cmdline: report::read_fact(shared, guest::files::CMDLINE),
+        spectre_v2: report::read_fact(shared, guest::files::SPECTRE_V2),
+        features: Default::default(),
+        probes: Default::default(),
+        expected_features: None,
+        feature_mismatches: vec![],
+        kernel_splats: vec![],
+        vm: VmInfo {
+            ending: if vm_ok { "exited".into() } else { ending },
+            wall_time_s: outcome.elapsed.as_secs_f64(),
+            console_tail: if vm_ok {
+                vec![]
+            } else {
+                outcome.console_tail.clone()
+            },
+            retries: outcome.retries.clone(),
+        },
+        timings: Timings {
+            prepare_s: Some(prepared.as_secs_f64()),
+            // The one build every kernel's run shares.
+            build_s: Some(built.as_secs_f64()),
+            boot_s: outcome.boot.map(|d| d.as_secs_f64()),
+            tests_s: outcome.guest.map(|d| d.as_secs_f64()),
+            shutdown_s: outcome.shutdown().map(|d| d.as_secs_f64()),
+        },
+        summary: report::summarize(&tests),
+        tests,
+    };
+    report::write(&r, &dir)?;
+    files.keep(&dir.join("guest"), events);
+    if !vm_ok {
+        events.warn(outcome.diagnosis());
+    }
+    Ok(r)
+}
+
+/// Every binary's results, each test named `<binary>::<test>` (two binaries may hold tests
+/// of the same name).
+fn collect(shared: &Path, binaries: &[CrateBinary], vm_ending: &str) -> Vec<report::TestResult> {
+    let mut tests = Vec::new();
+    for b in binaries {
+        for mut t in report::parse_binary(&report::read_binary(shared, &b.name), vm_ending) {
+            if !t.name.starts_with("binary:") {
+                t.name = format!("{}::{}", b.name, t.name);
+            }
+            tests.push(t);
+        }
+    }
+    tests
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernels_are_a_comma_separated_list() {
+        assert_eq!(kernel_list("6.1,6.12").unwrap(), ["6.1", "6.12"]);
+        assert_eq!(kernel_list("6.1").unwrap(), ["6.1"]);
+        let e = kernel_list("6.1,").unwrap_err().to_string();
+        assert!(e.contains("an empty kernel in the list"), "{e}");
+    }
+
+    #[test]
+    fn cargo_args_and_test_args_split_at_the_first_double_dash() {
+        let args: Vec<String> = ["--release", "--", "--test-threads", "1", "--", "x"]
+            .map(String::from)
+            .to_vec();
+        let (cargo, test) = split_args(&args);
+        assert_eq!(cargo, ["--release"]);
+        assert_eq!(test, ["--test-threads", "1", "--", "x"]);
+        assert_eq!(split_args(&cargo), (cargo.clone(), vec![]));
+    }
+
+    #[test]
+    fn test_binaries_are_named_uniquely_and_run_from_their_package() {
+        let messages = r#"{"reason":"compiler-artifact","manifest_path":"/u/Cargo.toml","target":{"name":"demo","kind":["lib"]},"profile":{"test":true},"executable":"/u/target/debug/deps/demo-1"}
+{"reason":"compiler-artifact","manifest_path":"/u/Cargo.toml","target":{"name":"demo","kind":["lib"]},"profile":{"test":false},"executable":null}
+{"reason":"compiler-artifact","manifest_path":"/u/Cargo.toml","target":{"name":"demo","kind":["test"]},"profile":{"test":true},"executable":"/u/target/debug/deps/demo-2"}
+{"reason":"build-finished","success":true}"#;
+        let (arts, _) = parse_cargo_messages(messages);
+        let bins = crate_binaries(&arts);
+        let names: Vec<&str> = bins.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(names, ["demo", "demo-2"]);
+        assert_eq!(bins[1].path, Path::new("/u/target/debug/deps/demo-2"));
+        assert!(bins.iter().all(|b| b.dir == Path::new("/u")));
+    }
+
+    #[test]
+    fn a_failing_test_is_named_with_its_binary_and_its_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(
+            d.join("demo.list"),
+            "maps::works: test\nmaps::fails: test\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("demo.jsonl"),
+            r#"{ "type": "test", "event": "started", "name": "maps::works" }
+{ "type": "test", "name": "maps::works", "event": "ok", "exec_time": 0.01 }
+{ "type": "test", "event": "started", "name": "maps::fails" }
+{ "type": "test", "name": "maps::fails", "event": "failed", "exec_time": 0.02, "stdout": "thread 'maps::fails' panicked at src/lib.rs:9:5:\nplanted\n" }
+"#,
+        )
+        .unwrap();
+        std::fs::write(d.join("demo.rc"), "101\n").unwrap();
+        let bins = [CrateBinary {
+            name: "demo".into(),
+            path: "/u/demo-1".into(),
+            dir: "/u".into(),
+        }];
+        let tests = collect(d, &bins, "exited");
+        let failed: Vec<_> = tests
+            .iter()
+            .filter(|t| t.outcome == report::Outcome::Fail)
+            .collect();
+        assert_eq!(failed.len(), 1, "{tests:?}");
+        assert_eq!(failed[0].name, "demo::maps::fails");
+        let reason = failed[0].reason.as_deref().unwrap();
+        assert!(reason.contains("panicked at src/lib.rs:9:5") && reason.contains("planted"));
+    }
+}

@@ -53,6 +53,10 @@ pub fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
         cargo(
             &["fmt", "--manifest-path", "ebpf/Cargo.toml", "--", "--check"],
             None,
+        )?;
+        cargo(
+            &["fmt", "--manifest-path", EXAMPLE_MANIFEST, "--", "--check"],
+            None,
         )
     });
     let mut ebpf_dir = None;
@@ -142,6 +146,10 @@ pub fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
         }
         Ok(())
     });
+    step(
+        "examples/map-test: cargo test through bpfvm exec, bpfvm test on 6.1 and 6.12",
+        &mut || own_crate(&sh),
+    );
     step("bench-vm --smoke", &mut || {
         let opts = bpfvm_host::bench::BenchOptions::new(
             vm_options(kernel, Duration::from_secs(1800)),
@@ -157,6 +165,32 @@ pub fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
         Ok(())
     });
     results
+}
+
+/// The example crate a user would write, outside the workspace (README: "Testing your own
+/// crate").
+const EXAMPLE_MANIFEST: &str = "examples/map-test/Cargo.toml";
+
+/// Tests the example crate as its README tells a user: `bpfvm` on PATH, plain `cargo test`
+/// through the runner its `.cargo/config.toml` names (6.1), then `bpfvm test` on two pins.
+fn own_crate(sh: &Shell) -> Result<()> {
+    cmd!(sh, "cargo build -p bpfvm")
+        .run()
+        .context("building bpfvm")?;
+    let bin = bpfvm_host::paths::target_dir().join("debug");
+    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))?;
+    let _dir = sh.push_dir("examples/map-test");
+    cmd!(sh, "cargo test")
+        .env("PATH", &path)
+        .run()
+        .context("cargo test through the runner (bpfvm exec --kernel 6.1)")?;
+    cmd!(sh, "bpfvm test --kernel 6.1,6.12")
+        .env("PATH", &path)
+        .run()
+        .context("bpfvm test --kernel 6.1,6.12")?;
+    Ok(())
 }
 
 fn vm_options(kernel: &str, timeout: Duration) -> VmOptions {

@@ -322,5 +322,13 @@ mod tests {
         assert_eq!(failed[0].name, "demo::maps::fails");
         let reason = failed[0].reason.as_deref().unwrap();
         assert!(reason.contains("panicked at src/lib.rs:9:5") && reason.contains("planted"));
+        // The run fails, and JUnit names the test.
+        let mut r = Report::not_run("6.1", "");
+        r.vm.ending = "exited".into();
+        r.summary = report::summarize(&tests);
+        r.tests = tests;
+        assert_eq!(r.why_failed().unwrap(), "1 test failed: demo::maps::fails");
+        let junit = report::junit(&r).unwrap();
+        assert!(junit.contains(r#"name="demo::maps::fails""#), "{junit}");
     }
 }

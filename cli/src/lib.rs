@@ -1,10 +1,15 @@
-//! What the two command lines share: the VM options (`cargo xtask vm-run`, `bpfvm exec`, ...)
-//! and the signal handlers that stop a VM on Ctrl-C. `bpfvm-host` stays free of clap.
+//! What the two command lines share: the VM options (`cargo xtask vm-run`, `bpfvm exec`, ...),
+//! the exit status of a command run in the guest, and the signal handlers that stop a VM on
+//! Ctrl-C. `bpfvm-host` stays free of clap.
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use bpfvm_host::accel::Choice;
+use bpfvm_host::health::Health;
+use bpfvm_host::output::Events;
 use bpfvm_host::run::VmOptions;
+use bpfvm_host::vng::{Ending, RunOutcome};
 use clap::Args;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
@@ -55,6 +60,36 @@ impl VmArgs {
             memory: self.memory,
             retry: !self.no_retry,
         }
+    }
+}
+
+/// The exit status of a command run in the guest (`vm-run`, `bpfvm exec`): the command's own,
+/// or 1 when it succeeded but the kernel splatted while it ran and `allow_splats` is off.
+/// Every splat is shown (an allowed one as a note, with its reason); a VM that did not end
+/// with the command's status is an error.
+pub fn command_status(
+    outcome: &RunOutcome,
+    health: &Health,
+    allow_splats: bool,
+    events: &Events,
+) -> anyhow::Result<ExitCode> {
+    let mut failing = false;
+    for s in &health.splats {
+        match &s.allowed {
+            Some(why) => events.note(format!("allowed {} ({why})", s.describe())),
+            None => {
+                events.warn(format!("{}\n{}", s.describe(), s.text));
+                failing |= s.phase == "command";
+            }
+        }
+    }
+    match outcome.ending {
+        Ending::Exited(0) if failing && !allow_splats => {
+            events.warn("the kernel splatted while the command ran: exit status 1 (--allow-splats keeps the command's)");
+            Ok(ExitCode::FAILURE)
+        }
+        Ending::Exited(code) => Ok(ExitCode::from(code.clamp(0, 255) as u8)),
+        _ => anyhow::bail!("{}", outcome.diagnosis()),
     }
 }
 

@@ -8,7 +8,6 @@ use anyhow::Result;
 use bpfvm::VmArgs;
 use bpfvm_host::crate_test::{self, CrateTestOptions};
 use bpfvm_host::output::{Events, Output};
-use bpfvm_host::vng::Ending;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -48,6 +47,10 @@ enum Cmd {
         /// and CARGO_* always pass.
         #[arg(long = "env", value_name = "NAME")]
         env: Vec<String>,
+        /// A kernel splat while the command runs is printed but does not make the exit
+        /// status non-zero.
+        #[arg(long)]
+        allow_splats: bool,
         /// The command and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -122,6 +125,7 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
             vm,
             timeout,
             env,
+            allow_splats,
             command,
         } => {
             let env = bpfvm_host::exec::passed_env(std::env::vars_os(), &env)?;
@@ -136,10 +140,7 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
             // A closed stdout or stderr drops the output, as for any command.
             let _ = std::io::stdout().lock().write_all(&exec.stdout);
             let _ = std::io::stderr().lock().write_all(&exec.stderr);
-            match exec.outcome.ending {
-                Ending::Exited(code) => Ok(ExitCode::from(code.clamp(0, 255) as u8)),
-                _ => anyhow::bail!("{}", exec.outcome.diagnosis()),
-            }
+            bpfvm::command_status(&exec.outcome, &exec.health, allow_splats, &events)
         }
         Cmd::Test {
             vm,

@@ -12,11 +12,12 @@ use anyhow::{bail, Context, Result};
 
 use crate::build::{parse_cargo_messages, Artifact};
 use crate::guest::{self, CrateBinary};
+use crate::health::{self, allow::Allowlist};
 use crate::kernels;
 use crate::output::Events;
 use crate::provision::tail_lines;
 use crate::report::{self, AccelInfo, KernelInfo, Report, Timings, VmInfo};
-use crate::run::{boot, prepare, with_test_progress, RunDir, VmOptions};
+use crate::run::{boot, kernel_health, prepare, with_test_progress, RunDir, VmOptions};
 use crate::shell;
 use crate::vng::Ending;
 
@@ -59,6 +60,7 @@ pub fn split_args(args: &[String]) -> (Vec<String>, Vec<String>) {
 /// with why and the others still run. Returns the reports and the directory holding them.
 pub fn crate_test(opts: &CrateTestOptions, events: &Events) -> Result<(Vec<Report>, PathBuf)> {
     let start = Instant::now();
+    let allow = health::allow::load(&health::allow::path())?;
     let (binaries, target) = build_tests(&opts.cargo_args, events)?;
     let built = start.elapsed();
     let out = target.join("bpfvm-test");
@@ -72,7 +74,7 @@ pub fn crate_test(opts: &CrateTestOptions, events: &Events) -> Result<(Vec<Repor
         events.step(format!("=== kernel {kernel} ==="));
         let mut vm = opts.vm.clone();
         vm.kernel = kernel.clone();
-        match test_on(&vm, opts, &binaries, built, &out, events) {
+        match test_on(&vm, opts, &binaries, &allow, built, &out, events) {
             Ok(r) => reports.push(r),
             Err(e) if crate::proc::interrupted() => return Err(e),
             Err(e) => {
@@ -167,11 +169,13 @@ pub fn crate_binaries(arts: &[Artifact]) -> Vec<CrateBinary> {
     out
 }
 
-/// One kernel: boot, run every binary, judge, write `<out>/<kernel>/{report.json,junit.xml}`.
+/// One kernel: boot, run every binary, judge the tests and the kernel log, write
+/// `<out>/<kernel>/{report.json,junit.xml,kernel.log}`.
 fn test_on(
     vm: &VmOptions,
     opts: &CrateTestOptions,
     binaries: &[CrateBinary],
+    allow: &Allowlist,
     built: Duration,
     out: &Path,
     events: &Events,
@@ -193,12 +197,15 @@ fn test_on(
     }
     let vm_ok = outcome.ending == Ending::Exited(0);
     let ending = outcome.diagnosis().lines().next().unwrap_or("").to_string();
-    let tests = collect(shared, binaries, &ending);
+    let mut tests = collect(shared, binaries, &ending);
+    let release = report::read_fact(shared, guest::files::RELEASE);
+    let mut health = kernel_health(shared, &dir, &outcome, allow, &p.label, &release)?;
+    report::apply_kernel_health(&mut tests, &mut health, vm_ok, report_name);
     let r = Report {
         kernel: KernelInfo {
             version: p.label.clone(),
             pinned_release: p.pinned_release.clone(),
-            release: report::read_fact(shared, guest::files::RELEASE),
+            release,
         },
         accel: AccelInfo::from(&p.accel),
         cmdline: report::read_fact(shared, guest::files::CMDLINE),
@@ -207,7 +214,7 @@ fn test_on(
         probes: Default::default(),
         expected_features: None,
         feature_mismatches: vec![],
-        kernel_splats: vec![],
+        kernel_splats: health.splats,
         vm: VmInfo {
             ending: if vm_ok { "exited".into() } else { ending },
             wall_time_s: outcome.elapsed.as_secs_f64(),
@@ -250,6 +257,15 @@ fn collect(shared: &Path, binaries: &[CrateBinary], vm_ending: &str) -> Vec<repo
         }
     }
     tests
+}
+
+/// A test's name in the report from its name in the kernel log's markers
+/// (`<binary>::<libtest name>`, `guest::crate_test_script`), as `collect` names it.
+fn report_name(marked: &str) -> String {
+    match marked.split_once("::") {
+        Some((binary, test)) => format!("{binary}::{}", report::display_name(test)),
+        None => marked.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -330,5 +346,50 @@ mod tests {
         assert_eq!(r.why_failed().unwrap(), "1 test failed: demo::maps::fails");
         let junit = report::junit(&r).unwrap();
         assert!(junit.contains(r#"name="demo::maps::fails""#), "{junit}");
+    }
+
+    /// A binary named `tests` (tests/tests.rs): its tests are `tests::<name>` in the report,
+    /// and a WARN logged while `b` ran fails `tests::b` (a `tests::` prefix is the binary's,
+    /// not stripped as `vm-test` strips its own crate's).
+    #[test]
+    fn a_splat_fails_the_test_of_the_binary_that_ran_when_it_was_logged() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("tests.list"), "tests::a: test\nb: test\n").unwrap();
+        std::fs::write(
+            d.join("tests.jsonl"),
+            r#"{ "type": "test", "event": "started", "name": "tests::a" }
+{ "type": "test", "name": "tests::a", "event": "ok", "exec_time": 0.01 }
+{ "type": "test", "event": "started", "name": "b" }
+{ "type": "test", "name": "b", "event": "ok", "exec_time": 0.01 }
+"#,
+        )
+        .unwrap();
+        std::fs::write(d.join("tests.rc"), "0\n").unwrap();
+        let bins = [CrateBinary {
+            name: "tests".into(),
+            path: "/u/tests-1".into(),
+            dir: "/u".into(),
+        }];
+        let mut tests = collect(d, &bins, "exited");
+        let log = "12,1,100,-;bpfvm: phase tests\n\
+                   12,2,200,-;bpfvm: test start tests::tests::a\n\
+                   12,3,300,-;bpfvm: test end tests::tests::a\n\
+                   12,4,400,-;bpfvm: test start tests::b\n\
+                   4,5,500,-;------------[ cut here ]------------\n\
+                   4,6,501,-;WARNING: CPU: 0 PID: 9 at kernel/bpf/syscall.c:512 map_check_btf+0x1a2/0x1e0\n\
+                   4,7,502,-;---[ end trace 0000000000000000 ]---\n\
+                   12,8,600,-;bpfvm: test end tests::b\n\
+                   12,9,700,-;bpfvm: phase end\n";
+        let allow = health::allow::parse("").unwrap();
+        let mut health = health::judge(log, &allow, "6.1", None);
+        report::apply_kernel_health(&mut tests, &mut health, true, report_name);
+        let outcome = |name: &str| {
+            let t = tests.iter().find(|t| t.name == name);
+            t.unwrap_or_else(|| panic!("{name} in {tests:?}")).outcome
+        };
+        assert_eq!(outcome("tests::a"), report::Outcome::Pass);
+        assert_eq!(outcome("tests::b"), report::Outcome::Fail);
+        assert_eq!(outcome("kernel:warning"), report::Outcome::Fail);
     }
 }

@@ -8,9 +8,11 @@ use std::ffi::OsString;
 use anyhow::{bail, Context, Result};
 
 use crate::guest;
+use crate::health::{self, Health};
 use crate::output::Events;
 use crate::paths::target_dir;
-use crate::run::{boot, prepare, RunDir, VmOptions};
+use crate::report;
+use crate::run::{boot, kernel_health, prepare, RunDir, VmOptions};
 use crate::vng::RunOutcome;
 
 /// Variables passed to the guest as they are: what libtest, std and cargo's test environment
@@ -27,9 +29,10 @@ const PASSED: [&str; 6] = [
 /// and libtest's (`RUST_TEST_THREADS`, `RUST_TEST_NOCAPTURE`, ...).
 const PASSED_PREFIXES: [&str; 2] = ["CARGO_", "RUST_TEST_"];
 
-/// How the command ended, and what it wrote.
+/// How the command ended, what it wrote, and the kernel's health (`vm::health`).
 pub struct Exec {
     pub outcome: RunOutcome,
+    pub health: Health,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
 }
@@ -70,27 +73,33 @@ fn is_shell_name(name: &str) -> bool {
 }
 
 /// Runs `argv` as root in the guest from the current directory with `env` set; returns how
-/// the VM ended and the command's stdout and stderr.
+/// the VM ended, the command's stdout and stderr, and the kernel's health, its log kept as
+/// `target/vm-exec/kernel.log` (as `vm-run` does).
 pub fn vm_exec(
     opts: &VmOptions,
     argv: &[String],
     env: &[(String, String)],
     events: &Events,
 ) -> Result<Exec> {
+    let allow = health::allow::load(&health::allow::path())?;
     let p = prepare(opts, events)?;
-    let files = RunDir::new(&target_dir().join("vm-exec"))?;
+    let parent = target_dir().join("vm-exec");
+    let files = RunDir::new(&parent)?;
     let cwd = std::env::current_dir().context("the current directory")?;
     guest::write(
         &files.script,
         &guest::exec_script(&files.shared, &cwd, env, argv),
     )?;
     let outcome = boot(&p, opts, &files.shared, &files.script, events)?;
+    let release = report::read_fact(&files.shared, guest::files::RELEASE);
+    let health = kernel_health(&files.shared, &parent, &outcome, &allow, &p.label, &release)?;
     // Missing when the VM died before the command ran: nothing to hand back.
     let read = |name| std::fs::read(files.shared.join(name)).unwrap_or_default();
     Ok(Exec {
         stdout: read(guest::EXEC_STDOUT),
         stderr: read(guest::EXEC_STDERR),
         outcome,
+        health,
     })
 }
 

@@ -75,17 +75,17 @@ bpfvm_mark() {
 }
 "#;
 
-/// Defines `bpfvm_mark_tests`: passes libtest's JSON lines through, marking each test's
-/// start (before passing its line on) and end in the kernel log.
+/// Defines `bpfvm_mark_tests [PREFIX]`: passes libtest's JSON lines through, marking each
+/// test's start (before passing its line on) and end in the kernel log, its name after PREFIX.
 const MARK_TESTS: &str = r#"bpfvm_mark_tests() {
   while IFS= read -r line; do
     case $line in
       '{ "type": "test", "event": "started", "name": "'*)
-        n=${line#*'"name": "'}; bpfvm_mark test start "${n%%'"'*}" ;;
+        n=${line#*'"name": "'}; bpfvm_mark test start "$1${n%%'"'*}" ;;
       '{ "type": "test", "name": "'*)
         case $line in
           *'"event": "ok"'*|*'"event": "failed"'*|*'"event": "ignored"'*)
-            n=${line#*'"name": "'}; bpfvm_mark test end "${n%%'"'*}" ;;
+            n=${line#*'"name": "'}; bpfvm_mark test end "$1${n%%'"'*}" ;;
         esac ;;
     esac
     printf '%s\n' "$line"
@@ -131,7 +131,7 @@ pub fn test_script(
     s.push_str("bpfvm_mark phase tests\n");
     let args: Vec<String> = filter.map(str::to_string).into_iter().collect();
     for b in binaries {
-        run_test_binary(&mut s, &b.name, &b.path, &args, "with_kernel_btf_once ");
+        run_test_binary(&mut s, &b.name, &b.path, &args, "with_kernel_btf_once ", "");
     }
     s.push_str("bpfvm_mark phase shutdown\n");
     epilogue(&mut s, "0");
@@ -143,8 +143,15 @@ pub fn test_script(
 /// libtest's JSON output (each test's start and end marked in the kernel log by
 /// `bpfvm_mark_tests`, which the script defines first; stdout teed to the host for live
 /// progress; the exit status into `<name>.rc`). `wrap` is put before the test command (a shell
-/// function, or nothing).
-fn run_test_binary(s: &mut String, name: &str, path: &Path, args: &[String], wrap: &str) {
+/// function, or nothing); `mark_prefix` before each test's name in its markers.
+fn run_test_binary(
+    s: &mut String,
+    name: &str,
+    path: &Path,
+    args: &[String],
+    wrap: &str,
+    mark_prefix: &str,
+) {
     let path = path.display().to_string();
     let n = name;
     let mut list = vec![
@@ -171,9 +178,13 @@ fn run_test_binary(s: &mut String, name: &str, path: &Path, args: &[String], wra
         "--report-time".into(),
     ];
     argv.extend(args.iter().cloned());
+    let mark = match mark_prefix {
+        "" => "bpfvm_mark_tests".to_string(),
+        p => format!("bpfvm_mark_tests {}", quote(p)),
+    };
     writeln!(
         s,
-        "{{ {wrap}{} 2>> \"$OUT/{n}.stderr\"; echo $? > \"$OUT/{n}.rc\"; }} | bpfvm_mark_tests | tee \"$OUT/{n}.jsonl\"",
+        "{{ {wrap}{} 2>> \"$OUT/{n}.stderr\"; echo $? > \"$OUT/{n}.rc\"; }} | {mark} | tee \"$OUT/{n}.jsonl\"",
         join(&argv)
     )
     .unwrap();
@@ -223,12 +234,18 @@ pub fn bench_script(
 /// The `vm-run` script: run one command from `cwd` and hand its status back.
 pub fn command_script(out: &Path, cwd: &Path, argv: &[String]) -> String {
     let mut s = preamble(out);
+    command_phase(&mut s, cwd, &join(argv));
+    s
+}
+
+/// Runs `line` (a shell command) from `cwd` as the `command` phase of the kernel log, then
+/// ends the script with its status.
+fn command_phase(s: &mut String, cwd: &Path, line: &str) {
     writeln!(s, "cd {} || exit 1", quote(&cwd.display().to_string())).unwrap();
     s.push_str("bpfvm_mark phase command\n");
-    writeln!(s, "{}", join(argv)).unwrap();
+    writeln!(s, "{line}").unwrap();
     s.push_str("bpfvm_status=$?\nbpfvm_mark phase shutdown\n");
-    epilogue(&mut s, "$bpfvm_status");
-    s
+    epilogue(s, "$bpfvm_status");
 }
 
 /// Where `bpfvm exec` has the command's stdout and stderr written, byte for byte.
@@ -240,14 +257,11 @@ pub const EXEC_STDERR: &str = "exec.stderr";
 pub fn exec_script(out: &Path, cwd: &Path, env: &[(String, String)], argv: &[String]) -> String {
     let mut s = preamble(out);
     export(&mut s, env);
-    writeln!(s, "cd {} || exit 1", quote(&cwd.display().to_string())).unwrap();
-    writeln!(
-        s,
+    let line = format!(
         "{} < /dev/null > \"$OUT/{EXEC_STDOUT}\" 2> \"$OUT/{EXEC_STDERR}\"",
         join(argv)
-    )
-    .unwrap();
-    epilogue(&mut s, "$?");
+    );
+    command_phase(&mut s, cwd, &line);
     s
 }
 
@@ -264,7 +278,8 @@ pub struct CrateBinary {
 
 /// The `bpfvm test` script: every test binary of the user's crate from its package's
 /// directory, with `env` and the libtest arguments `args`, as `vm-test` runs its own (no
-/// probes; the kernel's BTF stays as it is, for the user's CO-RE loads).
+/// probes; the kernel's BTF stays as it is, for the user's CO-RE loads). Each test's markers
+/// name it `<binary>::<libtest name>`.
 pub fn crate_test_script(
     out: &Path,
     env: &[(String, String)],
@@ -276,10 +291,12 @@ pub fn crate_test_script(
     s.push_str("export RUSTC_BOOTSTRAP=1 RUST_BACKTRACE=1\n");
     export(&mut s, env);
     s.push_str(MARK_TESTS);
+    s.push_str("bpfvm_mark phase tests\n");
     for b in binaries {
         writeln!(s, "cd {} || exit 1", quote(&b.dir.display().to_string())).unwrap();
-        run_test_binary(&mut s, &b.name, &b.path, args, "");
+        run_test_binary(&mut s, &b.name, &b.path, args, "", &format!("{}::", b.name));
     }
+    s.push_str("bpfvm_mark phase shutdown\n");
     epilogue(&mut s, "0");
     s
 }
@@ -378,23 +395,14 @@ mod tests {
         );
     }
 
-    /// Runs `bpfvm_mark_tests` under the host's `sh` on libtest's JSON output, with
-    /// `bpfvm_mark` writing its markers to a file instead of `/dev/kmsg`.
-    #[test]
-    fn test_events_become_start_and_end_markers_and_pass_through() {
+    /// Runs `bpfvm_mark_tests ARGS` under the host's `sh` on `json`, with `bpfvm_mark`
+    /// writing its markers to a file instead of `/dev/kmsg`; returns what passed through and
+    /// the markers.
+    fn mark_tests(args: &str, json: &str) -> (String, String) {
         let dir = tempfile::tempdir().unwrap();
         let marks = dir.path().join("marks");
-        let json = r#"{ "type": "suite", "event": "started", "test_count": 3 }
-{ "type": "test", "event": "started", "name": "tests::bloom::a" }
-{ "type": "test", "event": "started", "name": "tests::batch::hash::case_1" }
-{ "type": "test", "name": "tests::bloom::a", "event": "ok", "exec_time": 0.0125 }
-{ "type": "test", "name": "tests::batch::hash::case_1", "event": "failed", "exec_time": 0.5, "stdout": "\"event\": \"ok\"\n" }
-{ "type": "test", "event": "started", "name": "tests::smoke::c" }
-{ "type": "test", "name": "tests::smoke::c", "event": "ignored" }
-{ "type": "suite", "event": "failed", "passed": 1, "failed": 1 }
-"#;
         let script = format!(
-            "bpfvm_mark() {{ echo \"bpfvm: $*\" >> {}; }}\n{MARK_TESTS}bpfvm_mark_tests",
+            "bpfvm_mark() {{ echo \"bpfvm: $*\" >> {}; }}\n{MARK_TESTS}bpfvm_mark_tests {args}",
             quote(&marks.display().to_string())
         );
         let mut child = std::process::Command::new("sh")
@@ -411,15 +419,46 @@ mod tests {
             .write_all(json.as_bytes())
             .unwrap();
         let out = child.wait_with_output().unwrap();
-        assert_eq!(String::from_utf8(out.stdout).unwrap(), json);
-        assert_eq!(
+        (
+            String::from_utf8(out.stdout).unwrap(),
             std::fs::read_to_string(&marks).unwrap(),
+        )
+    }
+
+    #[test]
+    fn test_events_become_start_and_end_markers_and_pass_through() {
+        let json = r#"{ "type": "suite", "event": "started", "test_count": 3 }
+{ "type": "test", "event": "started", "name": "tests::bloom::a" }
+{ "type": "test", "event": "started", "name": "tests::batch::hash::case_1" }
+{ "type": "test", "name": "tests::bloom::a", "event": "ok", "exec_time": 0.0125 }
+{ "type": "test", "name": "tests::batch::hash::case_1", "event": "failed", "exec_time": 0.5, "stdout": "\"event\": \"ok\"\n" }
+{ "type": "test", "event": "started", "name": "tests::smoke::c" }
+{ "type": "test", "name": "tests::smoke::c", "event": "ignored" }
+{ "type": "suite", "event": "failed", "passed": 1, "failed": 1 }
+"#;
+        let (out, marks) = mark_tests("", json);
+        assert_eq!(out, json);
+        assert_eq!(
+            marks,
             "bpfvm: test start tests::bloom::a\n\
              bpfvm: test start tests::batch::hash::case_1\n\
              bpfvm: test end tests::bloom::a\n\
              bpfvm: test end tests::batch::hash::case_1\n\
              bpfvm: test start tests::smoke::c\n\
              bpfvm: test end tests::smoke::c\n"
+        );
+    }
+
+    #[test]
+    fn a_prefix_goes_before_each_marked_name() {
+        let json = r#"{ "type": "test", "event": "started", "name": "maps::works" }
+{ "type": "test", "name": "maps::works", "event": "ok", "exec_time": 0.01 }
+"#;
+        let (out, marks) = mark_tests("demo-2::", json);
+        assert_eq!(out, json);
+        assert_eq!(
+            marks,
+            "bpfvm: test start demo-2::maps::works\nbpfvm: test end demo-2::maps::works\n"
         );
     }
 
@@ -434,7 +473,8 @@ mod tests {
         assert!(s.contains(
             "/t/deps/it-1 --exact 'a b' < /dev/null > \"$OUT/exec.stdout\" 2> \"$OUT/exec.stderr\"\n"
         ));
-        assert!(s.contains("echo $? > \"$OUT/exit-status\""));
+        assert!(s.contains("bpfvm_mark phase command\n/t/deps/it-1"));
+        assert!(s.contains("echo $bpfvm_status > \"$OUT/exit-status\""));
     }
 
     #[test]
@@ -464,8 +504,14 @@ mod tests {
             "cd /u/sub || exit 1\n/u/target/debug/deps/maps-2 --list --format terse --test-threads 1 > \"$OUT/maps.list\""
         ));
         assert!(s.contains(
-            "{ /u/target/debug/deps/demo-1 -Z unstable-options --format json --report-time --test-threads 1 2>> \"$OUT/demo.stderr\"; echo $? > \"$OUT/demo.rc\"; } | bpfvm_mark_tests | tee \"$OUT/demo.jsonl\""
+            "{ /u/target/debug/deps/demo-1 -Z unstable-options --format json --report-time --test-threads 1 2>> \"$OUT/demo.stderr\"; echo $? > \"$OUT/demo.rc\"; } | bpfvm_mark_tests demo:: | tee \"$OUT/demo.jsonl\""
         ));
+        let phases: Vec<usize> = ["tests", "shutdown", "end"]
+            .iter()
+            .map(|p| s.find(&format!("bpfvm_mark phase {p}\n")).unwrap())
+            .collect();
+        assert!(phases.is_sorted(), "{phases:?}");
+        assert!(s.find(MARK_TESTS).unwrap() < phases[0]);
         assert!(!s.contains("with_kernel_btf_once"));
     }
 }

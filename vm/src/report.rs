@@ -554,10 +554,16 @@ fn no_test_ran(filter: Option<&str>) -> TestResult {
 
 /// The kernel's health in the verdict: each splat that no allow entry excuses fails the tests
 /// running when it was logged (its text attached) and a `kernel:<kind>` entry that names them
-/// or the phase. Names in `splats` become the report's (`display_name`).
+/// or the phase. Names in `splats` (as the guest marked them) become the report's through
+/// `report_name` (`display_name` for `vm-test`).
 /// A kernel log that stops before the guest script's last marker (the VM ended normally) is a
 /// failing `guest:kernel.log` entry: splats may be missing.
-pub fn apply_kernel_health(tests: &mut Vec<TestResult>, health: &mut Health, vm_ok: bool) {
+pub fn apply_kernel_health(
+    tests: &mut Vec<TestResult>,
+    health: &mut Health,
+    vm_ok: bool,
+    report_name: fn(&str) -> String,
+) {
     if vm_ok && !health.complete {
         tests.push(failed(
             format!("guest:{}", files::KERNEL_LOG),
@@ -568,7 +574,7 @@ pub fn apply_kernel_health(tests: &mut Vec<TestResult>, health: &mut Health, vm_
     }
     let splats = &mut health.splats;
     for s in splats.iter_mut() {
-        s.running = s.running.iter().map(|n| display_name(n)).collect();
+        s.running = s.running.iter().map(|n| report_name(n)).collect();
     }
     let mut kinds: BTreeMap<&str, Vec<&Judged>> = BTreeMap::new();
     for s in splats.iter().filter(|s| s.allowed.is_none()) {
@@ -1176,7 +1182,7 @@ mod tests {
             passed("batch::hash"),
             passed("smoke::c"),
         ];
-        apply_kernel_health(&mut tests, &mut health, true);
+        apply_kernel_health(&mut tests, &mut health, true, display_name);
         let by = by_name(&tests);
         assert_eq!(by["smoke::c"].outcome, Outcome::Pass);
         for name in ["bloom_filter::a", "batch::hash"] {
@@ -1230,7 +1236,7 @@ mod tests {
         .unwrap();
         let mut health = crate::health::judge(&log, &allow, "6.1", None);
         let mut tests = vec![passed("bloom_filter::a"), passed("batch::hash")];
-        apply_kernel_health(&mut tests, &mut health, true);
+        apply_kernel_health(&mut tests, &mut health, true, display_name);
         assert_eq!(summarize(&tests).failed, 0, "{tests:#?}");
         assert!(tests.iter().all(|t| t.kernel_splats.is_empty()));
         assert_eq!(health.splats.len(), 2);

@@ -338,7 +338,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     let mut tests = verdict.tests;
     let release = report::read_fact(shared, guest::files::RELEASE);
     let mut health = kernel_health(shared, &out_dir, &outcome, &allow, &p.label, &release)?;
-    report::apply_kernel_health(&mut tests, &mut health, vm_ok);
+    report::apply_kernel_health(&mut tests, &mut health, vm_ok, report::display_name);
     let report = Report {
         kernel: KernelInfo {
             version: p.label.clone(),
@@ -396,7 +396,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
 
 /// The guest's kernel log (`guest::files::KERNEL_LOG`), kept as `<dest>/kernel.log` whatever
 /// the outcome (the console's tail when the guest wrote none), judged by `vm::health`.
-fn kernel_health(
+pub(crate) fn kernel_health(
     shared: &Path,
     dest: &Path,
     outcome: &RunOutcome,

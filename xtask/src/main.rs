@@ -7,7 +7,6 @@ use anyhow::Result;
 use bpfvm::VmArgs;
 use bpfvm_host::bench::{BenchOptions, Group, Size};
 use bpfvm_host::run::TestOptions;
-use bpfvm_host::vng::Ending;
 use clap::{Parser, Subcommand};
 
 /// `println!` for what may hold guest text, and that must not panic on a closed stdout.
@@ -215,24 +214,7 @@ fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
         } => {
             let (outcome, health) =
                 bpfvm_host::run::vm_run(&vm.options(timeout), &command, events)?;
-            let mut failing = false;
-            for s in &health.splats {
-                match &s.allowed {
-                    Some(why) => events.note(format!("allowed {} ({why})", s.describe())),
-                    None => {
-                        events.warn(format!("{}\n{}", s.describe(), s.text));
-                        failing |= s.phase == "command";
-                    }
-                }
-            }
-            match outcome.ending {
-                Ending::Exited(0) if failing && !allow_splats => {
-                    events.warn("the kernel splatted while the command ran: exit status 1 (--allow-splats keeps the command's)");
-                    Ok(ExitCode::FAILURE)
-                }
-                Ending::Exited(code) => Ok(ExitCode::from(code.clamp(0, 255) as u8)),
-                _ => anyhow::bail!("{}", outcome.diagnosis()),
-            }
+            bpfvm::command_status(&outcome, &health, allow_splats, events)
         }
         Cmd::VmTest {
             vm,

@@ -111,8 +111,9 @@ enum Cmd {
         #[arg(long)]
         boots: Option<u32>,
     },
-    /// Compare two bench-vm reports row by row; exits non-zero when a row regressed by more
-    /// than the threshold with its 95 % CI excluding no change. Markdown on stdout.
+    /// Compare two bench-vm reports row by row; exits non-zero when a row's whole interval
+    /// (simultaneous 95 % over all rows) lies beyond the threshold, or when a row is missing,
+    /// has no interval, or a boot is invalid. Markdown on stdout.
     BenchCompare {
         /// The baseline report.json.
         a: PathBuf,
@@ -298,18 +299,21 @@ fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
         }
         Cmd::BenchCompare { a, b, threshold } => {
             use bpfvm_host::bench::compare;
-            let rows = compare::compare(&compare::load(&a)?, &compare::load(&b)?, threshold)?;
+            compare::check_threshold(threshold)?;
+            let c = compare::compare(&compare::load(&a)?, &compare::load(&b)?, threshold)?;
             let (a, b) = (a.display().to_string(), b.display().to_string());
-            outln!("{}", compare::markdown(&a, &b, &rows, threshold));
-            let bad: Vec<String> = rows
-                .iter()
-                .filter(|r| r.regressed)
-                .map(|r| r.name())
-                .collect();
+            outln!("{}", compare::markdown(&a, &b, &c));
+            let bad = c.regressed();
             if !bad.is_empty() {
-                errln!("error: regressed beyond {threshold} %: {}", bad.join("; "));
+                errln!(
+                    "error: regressed, the whole simultaneous interval beyond {threshold} %: {}",
+                    bad.join("; ")
+                );
             }
-            Ok(exit_if(bad.is_empty()))
+            for p in &c.problems {
+                errln!("error: {p}");
+            }
+            Ok(exit_if(c.passed()))
         }
     }
 }

@@ -136,6 +136,8 @@ fn build_report(
             .to_string()
     };
     BenchReport {
+        format: model::FORMAT,
+        clock: model::Clock::Wall,
         kernel: p.label.clone(),
         release: p.tree.release.clone(),
         accel: AccelInfo::from(&p.accel),

@@ -138,8 +138,42 @@ impl Run {
     }
 }
 
+/// The version of `report.json`'s layout this code writes: 2 added `format` and `clock`
+/// (reports without them are version 1, measured by the wall clock).
+pub const FORMAT: u32 = 2;
+
+fn format_v1() -> u32 {
+    1
+}
+
+/// What the guest's clock counted while the benchmarks timed themselves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Clock {
+    /// Real time: under KVM hardware time, under TCG the emulator's speed of the moment.
+    #[default]
+    Wall,
+    /// qemu's `-icount shift=0`: the guest clock advances one nanosecond per guest
+    /// instruction executed, so a "time" is an instruction count, whatever the host does.
+    Icount,
+}
+
+impl Clock {
+    pub fn name(self) -> &'static str {
+        match self {
+            Clock::Wall => "wall",
+            Clock::Icount => "icount",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchReport {
+    /// The layout version ([`FORMAT`]).
+    #[serde(default = "format_v1")]
+    pub format: u32,
+    #[serde(default)]
+    pub clock: Clock,
     pub kernel: String,
     pub release: String,
     pub accel: AccelInfo,

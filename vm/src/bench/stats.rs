@@ -5,8 +5,9 @@
 //! the interval a ratio interval and suit timing noise, which is multiplicative; Welch does not
 //! assume the two groups are equally noisy.
 //!
-//! The t quantiles are a table: the one crate that has them (statrs) brings nalgebra along,
-//! far more than 34 numbers.
+//! The t quantiles come from `distrs` (Hill's algorithm 396, real degrees of freedom, no
+//! dependencies): `bench-compare` needs them at any confidence level, for its family-wise
+//! correction, where a table of 0.975 quantiles does not reach.
 
 /// Which way is better for a figure: throughput up, time down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,7 +18,7 @@ pub enum Better {
 
 pub use bpfvm_common::stats::median;
 
-/// A ratio with its 95 % confidence interval.
+/// A ratio with its confidence interval (95 % unless the caller asked for another level).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Ci {
     pub ratio: f64,
@@ -48,6 +49,11 @@ impl Ci {
 /// `a / b` (geometric means) with the 95 % Welch t-interval on logs; None unless both groups
 /// have two or more positive values.
 pub fn ratio_ci(a: &[f64], b: &[f64]) -> Option<Ci> {
+    ratio_ci_at(a, b, 0.95)
+}
+
+/// [`ratio_ci`] at another two-sided confidence level (0.95: 95 %).
+pub fn ratio_ci_at(a: &[f64], b: &[f64], confidence: f64) -> Option<Ci> {
     let la = logs(a)?;
     let lb = logs(b)?;
     let (ma, va) = mean_var(&la);
@@ -62,7 +68,7 @@ pub fn ratio_ci(a: &[f64], b: &[f64]) -> Option<Ci> {
     } else {
         (sa + sb).powi(2) / (sa * sa / (na - 1.0) + sb * sb / (nb - 1.0))
     };
-    let h = t975(df) * se;
+    let h = t_quantile(1.0 - (1.0 - confidence) / 2.0, df) * se;
     Some(Ci {
         ratio: d.exp(),
         lo: (d - h).exp(),
@@ -73,7 +79,12 @@ pub fn ratio_ci(a: &[f64], b: &[f64]) -> Option<Ci> {
 /// The cost of `on` against `off` as a time ratio (above 1: `on` is slower), whichever way the
 /// figure is better.
 pub fn cost(on: &[f64], off: &[f64], better: Better) -> Option<Ci> {
-    let ci = ratio_ci(on, off)?;
+    cost_at(on, off, better, 0.95)
+}
+
+/// [`cost`] at another two-sided confidence level.
+pub fn cost_at(on: &[f64], off: &[f64], better: Better, confidence: f64) -> Option<Ci> {
+    let ci = ratio_ci_at(on, off, confidence)?;
     Some(match better {
         Better::Lower => ci,
         Better::Higher => ci.inverse(),
@@ -99,23 +110,10 @@ fn mean_var(v: &[f64]) -> (f64, f64) {
     )
 }
 
-/// The 0.975 quantile of Student's t with `df` degrees of freedom, from the table at the
-/// largest tabulated df not above `df` (so never narrower than the exact interval).
-pub fn t975(df: f64) -> f64 {
-    const T: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042,
-    ];
-    match df {
-        d if d.is_nan() || d < 1.0 => T[0],
-        d if d < 31.0 => T[d as usize - 1],
-        d if d < 40.0 => 2.042,
-        d if d < 60.0 => 2.021,
-        d if d < 120.0 => 2.000,
-        d if d.is_finite() => 1.980,
-        _ => 1.960,
-    }
+/// The `p` quantile of Student's t with `df` degrees of freedom (real; Welch's are). Below
+/// one degree of freedom (two groups of two values can give 1.0x), the df = 1 quantile.
+pub fn t_quantile(p: f64, df: f64) -> f64 {
+    distrs::StudentsT::ppf(p, if df.is_nan() { 1.0 } else { df.max(1.0) })
 }
 
 /// `+12.3` (percent of a ratio above 1).
@@ -155,10 +153,11 @@ mod tests {
         let se = (va / 2.0 + vb / 2.0).sqrt();
         let df = (va / 2.0 + vb / 2.0).powi(2) / ((va / 2.0).powi(2) + (vb / 2.0).powi(2));
         assert!(df > 1.0 && df < 2.0, "{df}");
-        // df in [1, 2): the table's df = 1 quantile.
+        let t = t_quantile(0.975, df);
+        assert!(t > 4.303 && t < 12.706, "{t}");
         assert!((ci.ratio - d.exp()).abs() < 1e-12);
-        assert!((ci.lo - (d - 12.706 * se).exp()).abs() < 1e-12);
-        assert!((ci.hi - (d + 12.706 * se).exp()).abs() < 1e-12);
+        assert!((ci.lo - (d - t * se).exp()).abs() < 1e-12);
+        assert!((ci.hi - (d + t * se).exp()).abs() < 1e-12);
     }
 
     #[test]
@@ -170,7 +169,7 @@ mod tests {
         assert!(c.excludes_one() && c.ratio > 1.2, "{c:?}");
         assert_eq!(
             verdict(Some(c)),
-            "retpoline costs +24.8 % (CI +22.9..+26.7)"
+            "retpoline costs +24.8 % (CI +23.0..+26.6)"
         );
         let noisy = [70.0, 130.0, 90.0, 110.0];
         let c = cost(&noisy, &off, Better::Higher).unwrap();
@@ -187,11 +186,18 @@ mod tests {
     }
 
     #[test]
-    fn t_quantiles_are_conservative_between_table_rows() {
-        assert_eq!(t975(1.0), 12.706);
-        assert_eq!(t975(4.9), 2.776);
-        assert_eq!(t975(30.5), 2.042);
-        assert_eq!(t975(1000.0), 1.980);
-        assert_eq!(t975(f64::INFINITY), 1.960);
+    fn t_quantiles_match_published_tables() {
+        // Student's t tables (e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2), 0.975 and 0.999.
+        for (df, q975, q999) in [
+            (1.0, 12.706, 318.31),
+            (4.0, 2.776, 7.173),
+            (6.0, 2.447, 5.208),
+            (30.0, 2.042, 3.385),
+            (f64::INFINITY, 1.960, 3.090),
+        ] {
+            assert!((t_quantile(0.975, df) - q975).abs() < 0.002 * q975, "{df}");
+            assert!((t_quantile(0.999, df) - q999).abs() < 0.002 * q999, "{df}");
+        }
+        assert_eq!(t_quantile(0.975, 0.5), t_quantile(0.975, 1.0));
     }
 }

@@ -316,3 +316,33 @@ fn bench_compare_of_a_report_with_itself_passes() {
     let (code, err) = xtask(&["bench-compare", RECORDED, RECORDED]);
     assert_eq!(code, 0, "{err}");
 }
+
+#[test]
+fn bench_vm_boots_out_of_range_are_refused_before_anything_runs() {
+    for (boots, says) in [
+        (
+            "0",
+            "--boots 0: each mode needs at least one boot (two for an interval); e.g. --boots 5",
+        ),
+        (
+            "4294967295",
+            "--boots 4294967295 is more than 100 boots per mode",
+        ),
+    ] {
+        let (code, err) = xtask(&["bench-vm", "--smoke", "--boots", boots]);
+        assert_eq!(code, 1, "{boots}: {err}");
+        assert!(err.contains(says), "{boots}: {err}");
+        assert!(!err.contains("==> checking host tools"), "{err}");
+    }
+}
+
+#[test]
+fn bench_vm_zero_producers_are_refused_before_anything_runs() {
+    let (code, err) = xtask(&["bench-vm", "--smoke", "-p", "0"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("-p 0: the guest runs one producer per CPU"),
+        "{err}"
+    );
+    assert!(!err.contains("==> checking host tools"), "{err}");
+}

@@ -481,3 +481,47 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     all
 }
+
+/// Ctrl-C during `bench-vm`'s first boot: exit 130 at once (the second boot never starts),
+/// nothing left running, the last complete report untouched and the boots done so far in
+/// `interrupted/`.
+#[test]
+#[ignore = "boots a VM"]
+fn ctrl_c_stops_bench_vm_and_keeps_the_last_report() {
+    let memory = "1043M";
+    let dir = bpfvm_host::paths::target_dir().join("bench-vm/6.1-smoke");
+    let before = std::fs::read(dir.join("report.json")).ok();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["bench-vm", "--smoke", "--kernel", "6.1", "--memory", memory])
+        .env(TAG, memory)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run xtask bench-vm");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        if line.unwrap().contains("==> booting") {
+            break;
+        }
+    }
+    wait_for_the_vm(memory);
+    let t = Instant::now();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    assert_eq!(status.code(), Some(130), "{rest:?}");
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("interrupted with 1 of 2 boots not run")),
+        "{rest:?}"
+    );
+    assert!(!rest.iter().any(|l| l.contains("==> booting")), "{rest:?}");
+    assert_eq!(std::fs::read(dir.join("report.json")).ok(), before);
+    assert!(dir.join("interrupted/report.json").is_file());
+    assert_eq!(
+        leftovers_after(memory, Duration::from_secs(5)),
+        Vec::<String>::new()
+    );
+}

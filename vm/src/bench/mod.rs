@@ -14,7 +14,7 @@ pub mod stats;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::build;
 use crate::guest;
@@ -52,9 +52,36 @@ impl BenchOptions {
     }
 
     fn boots_per_mode(&self) -> u32 {
-        self.boots.unwrap_or(self.size.default_boots()).max(1)
+        self.boots.unwrap_or(self.size.default_boots())
+    }
+
+    /// The options' own errors, before anything is installed or booted.
+    pub fn check(&self) -> Result<()> {
+        match self.boots {
+            Some(0) => bail!(
+                "--boots 0: each mode needs at least one boot (two for an interval); e.g. \
+                 --boots 5"
+            ),
+            Some(n) if n > MAX_BOOTS => bail!(
+                "--boots {n} is more than {MAX_BOOTS} boots per mode (a boot takes about a \
+                 minute under TCG: {MAX_BOOTS} per mode is over 3 hours); e.g. --boots 5"
+            ),
+            _ => {}
+        }
+        if self.producers == 0 || self.producers > self.vm.cpus {
+            bail!(
+                "-p {}: the guest runs one producer per CPU; pass 1 to --cpus ({}) producers, \
+                 or raise --cpus",
+                self.producers,
+                self.vm.cpus
+            );
+        }
+        Ok(())
     }
 }
+
+/// The most boots per mode `--boots` accepts.
+pub const MAX_BOOTS: u32 = 100;
 
 /// Where the guest runner writes its results in the shared directory.
 const RESULTS: &str = "bench.json";
@@ -68,14 +95,7 @@ const PROGRESS: &str = "bpfvm-bench-progress ";
 const BUSY_CPUS: f64 = 0.5;
 
 pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, PathBuf)> {
-    if opts.producers == 0 || opts.producers > opts.vm.cpus {
-        anyhow::bail!(
-            "-p {}: the guest runs one producer per CPU; pass 1 to --cpus ({}) producers, or \
-             raise --cpus",
-            opts.producers,
-            opts.vm.cpus
-        );
-    }
+    opts.check()?;
     let p = run::prepare(&opts.vm, events)?;
     let ebpf_dir = build::build_ebpf(&p.tools.ebpf, events)?;
     let bin = build::build_guest_bin(&ebpf_dir, "bench", "release", events)?;
@@ -93,6 +113,16 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
     let mut queue: std::collections::VecDeque<Mode> = modes.iter().copied().collect();
     while let Some(mode) = queue.pop_front() {
         let i = runs.len();
+        if crate::proc::interrupted() {
+            return Err(interrupted(
+                &p,
+                opts,
+                runs,
+                &out_dir,
+                start,
+                queue.len() + 1,
+            ));
+        }
         let label = format!(
             "boot {}/{} ({})",
             i + 1,
@@ -115,9 +145,37 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
         }
         runs.push(run);
     }
+    if crate::proc::interrupted() {
+        return Err(interrupted(&p, opts, runs, &out_dir, start, 0));
+    }
     let report = build_report(&p, opts, runs, start.elapsed().as_secs_f64());
     write(&report, &out_dir)?;
     Ok((report, out_dir))
+}
+
+/// Ctrl-C or SIGTERM: the boots done so far go to `<out_dir>/interrupted/`, never over the
+/// last complete report, and the error says where.
+fn interrupted(
+    p: &Prepared,
+    opts: &BenchOptions,
+    runs: Vec<Run>,
+    out_dir: &Path,
+    start: std::time::Instant,
+    not_run: usize,
+) -> anyhow::Error {
+    let done = runs.len();
+    let total = done + not_run;
+    let partial = out_dir.join("interrupted");
+    let report = build_report(p, opts, runs, start.elapsed().as_secs_f64());
+    let kept = match write(&report, &partial) {
+        Ok(()) => format!("its {done} boots are in {}", partial.display()),
+        Err(e) => format!("its {done} boots were not written ({e:#})"),
+    };
+    anyhow::anyhow!(
+        "interrupted with {not_run} of {total} boots not run; the report of the last complete \
+         run in {} is untouched, {kept}",
+        out_dir.display()
+    )
 }
 
 fn build_report(

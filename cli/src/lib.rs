@@ -59,6 +59,7 @@ impl VmArgs {
             cpus: self.cpus,
             memory: self.memory,
             retry: !self.no_retry,
+            qemu_opts: vec![],
         }
     }
 }

@@ -33,6 +33,8 @@ pub struct VmOptions {
     pub memory: String,
     /// Boot once more when a TCG boot panics or hangs before the guest script starts.
     pub retry: bool,
+    /// Extra qemu arguments (see `vng::VmSpec::qemu_opts`); bench-vm sets them, users do not.
+    pub qemu_opts: Vec<String>,
 }
 
 /// A booted-to-be kernel: the tools, the extracted tree and the accelerator chosen for it.
@@ -179,6 +181,7 @@ fn boot_once(
         script: script.to_path_buf(),
         timeout: opts.timeout,
         boot_timeout: BOOT_TIMEOUT.min(opts.timeout),
+        qemu_opts: opts.qemu_opts.clone(),
     };
     events.step(format!(
         "booting {} under {}",

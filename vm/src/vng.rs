@@ -38,6 +38,9 @@ pub struct VmSpec {
     pub timeout: Duration,
     /// How long the guest script may take to start: longer is a boot hang.
     pub boot_timeout: Duration,
+    /// Extra qemu arguments, each passed as its own `--qemu-opts=` (e.g. bench-vm's
+    /// `-icount`, `shift=0,sleep=off`); host-written constants only.
+    pub qemu_opts: Vec<String>,
 }
 
 /// How the VM ended.
@@ -273,6 +276,11 @@ fn vng_args(spec: &VmSpec) -> Result<Vec<String>> {
         .chain(spec.append.iter().cloned())
         .collect::<Vec<_>>()
         .join(" ");
+    args.extend(
+        spec.qemu_opts
+            .iter()
+            .map(|o| format!("--qemu-opts={}", quote(o))),
+    );
     args.extend([
         "--append".into(),
         append,
@@ -345,6 +353,7 @@ mod tests {
             script: "/run/guest.sh".into(),
             timeout: Duration::from_secs(5),
             boot_timeout: Duration::from_secs(5),
+            qemu_opts: vec![],
         }
     }
 
@@ -355,6 +364,20 @@ mod tests {
         let append = &args[args.iter().position(|a| a == "--append").unwrap() + 1];
         assert_eq!(append, "loglevel=4 panic=-1 spectre_v2=off");
         assert_eq!(args.last().unwrap(), "sh /run/guest.sh");
+    }
+
+    #[test]
+    fn each_qemu_option_is_its_own_argument() {
+        let args = vng_args(&VmSpec {
+            qemu_opts: vec!["-icount".into(), "shift=0,sleep=off".into()],
+            ..spec("tcg")
+        })
+        .unwrap();
+        let at = args
+            .iter()
+            .position(|a| a == "--qemu-opts=-icount")
+            .unwrap();
+        assert_eq!(args[at + 1], "--qemu-opts=shift=0,sleep=off");
     }
 
     #[test]

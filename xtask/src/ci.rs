@@ -203,6 +203,7 @@ fn vm_options(kernel: &str, timeout: Duration) -> VmOptions {
         cpus: 2,
         memory: "2G".into(),
         retry: true,
+        qemu_opts: vec![],
     }
 }
 

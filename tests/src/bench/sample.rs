@@ -19,6 +19,9 @@ pub struct Sampling {
     pub interval: Duration,
     pub warmup: u32,
     pub samples: u32,
+    /// Time the reference loop around every sample (see [`reference_speed`]); pointless when
+    /// the clock counts instructions, where the loop's speed is a constant.
+    pub reference: bool,
 }
 
 impl Sampling {
@@ -27,6 +30,7 @@ impl Sampling {
             interval,
             warmup,
             samples,
+            reference: true,
         }
     }
 }
@@ -59,7 +63,7 @@ pub fn trigger() {
 /// Runs `producers` threads, producer `i` pinned to CPU `i`, each triggering the program and
 /// reading its own CPU's count (`ops(cpu)`, exact between triggers) every `s.interval`; all
 /// start together. Returns the kept samples, summed over producers, in M ops/s, each with the
-/// reference speed measured on both sides of it (the producers' mean).
+/// reference speed measured on both sides of it (the producers' mean) when `s.reference`.
 pub fn measure(
     s: &Sampling,
     producers: u32,
@@ -77,7 +81,7 @@ pub fn measure(
                     let mut rates = Vec::new();
                     let mut speeds = Vec::new();
                     for _ in 0..s.warmup + s.samples {
-                        let speed_before = reference_speed();
+                        let speed_before = s.reference.then(reference_speed);
                         let before = ops(cpu)?;
                         let t0 = Instant::now();
                         while t0.elapsed() < s.interval {
@@ -87,7 +91,9 @@ pub fn measure(
                         let done = ops(cpu)?.saturating_sub(before);
                         rates.push(done as f64 / secs / 1e6);
                         // The host's speed over the sample: the mean of both sides.
-                        speeds.push((speed_before + reference_speed()) / 2.0);
+                        if let Some(before) = speed_before {
+                            speeds.push((before + reference_speed()) / 2.0);
+                        }
                     }
                     Ok((rates, speeds))
                 })
@@ -105,6 +111,7 @@ pub fn measure(
         .map(|i| per_producer.iter().map(|(r, _)| r[i as usize]).sum())
         .collect();
     let speeds = (s.warmup..s.warmup + s.samples)
+        .filter(|_| s.reference)
         .map(|i| {
             let v: Vec<f64> = per_producer.iter().map(|(_, sp)| sp[i as usize]).collect();
             v.iter().sum::<f64>() / v.len() as f64

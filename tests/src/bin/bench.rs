@@ -1,5 +1,6 @@
 //! The guest benchmark runner of `cargo xtask bench-vm`:
-//! `bench <smoke|quick|full> [--only bloom,bpf_loop,batch] [-p PRODUCERS] --out FILE`.
+//! `bench <smoke|quick|full> [--only bloom,bpf_loop,batch] [-p PRODUCERS] [--instruction-clock]
+//! --out FILE`.
 //! Prints progress lines on stdout and writes the results as JSON to FILE.
 use anyhow::{bail, Context, Result};
 use bpfvm_tests::bench::{self, parse_group, Plan};
@@ -10,6 +11,7 @@ fn main() -> Result<()> {
     let mut only = Vec::new();
     let mut out = None;
     let mut producers = 1;
+    let mut instruction_clock = false;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--only" => {
@@ -23,6 +25,7 @@ fn main() -> Result<()> {
                     .parse()
                     .with_context(|| format!("-p {p}: not a number of producers"))?;
             }
+            "--instruction-clock" => instruction_clock = true,
             "--out" => out = Some(args.next().context("--out needs a file")?),
             name if plan.is_none() && !name.starts_with('-') => plan = Some(name.to_string()),
             other => bail!("unexpected argument `{other}`"),
@@ -34,6 +37,9 @@ fn main() -> Result<()> {
         bail!("-p {producers}: between 1 and the guest's {cpus} CPUs (one producer per CPU)");
     }
     plan.producers = producers;
+    if instruction_clock {
+        plan.for_instruction_clock();
+    }
     let out = out.context("--out FILE is required")?;
     let results = bench::run(&plan);
     let json = serde_json::to_string_pretty(&results)?;

@@ -9,9 +9,6 @@ use super::reference;
 use super::stats::{self, median};
 use bpfvm_common::bloom_theory::{bitmap_bits, false_positive_rate};
 
-/// The half-width the quick plan aims at on the headline rows.
-pub const HEADLINE_TARGET_PCT: f64 = 5.0;
-
 /// A number with 3 significant digits (at most 3 decimals).
 pub fn num(v: f64) -> String {
     if !v.is_finite() {
@@ -58,11 +55,12 @@ pub fn render(r: &BenchReport) -> String {
     let p = &r.params;
     writeln!(
         s,
-        "- accelerator: **{}** ({})\n- {}\n- host CPU: {}\n- size: {}{}; {} boot(s) per mode; \
+        "- accelerator: **{}** ({})\n- {}\n- clock: {}\n- host CPU: {}\n- size: {}{}; {} boot(s) per mode; \
          {} producer(s); guest {} CPU(s), {}\n- wall time: {:.0} s\n",
         r.accel.name.to_uppercase(),
         r.accel.reason,
         r.accel_note,
+        r.clock.note(),
         r.host_cpu,
         p.size.name(),
         if p.only.is_empty() {
@@ -82,14 +80,15 @@ pub fn render(r: &BenchReport) -> String {
          mode's cell is the median over its boots, then every boot's figure. *cost* is the \
          retpoline time ratio (on/off for times, off/on for throughputs: above 1, retpoline is \
          slower), the ratio of the two modes' geometric means, with its 95 % confidence \
-         interval: a Welch t-interval on the logarithms over boots. The cost compares figures \
-         relative to the guest's reference speed (a user-space loop timed around every sample: \
-         under TCG the host's speed drifts by up to 2x within a boot). The verdict says \
+         interval: a Welch t-interval on the logarithms over boots. By the wall clock the cost \
+         compares figures relative to the guest's reference speed (a user-space loop timed \
+         around every sample: under TCG the host's speed drifts by up to 2x within a boot); by \
+         the instruction clock it compares the instruction counts themselves. The verdict says \
          \"retpoline costs X %\" only when the interval excludes 1, else \"no difference \
          resolved\". *±* is the interval's half-width.\n\n",
     );
     let figs = model::figures(r);
-    headline_table(&mut s, &figs);
+    headline_table(&mut s, &figs, r.clock.headline_target_pct());
     runs_table(&mut s, r);
     let mut table = "";
     for (i, f) in figs.iter().enumerate() {
@@ -149,21 +148,21 @@ fn sources(table: &str) -> &'static str {
     }
 }
 
-fn headline_table(s: &mut String, figs: &[Figure]) {
+fn headline_table(s: &mut String, figs: &[Figure], target_pct: f64) {
     let heads: Vec<&Figure> = figs.iter().filter(|f| f.headline).collect();
     if heads.is_empty() {
         return;
     }
     writeln!(
         s,
-        "## Headline rows\n\nTarget: a 95 % CI half-width of at most {HEADLINE_TARGET_PCT} %.\n\n\
+        "## Headline rows\n\nTarget: a 95 % CI half-width of at most {target_pct} %.\n\n\
          | row | boots (on/off) | cost (95 % CI) | ± | within target | verdict |\n|---|---|---|---|---|---|"
     )
     .unwrap();
     for f in heads {
         let (cost, hw) = ci_cells(f);
         let ok = f.cost().map_or("-", |c| {
-            if c.half_width_pct() <= HEADLINE_TARGET_PCT {
+            if c.half_width_pct() <= target_pct {
                 "yes"
             } else {
                 "**no**"

@@ -25,7 +25,7 @@ use crate::run::{self, Prepared, VmOptions};
 use crate::vng::Ending;
 pub use bpfvm_common::bench::Group;
 use bpfvm_common::bench_results::Results;
-pub use model::{BenchReport, HostLoad, Mode, Params, Run, Size};
+pub use model::{BenchReport, Clock, HostLoad, Mode, Params, Run, Size};
 
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
@@ -51,8 +51,8 @@ impl BenchOptions {
         }
     }
 
-    fn boots_per_mode(&self) -> u32 {
-        self.boots.unwrap_or(self.size.default_boots())
+    fn boots_per_mode(&self, clock: Clock) -> u32 {
+        self.boots.unwrap_or(self.size.default_boots(clock))
     }
 
     /// The options' own errors, before anything is installed or booted.
@@ -97,6 +97,8 @@ const BUSY_CPUS: f64 = 0.5;
 pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, PathBuf)> {
     opts.check()?;
     let p = run::prepare(&opts.vm, events)?;
+    let (opts, clock) = &measured_by(opts, &p.accel, events)?;
+    let clock = *clock;
     let ebpf_dir = build::build_ebpf(&p.tools.ebpf, events)?;
     let bin = build::build_guest_bin(&ebpf_dir, "bench", "release", events)?;
     // A smoke run (CI) must not overwrite the report of a real run.
@@ -107,7 +109,7 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
         _ => target_dir().join("bench-vm").join(&p.label),
     };
     let start = std::time::Instant::now();
-    let modes = model::schedule(opts.boots_per_mode());
+    let modes = model::schedule(opts.boots_per_mode(clock));
     let mut repeats_left = modes.len() / 2;
     let mut runs: Vec<Run> = Vec::new();
     let mut queue: std::collections::VecDeque<Mode> = modes.iter().copied().collect();
@@ -117,6 +119,7 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
             return Err(interrupted(
                 &p,
                 opts,
+                clock,
                 runs,
                 &out_dir,
                 start,
@@ -130,8 +133,10 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
             mode.cmdline_arg()
         );
         events.step(format!("{label}: {} benchmarks", opts.size.name()));
-        let mut run = one_run(&p, opts, mode, &label, &bin, &out_dir, i, events)?;
-        if run.valid && run.host.other_cpus > BUSY_CPUS && repeats_left > 0 {
+        let mut run = one_run(&p, opts, clock, mode, &label, &bin, &out_dir, i, events)?;
+        // Instruction counts do not depend on the host's load: no repeat under icount.
+        if clock == Clock::Wall && run.valid && run.host.other_cpus > BUSY_CPUS && repeats_left > 0
+        {
             repeats_left -= 1;
             run.excluded = Some(format!(
                 "busy host ({:.2} CPUs used by others): repeated",
@@ -146,9 +151,9 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
         runs.push(run);
     }
     if crate::proc::interrupted() {
-        return Err(interrupted(&p, opts, runs, &out_dir, start, 0));
+        return Err(interrupted(&p, opts, clock, runs, &out_dir, start, 0));
     }
-    let report = build_report(&p, opts, runs, start.elapsed().as_secs_f64());
+    let report = build_report(&p, opts, clock, runs, start.elapsed().as_secs_f64());
     write(&report, &out_dir)?;
     Ok((report, out_dir))
 }
@@ -158,6 +163,7 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
 fn interrupted(
     p: &Prepared,
     opts: &BenchOptions,
+    clock: Clock,
     runs: Vec<Run>,
     out_dir: &Path,
     start: std::time::Instant,
@@ -166,7 +172,7 @@ fn interrupted(
     let done = runs.len();
     let total = done + not_run;
     let partial = out_dir.join("interrupted");
-    let report = build_report(p, opts, runs, start.elapsed().as_secs_f64());
+    let report = build_report(p, opts, clock, runs, start.elapsed().as_secs_f64());
     let kept = match write(&report, &partial) {
         Ok(()) => format!("its {done} boots are in {}", partial.display()),
         Err(e) => format!("its {done} boots were not written ({e:#})"),
@@ -178,9 +184,47 @@ fn interrupted(
     )
 }
 
+/// Under TCG the guest's clock counts instructions (`-icount` on one vCPU); under KVM it
+/// keeps real time. Returns the options the boots run with.
+///
+/// Why: under TCG a wall-clock figure is the emulator's speed of the moment, which drifts by
+/// up to 2x within one boot on a quiet host (see the README), while TCG models no
+/// speculation, so instructions are all that retpoline costs there. A shell loop timed by
+/// the 6.1 guest under `-icount shift=0,sleep=off` with one vCPU read the same figure to
+/// 0.01 % across boots; with two vCPUs (round-robin in one host thread) the kernel's own
+/// bench did not finish in 600 s (issue 21).
+fn measured_by(
+    opts: &BenchOptions,
+    accel: &crate::accel::Accel,
+    events: &Events,
+) -> Result<(BenchOptions, Clock)> {
+    if accel.is_kvm() {
+        return Ok((opts.clone(), Clock::Wall));
+    }
+    if opts.producers > 1 {
+        bail!(
+            "-p {}: under TCG bench-vm counts instructions (qemu's -icount), which runs one \
+             vCPU, so producers would take turns on it; use -p 1 (parallel producers need KVM)",
+            opts.producers
+        );
+    }
+    let mut opts = opts.clone();
+    if opts.vm.cpus != 1 {
+        events.note(format!(
+            "TCG: the guest gets 1 vCPU (not --cpus {}) so that its clock counts instructions \
+             (qemu -icount)",
+            opts.vm.cpus
+        ));
+        opts.vm.cpus = 1;
+    }
+    opts.vm.qemu_opts = model::ICOUNT_QEMU_OPTS.map(String::from).to_vec();
+    Ok((opts, Clock::Icount))
+}
+
 fn build_report(
     p: &Prepared,
     opts: &BenchOptions,
+    clock: Clock,
     runs: Vec<Run>,
     wall_time_s: f64,
 ) -> BenchReport {
@@ -195,7 +239,7 @@ fn build_report(
     };
     BenchReport {
         format: model::FORMAT,
-        clock: model::Clock::Wall,
+        clock,
         kernel: p.label.clone(),
         release: p.tree.release.clone(),
         accel: AccelInfo::from(&p.accel),
@@ -207,7 +251,7 @@ fn build_report(
             producers: opts.producers,
             cpus: opts.vm.cpus,
             memory: opts.vm.memory.clone(),
-            boots_per_mode: opts.boots_per_mode(),
+            boots_per_mode: opts.boots_per_mode(clock),
         },
         wall_time_s,
         runs,
@@ -225,8 +269,11 @@ pub fn write(r: &BenchReport, dir: &Path) -> Result<()> {
 }
 
 /// The guest runner's arguments after the plan name.
-fn runner_args(opts: &BenchOptions) -> Vec<String> {
+fn runner_args(opts: &BenchOptions, clock: Clock) -> Vec<String> {
     let mut args = Vec::new();
+    if clock == Clock::Icount {
+        args.push("--instruction-clock".to_string());
+    }
     if !opts.only.is_empty() {
         let names: Vec<&str> = opts.only.iter().map(|g| g.name()).collect();
         args.extend(["--only".to_string(), names.join(",")]);
@@ -278,6 +325,7 @@ fn loadavg_1m() -> f64 {
 fn one_run(
     p: &Prepared,
     opts: &BenchOptions,
+    clock: Clock,
     mode: Mode,
     label: &str,
     bin: &Path,
@@ -294,7 +342,7 @@ fn one_run(
             shared,
             bin,
             opts.size.name(),
-            &runner_args(opts),
+            &runner_args(opts, clock),
             &out,
             &shared.join(RC),
         ),

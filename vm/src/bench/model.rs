@@ -31,13 +31,15 @@ impl Size {
     }
 
     /// Boots per mode unless `--boots` says otherwise.
-    pub fn default_boots(self) -> u32 {
-        match self {
-            Size::Smoke => 1,
+    pub fn default_boots(self, clock: Clock) -> u32 {
+        match (self, clock) {
+            (Size::Smoke, _) => 1,
+            // Instruction counts repeat across boots: two per mode give an interval.
+            (_, Clock::Icount) => 2,
             // 8 boots with 64 B rows took 65 s each under TCG here; 10 without them fit the
             // 10-minute budget (see the README's Benchmarks section).
-            Size::Quick => 5,
-            Size::Full => 3,
+            (Size::Quick, Clock::Wall) => 5,
+            (Size::Full, Clock::Wall) => 3,
         }
     }
 }
@@ -165,7 +167,31 @@ impl Clock {
             Clock::Icount => "icount",
         }
     }
+
+    /// What the clock means for the figures, for the report's header.
+    pub fn note(self) -> &'static str {
+        match self {
+            Clock::Wall => "wall: the guest clock follows real time; figures are times and rates",
+            Clock::Icount => {
+                "icount: qemu's -icount shift=0,sleep=off, one virtual nanosecond per guest \
+                 instruction on one vCPU; figures are instruction counts, exact whatever the \
+                 host does"
+            }
+        }
+    }
+
+    /// The headline rows' target half-width (95 %), in percent.
+    pub fn headline_target_pct(self) -> f64 {
+        match self {
+            Clock::Wall => 5.0,
+            Clock::Icount => 1.0,
+        }
+    }
 }
+
+/// qemu's arguments for [`Clock::Icount`]: shift=0 is one ns per instruction; sleep=off lets
+/// an idle guest's clock jump instead of waiting in real time.
+pub const ICOUNT_QEMU_OPTS: [&str; 2] = ["-icount", "shift=0,sleep=off"];
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchReport {
@@ -339,7 +365,7 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
                     if lookup { "lookup" } else { "update" }
                 ),
                 table,
-                unit: "M ops/s",
+                unit: RATE,
                 params: format!("k={k}, {n} entries, {vs} B"),
                 better: Better::Higher,
                 headline: headline(table, (k, n, vs)),
@@ -377,7 +403,7 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
                     if with { "with bloom" } else { "without bloom" }
                 ),
                 table,
-                unit: "M ops/s",
+                unit: RATE,
                 params: format!("k={k}, {n} entries, 8 B"),
                 better: Better::Higher,
                 headline: false,
@@ -398,7 +424,7 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
         out.push(Figure {
             key: format!("bpf_loop nr_loops={n}"),
             table: BPF_LOOP,
-            unit: "ns per iteration",
+            unit: LATENCY,
             params: format!("nr_loops={n}"),
             better: Better::Lower,
             headline: headline(BPF_LOOP, (n, 0, 0)),
@@ -432,7 +458,7 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
                     }
                 ),
                 table,
-                unit: "ms per dump",
+                unit: DUMP,
                 params: format!("buffer {b}"),
                 better: Better::Lower,
                 headline: batch && headline(BATCH_DUMP, (b, 0, 0)),
@@ -443,8 +469,35 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
             });
         }
     }
-    out
+    match r.clock {
+        Clock::Wall => out,
+        Clock::Icount => out.into_iter().map(in_instructions).collect(),
+    }
 }
+
+/// Relabels a figure timed by the instruction clock: a virtual nanosecond is one guest
+/// instruction, so a rate becomes instructions per operation and a time an instruction count.
+/// The reference speed is a constant of this clock (the loop's instructions per iteration),
+/// so the figures compare as they are; the threads' wall-clock figures do not compare.
+fn in_instructions(mut f: Figure) -> Figure {
+    let per_op = |p: &Pair| Pair {
+        on: p.on.iter().map(|x| 1000.0 / x).collect(),
+        off: p.off.iter().map(|x| 1000.0 / x).collect(),
+    };
+    (f.unit, f.values, f.better) = match f.unit {
+        RATE => ("instructions per op", per_op(&f.values), Better::Lower),
+        LATENCY => ("instructions per iteration", f.values, f.better),
+        DUMP => ("M instructions per dump", f.values, f.better),
+        other => (other, f.values, f.better),
+    };
+    f.relative = f.values.clone();
+    f.thread = None;
+    f
+}
+
+const RATE: &str = "M ops/s";
+const LATENCY: &str = "ns per iteration";
+const DUMP: &str = "ms per dump";
 
 /// The distinct items in first-seen order.
 fn unique<T: PartialEq>(items: impl Iterator<Item = T>) -> Vec<T> {
@@ -467,6 +520,30 @@ mod tests {
         assert_eq!(schedule(2), vec![Retpoline, Off, Retpoline, Off]);
         assert_eq!(schedule(1), vec![Retpoline, Off]);
         assert_eq!(schedule(0), vec![Retpoline, Off]);
+    }
+
+    #[test]
+    fn instruction_clock_figures_are_instructions_per_op() {
+        let mut r: BenchReport =
+            serde_json::from_str(include_str!("../../tests/data/bench-6.1-quick.json")).unwrap();
+        let wall = figures(&r);
+        r.clock = Clock::Icount;
+        let icount = figures(&r);
+        let find = |f: &[Figure], key: &str| f.iter().find(|x| x.key == key).unwrap().clone();
+        let (w, i) = (
+            find(&wall, "bloom lookup k=3 entries=50000 value=8B"),
+            find(&icount, "bloom lookup k=3 entries=50000 value=8B"),
+        );
+        assert_eq!((w.unit, i.unit), ("M ops/s", "instructions per op"));
+        assert_eq!(i.better, Better::Lower);
+        assert_eq!(i.values.on[0], 1000.0 / w.values.on[0]);
+        assert_eq!(i.relative, i.values);
+        assert_eq!(i.thread, None);
+        let units: Vec<&str> = icount.iter().map(|f| f.unit).collect();
+        assert!(units.contains(&"instructions per iteration"));
+        assert!(units.contains(&"M instructions per dump"));
+        let timed = |u: &&str| u.split(' ').any(|w| ["ns", "ms", "ops/s"].contains(&w));
+        assert!(!units.iter().any(timed), "{units:?}");
     }
 
     #[test]

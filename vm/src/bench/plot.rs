@@ -53,6 +53,13 @@ fn title(r: &BenchReport, what: &str) -> String {
     )
 }
 
+/// The unit of a table's figures (they share one).
+fn unit(figs: &[Figure], table: &str) -> &'static str {
+    figs.iter()
+        .find(|f| f.table == table)
+        .map_or("", |f| f.unit)
+}
+
 /// bpf_loop ns/op against nr_loops (log x), both modes.
 fn bpf_loop(r: &BenchReport, figs: &[Figure], path: &Path) -> Result<()> {
     let s = series(figs, model::BPF_LOOP, |f| param(f, "nr_loops"));
@@ -60,7 +67,7 @@ fn bpf_loop(r: &BenchReport, figs: &[Figure], path: &Path) -> Result<()> {
         path,
         &title(r, "bpf_loop latency"),
         "nr_loops",
-        "ns per loop iteration",
+        unit(figs, model::BPF_LOOP),
         true,
         &s,
     )
@@ -92,7 +99,7 @@ fn bloom(r: &BenchReport, figs: &[Figure], path: &Path) -> Result<()> {
         path,
         &title(r, &what),
         "hash functions",
-        "M ops/s",
+        unit(figs, model::BLOOM_LOOKUP),
         false,
         &all,
     )

@@ -491,6 +491,7 @@ fn ctrl_c_stops_bench_vm_and_keeps_the_last_report() {
     let memory = "1043M";
     let dir = bpfvm_host::paths::target_dir().join("bench-vm/6.1-smoke");
     let before = std::fs::read(dir.join("report.json")).ok();
+    let kept = std::fs::read(dir.join("guest-1-retpoline/shared/bench.json")).ok();
     let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
         .args(["bench-vm", "--smoke", "--kernel", "6.1", "--memory", memory])
         .env(TAG, memory)
@@ -519,7 +520,12 @@ fn ctrl_c_stops_bench_vm_and_keeps_the_last_report() {
     );
     assert!(!rest.iter().any(|l| l.contains("==> booting")), "{rest:?}");
     assert_eq!(std::fs::read(dir.join("report.json")).ok(), before);
+    assert_eq!(
+        std::fs::read(dir.join("guest-1-retpoline/shared/bench.json")).ok(),
+        kept
+    );
     assert!(dir.join("interrupted/report.json").is_file());
+    assert!(dir.join("interrupted/guest-1-retpoline").is_dir());
     assert_eq!(
         leftovers_after(memory, Duration::from_secs(5)),
         Vec::<String>::new()

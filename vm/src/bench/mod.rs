@@ -158,6 +158,9 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
     Ok((report, out_dir))
 }
 
+/// Where an interrupted run leaves its boots, inside the output directory.
+const INTERRUPTED: &str = "interrupted";
+
 /// Ctrl-C or SIGTERM: the boots done so far go to `<out_dir>/interrupted/`, never over the
 /// last complete report, and the error says where.
 fn interrupted(
@@ -171,7 +174,7 @@ fn interrupted(
 ) -> anyhow::Error {
     let done = runs.len();
     let total = done + not_run;
-    let partial = out_dir.join("interrupted");
+    let partial = out_dir.join(INTERRUPTED);
     let report = build_report(p, opts, clock, runs, start.elapsed().as_secs_f64());
     let kept = match write(&report, &partial) {
         Ok(()) => format!("its {done} boots are in {}", partial.display()),
@@ -409,8 +412,14 @@ fn one_run(
     for skip in &results.skipped {
         events.note(format!("{label}: skipped {skip}"));
     }
+    // An interrupted boot's files go with the partial report, not over the last complete run's.
+    let keep_in = if crate::proc::interrupted() {
+        out_dir.join(INTERRUPTED)
+    } else {
+        out_dir.to_path_buf()
+    };
     files.keep(
-        &out_dir.join(format!("guest-{}-{}", index + 1, mode.name())),
+        &keep_in.join(format!("guest-{}-{}", index + 1, mode.name())),
         events,
     );
     Ok(Run {

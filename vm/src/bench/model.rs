@@ -34,8 +34,11 @@ impl Size {
     pub fn default_boots(self, clock: Clock) -> u32 {
         match (self, clock) {
             (Size::Smoke, _) => 1,
-            // Instruction counts repeat across boots: two per mode give an interval.
-            (_, Clock::Icount) => 2,
+            // Instruction counts repeat across boots to about 0.01 %, but bench-compare's
+            // simultaneous intervals need degrees of freedom: over 36 row-modes (each at
+            // 99.86 %) the t quantile is about 460 with 2 boots per mode (1 df; a 0.01 % spread
+            // gives intervals of several %), about 8 with 3 (about 4 df).
+            (_, Clock::Icount) => 3,
             // 8 boots with 64 B rows took 65 s each under TCG here; 10 without them fit the
             // 10-minute budget (see the README's Benchmarks section).
             (Size::Quick, Clock::Wall) => 5,

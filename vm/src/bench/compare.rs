@@ -451,6 +451,44 @@ mod tests {
         );
     }
 
+    /// Two `bench-vm --quick` runs of identical code under TCG's instruction clock, one after
+    /// the other on a quiet host (see the README's Benchmarks section).
+    fn icount_runs() -> (BenchReport, BenchReport) {
+        (
+            serde_json::from_str(include_str!(
+                "../../tests/data/bench-6.1-quick-icount-a.json"
+            ))
+            .unwrap(),
+            serde_json::from_str(include_str!(
+                "../../tests/data/bench-6.1-quick-icount-b.json"
+            ))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn two_recorded_instruction_clock_runs_of_identical_code_pass_even_at_1_percent() {
+        let (a, b) = icount_runs();
+        assert_eq!(
+            (a.clock, b.clock),
+            (model::Clock::Icount, model::Clock::Icount)
+        );
+        let c = compare(&a, &b, 1.0).unwrap();
+        assert!(c.rows.len() >= 30, "{} rows", c.rows.len());
+        assert!(c.passed(), "{:?} {:?}", c.regressed(), c.problems);
+    }
+
+    #[test]
+    fn in_instructions_a_planted_2_percent_regression_fails_naming_that_row() {
+        let (a, mut b) = icount_runs();
+        let key = "bloom lookup k=3 entries=50000 value=8B";
+        // Throughput over 1.02: 2 % more instructions per lookup.
+        scale(&mut b, key, Mode::Retpoline, 1.0 / 1.02);
+        let c = compare(&a, &b, 1.0).unwrap();
+        assert_eq!(c.regressed(), [format!("{key} (spectre_v2=retpoline)")]);
+        assert!(!c.passed());
+    }
+
     /// Draws from N(0, 1) (Box-Muller).
     fn normal(rng: &mut TestRng) -> f64 {
         let u = |rng: &mut TestRng| ((rng.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;

@@ -245,6 +245,9 @@ impl RunDir {
     /// moved its files there at the same moment, this run's stay in their own directory.
     pub(crate) fn keep(self, dest: &Path, events: &Events) {
         let _ = std::fs::remove_dir_all(dest);
+        if let Some(parent) = dest.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
         let kept = self.dir.keep();
         if let Err(e) = std::fs::rename(&kept, dest) {
             events.warn(format!(

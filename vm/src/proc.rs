@@ -82,32 +82,11 @@ pub struct Group {
 impl Group {
     /// Spawns `cmd` as the leader of a new process group with piped stdout/stderr and no stdin.
     ///
-    /// As root, the command runs as the first process of a new PID namespace (util-linux
-    /// `unshare --pid --fork --kill-child`): when that process dies the kernel kills every
-    /// process in the namespace (`zap_pid_ns_processes`, kernel/pid_namespace.c). The leader
-    /// gets a parent-death signal, so a SIGKILLed runner takes the namespace and the VM with
-    /// it. Without root, only the group kill and the parent-death signal of the leader apply.
+    /// The command dies with the runner ([`dies_with_us`]): a SIGKILLed runner takes the VM
+    /// with it.
     pub fn spawn(cmd: &mut Command) -> std::io::Result<Self> {
         become_subreaper();
-        // SAFETY: geteuid has no preconditions.
-        let mut cmd = if unsafe { libc::geteuid() } == 0 {
-            in_pid_namespace(cmd)
-        } else {
-            std::mem::replace(cmd, Command::new(cmd.get_program()))
-        };
-        // SAFETY: getpid is async-signal-safe; read before the fork.
-        let parent = unsafe { libc::getpid() };
-        // SAFETY: between fork and exec only async-signal-safe calls (prctl, getppid).
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                // The parent may have died before the prctl: then nobody would kill us.
-                if libc::getppid() != parent {
-                    return Err(std::io::Error::other("the parent exited"));
-                }
-                Ok(())
-            });
-        }
+        let mut cmd = dies_with_us(cmd);
         let mut child = cmd
             .process_group(0)
             .stdin(Stdio::null())
@@ -198,13 +177,24 @@ impl Drop for Group {
     }
 }
 
-/// `cmd` as the first process of a new PID namespace, torn down when `unshare` dies.
-fn in_pid_namespace(cmd: &Command) -> Command {
-    let mut wrapped = Command::new("unshare");
-    wrapped
-        .args(["--pid", "--fork", "--kill-child", "--"])
-        .arg(cmd.get_program())
-        .args(cmd.get_args());
+/// `cmd` (its program, arguments, environment and directory; not its stdio, which the caller
+/// sets) rebuilt so that it and what it starts die with this process, even by SIGKILL: as
+/// root in a new PID namespace (util-linux `unshare --pid --fork --kill-child`), which the
+/// kernel tears down with its first process (`zap_pid_ns_processes`, kernel/pid_namespace.c),
+/// and with a parent-death signal on the process we start. Without root only that process
+/// gets the signal. The thread that spawns it must outlive it (the signal follows the
+/// thread): every caller waits for its child on the thread that started it.
+pub(crate) fn dies_with_us(cmd: &Command) -> Command {
+    // SAFETY: geteuid has no preconditions.
+    let mut wrapped = if unsafe { libc::geteuid() } == 0 {
+        let mut w = Command::new("unshare");
+        w.args(["--pid", "--fork", "--kill-child", "--"])
+            .arg(cmd.get_program());
+        w
+    } else {
+        Command::new(cmd.get_program())
+    };
+    wrapped.args(cmd.get_args());
     for (k, v) in cmd.get_envs() {
         match v {
             Some(v) => wrapped.env(k, v),
@@ -213,6 +203,19 @@ fn in_pid_namespace(cmd: &Command) -> Command {
     }
     if let Some(dir) = cmd.get_current_dir() {
         wrapped.current_dir(dir);
+    }
+    // SAFETY: getpid is async-signal-safe; read before the fork.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: between fork and exec only async-signal-safe calls (prctl, getppid).
+    unsafe {
+        wrapped.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            // The parent may have died before the prctl: then nobody would kill us.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("the parent exited"));
+            }
+            Ok(())
+        });
     }
     wrapped
 }

@@ -56,20 +56,21 @@ fn lock_until(file: &File, on_wait: impl FnOnce(), stop: impl Fn() -> bool) -> R
     }
 }
 
-/// Runs `cmd` (in its own process group) to its end, like [`Command::status`].
-pub fn status(cmd: &mut Command) -> Result<ExitStatus> {
-    let mut child = spawn(cmd)?;
+/// Runs `cmd` (in its own process group) to its end, like [`Command::status`], its stdout
+/// and stderr to `out` and `err`.
+pub fn status(cmd: &Command, out: Stdio, err: Stdio) -> Result<ExitStatus> {
+    let mut child = spawn(cmd, out, err)?;
     wait_until(&mut child, interrupted)
 }
 
 /// Runs `cmd` (in its own process group) capturing stdout and stderr, like
 /// [`Command::output`].
-pub fn output(cmd: &mut Command) -> Result<Output> {
+pub fn output(cmd: &Command) -> Result<Output> {
     output_until(cmd, interrupted)
 }
 
-fn output_until(cmd: &mut Command, stop: impl Fn() -> bool) -> Result<Output> {
-    let mut child = spawn(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()))?;
+fn output_until(cmd: &Command, stop: impl Fn() -> bool) -> Result<Output> {
+    let mut child = spawn(cmd, Stdio::piped(), Stdio::piped())?;
     let readers = [
         child
             .stdout
@@ -99,10 +100,17 @@ fn output_until(cmd: &mut Command, stop: impl Fn() -> bool) -> Result<Output> {
 }
 
 /// Its own process group, so that killing it reaches what it started (apt's methods, pip's
-/// and cargo's children) and a Ctrl-C at the terminal reaches only us: we stop it.
-fn spawn(cmd: &mut Command) -> std::io::Result<Child> {
+/// and cargo's children) and a Ctrl-C at the terminal reaches only us: we stop it. And it
+/// dies with us ([`crate::proc::dies_with_us`]): a SIGKILLed runner leaves no dpkg-deb's tar
+/// extracting into the cache behind it. No stdin: none of these tools may ask.
+fn spawn(cmd: &Command, out: Stdio, err: Stdio) -> std::io::Result<Child> {
     use std::os::unix::process::CommandExt;
-    cmd.process_group(0).spawn()
+    crate::proc::dies_with_us(cmd)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
 }
 
 fn wait_until(child: &mut Child, stop: impl Fn() -> bool) -> Result<ExitStatus> {
@@ -160,38 +168,94 @@ mod tests {
         move || start.elapsed() >= after
     }
 
+    /// The processes whose command line is `argv` (NULs between words), but zombies.
+    fn running(argv: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            if cmdline == argv.as_bytes() && !stat.contains(") Z ") {
+                found.push(e.file_name().to_string_lossy().into_owned());
+            }
+        }
+        found
+    }
+
     #[test]
     fn an_interrupt_kills_the_child_and_what_it_started_within_two_seconds() {
-        let t = tempfile::tempdir().unwrap();
-        let pidfile = t.path().join("grandchild");
+        // A grandchild known by its argument (its pid may be another PID namespace's).
+        let secs = format!("600.{}", std::process::id());
+        let argv = format!("sleep\0{secs}\0");
         let start = Instant::now();
         // The child ignores SIGTERM (so it takes the SIGKILL) and starts a grandchild.
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
-            .arg(format!(
-                "trap '' TERM; sleep 60 & echo $! > {}; wait",
-                pidfile.display()
-            ))
-            .stdin(Stdio::null());
-        let e = output_until(&mut cmd, raised_after(Duration::from_millis(300))).unwrap_err();
+            .arg(format!("trap '' TERM; sleep {secs} & wait"));
+        let stop = || {
+            // Interrupt once the grandchild runs.
+            !running(&argv).is_empty() || start.elapsed() > Duration::from_secs(5)
+        };
+        let e = output_until(&cmd, stop).unwrap_err();
         assert!(e.is::<Interrupted>(), "{e:#}");
         assert!(
-            start.elapsed() < Duration::from_secs(2),
+            start.elapsed() < Duration::from_secs(7),
             "{:?}",
             start.elapsed()
         );
-        let pid: i32 = std::fs::read_to_string(&pidfile)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
         std::thread::sleep(Duration::from_millis(100));
-        // SAFETY: signal 0 only checks whether the pid exists.
-        let alive = unsafe { libc::kill(pid, 0) } == 0
-            && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .unwrap_or_default()
-                .contains(") Z ");
-        assert!(!alive, "the grandchild sleep {pid} outlived the interrupt");
+        assert_eq!(
+            running(&argv),
+            Vec::<String>::new(),
+            "the grandchild outlived the interrupt"
+        );
+    }
+
+    /// A runner killed outright (SIGKILL, no chance to clean up) takes its child and what
+    /// the child started with it: dpkg-deb's tar must not go on writing into the cache. The
+    /// runner is this test binary again, running [`stand_in_runner`].
+    #[test]
+    fn a_child_dies_with_its_runner_and_takes_its_own_children() {
+        let secs = format!("600.{}1", std::process::id());
+        let argv = format!("sleep\0{secs}\0");
+        let mut runner = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "wait::tests::stand_in_runner", "--ignored"])
+            .env(RUNNER_SECS, &secs)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while running(&argv).is_empty() {
+            if start.elapsed() > Duration::from_secs(10) {
+                runner.kill().unwrap();
+                panic!("the grandchild never ran");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        runner.kill().unwrap();
+        runner.wait().unwrap();
+        let start = Instant::now();
+        while !running(&argv).is_empty() && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(running(&argv), Vec::<String>::new(), "outlived the runner");
+    }
+
+    const RUNNER_SECS: &str = "BPFVM_TEST_STAND_IN_RUNNER";
+
+    /// Not a test: the runner of the test above, which starts a child as `spawn` does and
+    /// waits to be killed.
+    #[test]
+    #[ignore = "run by a_child_dies_with_its_runner_and_takes_its_own_children"]
+    fn stand_in_runner() {
+        let Some(secs) = std::env::var_os(RUNNER_SECS) else {
+            return;
+        };
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(format!("sleep {} & wait", secs.to_string_lossy()));
+        // Waits for what is never going to end: the test kills this process meanwhile.
+        let mut child = spawn(&c, Stdio::null(), Stdio::null()).unwrap();
+        child.wait().unwrap();
     }
 
     #[test]

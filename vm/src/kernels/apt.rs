@@ -243,7 +243,7 @@ pub fn run_raw(
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
     }
-    let out = crate::wait::output(&mut cmd).map_err(|e| {
+    let out = crate::wait::output(&cmd).map_err(|e| {
         let missing = e
             .downcast_ref::<std::io::Error>()
             .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound);

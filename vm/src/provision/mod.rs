@@ -21,7 +21,7 @@ mod venv;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
@@ -218,7 +218,7 @@ pub(crate) fn run_logged(cmd: &mut Command, shown: &str, log: &Path) -> Result<(
     }
     let f = File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let f2 = f.try_clone()?;
-    let status = crate::wait::status(cmd.stdin(Stdio::null()).stdout(f).stderr(f2))
+    let status = crate::wait::status(cmd, f.into(), f2.into())
         .with_context(|| format!("running `{shown}`"))?;
     if status.success() {
         return Ok(());

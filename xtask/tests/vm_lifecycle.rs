@@ -74,7 +74,13 @@ fn the_leftover_check_sees_a_process_left_behind() {
         .env(TAG, "leftover-check")
         .spawn()
         .unwrap();
-    let found = leftovers("leftover-check");
+    // Until the child has exec'd, /proc shows the test's own command line and environment.
+    let start = Instant::now();
+    let mut found = leftovers("leftover-check");
+    while found.is_empty() && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+        found = leftovers("leftover-check");
+    }
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();
     assert_eq!(found, ["sleep 30 "]);

@@ -12,7 +12,7 @@ use crate::expect::{self, Expectation, Mismatch, Probe};
 use crate::guest::files;
 use crate::guest_files;
 use crate::health::{Health, Judged};
-use crate::vng::FailedBoot;
+use crate::vng::{Ending, FailedBoot, RunOutcome};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -112,6 +112,17 @@ pub struct Timings {
 }
 
 impl Timings {
+    /// The phases of a run: `prepare` and `build` timed by the caller, the rest by the VM.
+    pub fn of(prepare: std::time::Duration, build: std::time::Duration, vm: &RunOutcome) -> Self {
+        Self {
+            prepare_s: Some(prepare.as_secs_f64()),
+            build_s: Some(build.as_secs_f64()),
+            boot_s: vm.boot.map(|d| d.as_secs_f64()),
+            tests_s: vm.guest.map(|d| d.as_secs_f64()),
+            shutdown_s: vm.shutdown().map(|d| d.as_secs_f64()),
+        }
+    }
+
     /// "build 12.0 s, boot 6.1 s, ..." for the phases that ran.
     pub fn describe(&self) -> String {
         [
@@ -138,6 +149,24 @@ pub struct VmInfo {
     /// Boots that failed before the guest script started and were retried (TCG only).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub retries: Vec<FailedBoot>,
+}
+
+impl VmInfo {
+    /// How the VM of `vm` ended: `exited` when the guest script exited 0, else the diagnosis'
+    /// first line with the console tail.
+    pub fn of(vm: &RunOutcome) -> Self {
+        let ok = vm.ending == Ending::Exited(0);
+        Self {
+            ending: if ok {
+                "exited".into()
+            } else {
+                vm.diagnosis().lines().next().unwrap_or("").to_string()
+            },
+            wall_time_s: vm.elapsed.as_secs_f64(),
+            console_tail: if ok { vec![] } else { vm.console_tail.clone() },
+            retries: vm.retries.clone(),
+        }
+    }
 }
 
 impl Report {

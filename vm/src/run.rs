@@ -363,23 +363,8 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         expected_features: Some(p.expected.clone()),
         feature_mismatches: verdict.mismatches,
         kernel_splats: health.splats,
-        vm: VmInfo {
-            ending: if vm_ok { "exited".into() } else { ending },
-            wall_time_s: outcome.elapsed.as_secs_f64(),
-            console_tail: if vm_ok {
-                vec![]
-            } else {
-                outcome.console_tail.clone()
-            },
-            retries: outcome.retries.clone(),
-        },
-        timings: Timings {
-            prepare_s: Some(prepared.as_secs_f64()),
-            build_s: Some(built.as_secs_f64()),
-            boot_s: outcome.boot.map(|d| d.as_secs_f64()),
-            tests_s: outcome.guest.map(|d| d.as_secs_f64()),
-            shutdown_s: outcome.shutdown().map(|d| d.as_secs_f64()),
-        },
+        vm: VmInfo::of(&outcome),
+        timings: Timings::of(prepared, built, &outcome),
         summary: report::summarize(&tests),
         tests,
     };

@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 nightly="${BPFVM_NIGHTLY:?set BPFVM_NIGHTLY to a dated nightly, e.g. nightly-2026-05-20}"
-llvm=22 # vm/src/provision/mod.rs: LLVM_PREFIX
+llvm=22 # vm/src/machine/provision/mod.rs: LLVM_PREFIX
 tmp="${RUNNER_TEMP:-/tmp}"
 
 echo "::group::KVM"

@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use bpfvm_host::accel::Choice;
 use bpfvm_host::health::Health;
+use bpfvm_host::options::Choice;
+use bpfvm_host::options::VmOptions;
 use bpfvm_host::output::Events;
-use bpfvm_host::run::VmOptions;
 use bpfvm_host::vng::{Ending, RunOutcome};
 use clap::Args;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};

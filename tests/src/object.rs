@@ -99,7 +99,7 @@ pub fn load(bytes: &[u8]) -> Result<Ebpf> {
 /// The running kernel's BTF, parsed once per process and only read afterwards. aya 0.14's
 /// `Ebpf::load` parses `/sys/kernel/btf/vmlinux` (megabytes) twice per object, once in
 /// `EbpfLoader::new`, which has no way around it. `vm-test` runs the tests with a copy at
-/// `$BPFVM_KERNEL_BTF` and the sysfs file reading empty (vm/src/guest.rs), so that the loader's
+/// `$BPFVM_KERNEL_BTF` and the sysfs file reading empty (vm/src/machine/guest.rs), so that the loader's
 /// own parse fails at once and this copy is the only one parsed.
 fn kernel_btf() -> Option<&'static Btf> {
     static BTF: OnceLock<Option<Btf>> = OnceLock::new();

@@ -1,23 +1,25 @@
-//! Host side of bpfvm. Each module does one step of a run; see the README's "How a run flows".
-pub mod accel;
-pub mod bench;
-pub mod build;
-pub mod crate_test;
-pub mod custom;
-pub mod exec;
-pub mod expect;
-pub mod guest;
-pub mod guest_files;
-pub mod health;
-pub mod input;
-pub mod kernels;
-pub mod output;
-pub mod paths;
-pub mod proc;
-pub mod provision;
-pub mod report;
-pub mod run;
-pub mod shell;
+//! Host side of bpfvm, in layers: each folder imports only from the folders below it, and
+//! `vm/tests/layers.rs` fails when an import runs upward or two modules import each other. See
+//! `docs/architecture.md`.
+//!
+//! | layer | modules | what they are |
+//! | --- | --- | --- |
+//! | `flows` | `run`, `exec`, `crate_test`, `bench` | a command from start to end: prepare, build, boot, judge, write |
+//! | `results` | `report`, `health` | the guest's files and kernel log turned into verdicts and rendered |
+//! | `machine` | `provision`, `build`, `accel`, `guest`, `vng` | what installs, builds and boots |
+//! | `domain` | `options`, `kernels`, `custom`, `expect` | the user's input checked, pins, kernel trees, expectations |
+//! | `support` | `paths`, `fs`, `shell`, `proc`, `wait`, `output`, `guest_files` | leaves: files, processes, events |
+//!
+//! `ui` renders the events for the CLIs; nothing in the library imports it.
+mod domain;
+mod flows;
+mod machine;
+mod results;
+mod support;
 pub mod ui;
-pub mod vng;
-pub mod wait;
+
+pub use domain::{custom, expect, kernels, options};
+pub use flows::{bench, crate_test, exec, run};
+pub use machine::{accel, build, guest, provision, vng};
+pub use results::{health, report};
+pub use support::{fs, guest_files, output, paths, proc, shell, wait};

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use bpfvm_host::accel::Choice;
 use bpfvm_host::bench::stats;
+use bpfvm_host::options::Choice;
 use bpfvm_host::output::Events;
 use bpfvm_host::report::Report;
 use xshell::{cmd, Shell};

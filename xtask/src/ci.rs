@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
-use bpfvm_host::accel::Choice;
+use bpfvm_host::options::Choice;
+use bpfvm_host::options::VmOptions;
 use bpfvm_host::output::Events;
 use bpfvm_host::paths::workspace_root;
-use bpfvm_host::run::{self, TestOptions, VmOptions};
+use bpfvm_host::run::{self, TestOptions};
 use bpfvm_host::{build, provision};
 
 /// The outcome of one step, for the closing summary.
@@ -111,7 +112,7 @@ pub fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
                     "--",
                     "--ignored",
                     "--exact",
-                    "kernels::tests::two_concurrent_fetches_share_one_cache",
+                    "domain::kernels::tests::two_concurrent_fetches_share_one_cache",
                 ],
                 None,
             )

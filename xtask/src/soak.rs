@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
+use bpfvm_host::options::VmOptions;
 use bpfvm_host::output::Events;
-use bpfvm_host::run::VmOptions;
 use bpfvm_host::vng::Ending;
 
 pub struct Options {

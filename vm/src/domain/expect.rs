@@ -15,7 +15,6 @@ use bpfvm_common::features::{self, Expected};
 use serde::{Deserialize, Serialize};
 
 use crate::kernels::Pin;
-use crate::report::{Outcome, TestResult};
 
 /// One probe's answer, as the guest's probe binary writes it into `features.json`:
 /// `{"name": {"answer": "present"}}`, `{"answer": "absent", "detail": "..."}`, or
@@ -134,23 +133,23 @@ pub fn entry_name(feature: &str) -> String {
     format!("feature:{feature}")
 }
 
-fn failure(name: String, reason: String) -> TestResult {
-    TestResult {
-        name,
-        outcome: Outcome::Fail,
-        reason: Some(reason),
-        duration_ms: 0,
-        kernel_splats: vec![],
-    }
+/// A feature entry that fails the run: the probe erred, the feature is expected but absent,
+/// the guest did not probe it, or the table does not know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The report entry's name (`entry_name`).
+    pub entry: String,
+    pub reason: String,
+}
+
+fn failure(entry: String, reason: String) -> Failure {
+    Failure { entry, reason }
 }
 
 /// The probes against the expectation: the mismatches for `report.json`, and a failing entry
 /// for each feature whose probe erred, that is expected but absent, that the guest did not
 /// probe, or that the table does not know.
-pub fn check(
-    exp: &Expectation,
-    probes: &BTreeMap<String, Probe>,
-) -> (Vec<Mismatch>, Vec<TestResult>) {
+pub fn check(exp: &Expectation, probes: &BTreeMap<String, Probe>) -> (Vec<Mismatch>, Vec<Failure>) {
     let mut mismatches = Vec::new();
     let mut entries = Vec::new();
     for row in features::EXPECTED {
@@ -191,34 +190,29 @@ pub fn check(
     (mismatches, entries)
 }
 
-/// A test skipped because feature `feature` is missing: a failure when the kernel should have
-/// it, else a skip whose reason says why the kernel is not expected to have it.
+/// A test skipped because feature `feature` is missing: `Err` (a failure, with its reason) when
+/// the kernel should have it, else `Ok` with a skip reason that says why the kernel is not
+/// expected to have it.
 pub fn judge_skip(
     exp: &Expectation,
     probes: &BTreeMap<String, Probe>,
     feature: &str,
     reason: &str,
-) -> (Outcome, String) {
+) -> Result<String, String> {
     let Some(row) = features::find(feature) else {
-        return (
-            Outcome::Fail,
-            format!(
-                "skipped for {feature}, which has no row in the expected-features table: {reason}"
-            ),
-        );
+        return Err(format!(
+            "skipped for {feature}, which has no row in the expected-features table: {reason}"
+        ));
     };
     if exp.expects(feature) {
         let msg = exp.should_have(row, probes.get(feature));
-        return (Outcome::Fail, format!("{msg}; the test skipped: {reason}"));
+        return Err(format!("{msg}; the test skipped: {reason}"));
     }
-    (
-        Outcome::Skip,
-        format!(
-            "{reason} ({feature} arrived in {}; {} is not expected to have it)",
-            dotted(row.since),
-            exp.source
-        ),
-    )
+    Ok(format!(
+        "{reason} ({feature} arrived in {}; {} is not expected to have it)",
+        dotted(row.since),
+        exp.source
+    ))
 }
 
 #[cfg(test)]
@@ -303,8 +297,7 @@ mod tests {
             "6.1 should have bloom_filter_map (since 5.16), but the probe says: absent (EINVAL from BPF_MAP_CREATE)"
         );
         assert_eq!(entries.len(), 1);
-        assert_eq!(entries[0].name, "feature:bloom_filter_map");
-        assert_eq!(entries[0].outcome, Outcome::Fail);
+        assert_eq!(entries[0].entry, "feature:bloom_filter_map");
     }
 
     #[test]
@@ -318,13 +311,12 @@ mod tests {
         p.remove("bloom_filter_map");
         p.insert("frobnicator".into(), Probe::Present);
         let (_, entries) = check(&exp, &p);
-        let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+        let names: Vec<&str> = entries.iter().map(|e| e.entry.as_str()).collect();
         assert!(names.contains(&"feature:bpf_loop_helper"), "{names:?}");
         assert!(names.contains(&"feature:bloom_filter_map"), "{names:?}");
         assert!(names.contains(&"feature:frobnicator"), "{names:?}");
         // Expected on 5.10 and absent here: batch ops on the other 5.6 map types.
         assert!(names.contains(&"feature:batch_ops_array"), "{names:?}");
-        assert!(entries.iter().all(|e| e.outcome == Outcome::Fail));
     }
 
     #[test]
@@ -339,23 +331,21 @@ mod tests {
     fn skips_fail_for_expected_features_and_say_why_otherwise() {
         let exp = Expectation::for_release("5.10.0-46-cloud-amd64").unwrap();
         let p = probes(&["batch_ops_hash"]);
-        let (o, why) = judge_skip(
+        let why = judge_skip(
             &exp,
             &p,
             "bloom_filter_map",
             "bloom filter map not supported",
-        );
-        assert_eq!(o, Outcome::Skip);
+        )
+        .unwrap();
         assert!(why.contains("arrived in 5.16"), "{why}");
-        let (o, why) = judge_skip(&exp, &p, "batch_ops_array", "not supported");
-        assert_eq!(o, Outcome::Fail);
+        let why = judge_skip(&exp, &p, "batch_ops_array", "not supported").unwrap_err();
         assert!(
             why.starts_with(
                 "5.10 should have batch_ops_array (since 5.6), but the probe says: absent"
             ),
             "{why}"
         );
-        let (o, _) = judge_skip(&exp, &p, "frobnicator", "x");
-        assert_eq!(o, Outcome::Fail);
+        assert!(judge_skip(&exp, &p, "frobnicator", "x").is_err());
     }
 }

@@ -9,38 +9,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::options::Choice;
 use crate::paths::cache_dir;
 use crate::proc::{Group, Stream};
-
-/// What the user asked for with `--accel`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Choice {
-    Auto,
-    Kvm,
-    Tcg,
-}
-
-impl std::str::FromStr for Choice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(Choice::Auto),
-            "kvm" => Ok(Choice::Kvm),
-            "tcg" => Ok(Choice::Tcg),
-            _ => Err(format!("{s:?} is not an accelerator: auto, kvm or tcg")),
-        }
-    }
-}
-
-impl std::fmt::Display for Choice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Choice::Auto => "auto",
-            Choice::Kvm => "kvm",
-            Choice::Tcg => "tcg",
-        })
-    }
-}
 
 /// The accelerator a run uses and why, as recorded in reports.
 #[derive(Debug, Clone, Serialize)]
@@ -134,7 +105,7 @@ fn probe_kvm_once_per_boot(vmlinuz: &Path, file: &Path) -> Result<String, String
         };
         if let Ok(json) = serde_json::to_string(&v) {
             let _ = std::fs::create_dir_all(cache_dir());
-            let _ = crate::report::write_atomic(file, json.as_bytes());
+            let _ = crate::fs::write_atomic(file, json.as_bytes());
         }
     }
     kvm

@@ -329,7 +329,7 @@ mod tests {
     #[test]
     fn the_recorded_report_renders_headlines_verdicts_and_both_fp_definitions() {
         let r: BenchReport =
-            serde_json::from_str(include_str!("../../tests/data/bench-6.1-quick.json")).unwrap();
+            serde_json::from_str(include_str!("../../../tests/data/bench-6.1-quick.json")).unwrap();
         let md = render(&r);
         assert!(md.contains("## Headline rows"));
         assert!(md.contains("| bloom lookup k=3 entries=50000 value=8B | "));

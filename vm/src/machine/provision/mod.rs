@@ -44,7 +44,7 @@ use toolchain::debian_toolchain;
 pub const VIRTME_NG_VERSION: &str = "1.42";
 /// virtme-ng and its whole dependency closure, each a wheel pinned by sha256 (the file says
 /// how it was made).
-const VIRTME_NG_REQUIREMENTS: &str = include_str!("../../virtme-ng-requirements.txt");
+const VIRTME_NG_REQUIREMENTS: &str = include_str!("../../../virtme-ng-requirements.txt");
 /// The Rust virtiofsd from crates.io (the C one Debian's qemu ships rejects vng's arguments).
 pub const VIRTIOFSD_VERSION: &str = "1.14.0";
 /// bpf-linker from crates.io, built against Debian's LLVM 22.

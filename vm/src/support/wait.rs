@@ -218,7 +218,11 @@ mod tests {
         let secs = format!("600.{}1", std::process::id());
         let argv = format!("sleep\0{secs}\0");
         let mut runner = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "wait::tests::stand_in_runner", "--ignored"])
+            .args([
+                "--exact",
+                "support::wait::tests::stand_in_runner",
+                "--ignored",
+            ])
             .env(RUNNER_SECS, &secs)
             .stdout(Stdio::null())
             .spawn()

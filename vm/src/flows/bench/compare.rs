@@ -370,7 +370,7 @@ mod tests {
     use proptest::test_runner::{RngAlgorithm, TestRng};
 
     /// A real `bench-vm --quick` report on 6.1 under TCG (see the README's Benchmarks section).
-    const RECORDED: &str = include_str!("../../tests/data/bench-6.1-quick.json");
+    const RECORDED: &str = include_str!("../../../tests/data/bench-6.1-quick.json");
 
     fn recorded() -> BenchReport {
         serde_json::from_str(RECORDED).unwrap()
@@ -456,11 +456,11 @@ mod tests {
     fn icount_runs() -> (BenchReport, BenchReport) {
         (
             serde_json::from_str(include_str!(
-                "../../tests/data/bench-6.1-quick-icount-a.json"
+                "../../../tests/data/bench-6.1-quick-icount-a.json"
             ))
             .unwrap(),
             serde_json::from_str(include_str!(
-                "../../tests/data/bench-6.1-quick-icount-b.json"
+                "../../../tests/data/bench-6.1-quick-icount-b.json"
             ))
             .unwrap(),
         )

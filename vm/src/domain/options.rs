@@ -1,10 +1,58 @@
 //! The user's VM options, checked before anything is installed, fetched or booted. Each error
 //! names the option, what is wrong with it and a value that works.
-use std::path::Path;
 
-use anyhow::{anyhow, bail, Context, Result};
+use std::path::PathBuf;
+use std::time::Duration;
 
-use crate::run::VmOptions;
+use anyhow::{bail, Context, Result};
+
+/// VM settings shared by every flow.
+#[derive(Debug, Clone)]
+pub struct VmOptions {
+    /// A pinned version (`6.1`) or the path of a kernel image the user built.
+    pub kernel: String,
+    /// Modules for a custom kernel image (an `INSTALL_MOD_PATH` root).
+    pub modules: Option<PathBuf>,
+    pub accel: Choice,
+    pub append: Vec<String>,
+    pub timeout: Duration,
+    pub cpus: u32,
+    pub memory: String,
+    /// Boot once more when a TCG boot panics or hangs before the guest script starts.
+    pub retry: bool,
+    /// Extra qemu arguments (see `vng::VmSpec::qemu_opts`); bench-vm sets them, users do not.
+    pub qemu_opts: Vec<String>,
+}
+
+/// What the user asked for with `--accel`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    Auto,
+    Kvm,
+    Tcg,
+}
+
+impl std::str::FromStr for Choice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Choice::Auto),
+            "kvm" => Ok(Choice::Kvm),
+            "tcg" => Ok(Choice::Tcg),
+            _ => Err(format!("{s:?} is not an accelerator: auto, kvm or tcg")),
+        }
+    }
+}
+
+impl std::fmt::Display for Choice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Choice::Auto => "auto",
+            Choice::Kvm => "kvm",
+            Choice::Tcg => "tcg",
+        })
+    }
+}
 
 /// The smallest guest that boots the cloud kernels and runs the suite.
 const MIN_MEMORY_MIB: u64 = 256;
@@ -23,20 +71,6 @@ pub fn check(opts: &VmOptions) -> Result<()> {
         append(a)?;
     }
     Ok(())
-}
-
-/// Fails unless `dir` can be created and written into: `what` names it for the user and
-/// `moved_by` is the environment variable that puts it elsewhere.
-pub fn writable(dir: &Path, what: &str, moved_by: &str) -> Result<()> {
-    std::fs::create_dir_all(dir)
-        .and_then(|()| tempfile::tempfile_in(dir).map(drop))
-        .map_err(|e| {
-            anyhow!(
-                "{what} {} is not writable ({e}); make it writable or set {moved_by} to a \
-                 directory that is",
-                dir.display()
-            )
-        })
 }
 
 /// Under TCG each vCPU is a host thread: more vCPUs than cores slow every one of them down and
@@ -146,28 +180,6 @@ fn append(a: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_unwritable_directory_is_named_with_the_fix() {
-        let t = tempfile::tempdir().unwrap();
-        writable(&t.path().join("new/dir"), "the cache", "XDG_CACHE_HOME").unwrap();
-        let file = t.path().join("file");
-        std::fs::write(&file, "").unwrap();
-        let e = writable(&file.join("sub"), "the cache", "XDG_CACHE_HOME")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with(&format!(
-                "the cache {}/sub is not writable (",
-                file.display()
-            )),
-            "{e}"
-        );
-        assert!(
-            e.ends_with("set XDG_CACHE_HOME to a directory that is"),
-            "{e}"
-        );
-    }
 
     #[test]
     fn cpus_between_one_and_the_host_cores() {

@@ -231,7 +231,7 @@ impl Cache {
     /// Takes the cache lock, waiting (and saying so) while another run holds it.
     pub fn lock(&self, events: &Events) -> Result<File> {
         let dir = self.kernels();
-        crate::input::writable(&dir, "the kernel cache", "XDG_CACHE_HOME")?;
+        crate::fs::writable(&dir, "the kernel cache", "XDG_CACHE_HOME")?;
         let path = dir.join(".lock");
         let file = File::options()
             .create(true)

@@ -14,10 +14,11 @@ use crate::build::{parse_cargo_messages, Artifact};
 use crate::guest::{self, CrateBinary};
 use crate::health::{self, allow::Allowlist};
 use crate::kernels;
+use crate::options::VmOptions;
 use crate::output::Events;
 use crate::provision::tail_lines;
 use crate::report::{self, AccelInfo, KernelInfo, Report, Timings, VmInfo};
-use crate::run::{boot, kernel_health, prepare, with_test_progress, RunDir, VmOptions};
+use crate::run::{boot, kernel_health, prepare, with_test_progress, RunDir};
 use crate::shell;
 use crate::vng::Ending;
 
@@ -83,7 +84,7 @@ pub fn crate_test(opts: &CrateTestOptions, events: &Events) -> Result<(Vec<Repor
             }
         }
     }
-    report::write_atomic(
+    crate::fs::write_atomic(
         &out.join("matrix.json"),
         (serde_json::to_string_pretty(&reports)? + "\n").as_bytes(),
     )?;

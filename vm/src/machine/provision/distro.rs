@@ -72,10 +72,10 @@ pub fn package_hint(missing: &[&str], distro: &Distro) -> Option<String> {
 pub(super) mod tests {
     use super::*;
 
-    pub(in crate::provision) const UBUNTU: &str =
+    pub(in crate::machine::provision) const UBUNTU: &str =
         "PRETTY_NAME=\"Ubuntu 24.04.3 LTS\"\nNAME=\"Ubuntu\"\nVERSION_ID=\"24.04\"\n\
                           VERSION_CODENAME=noble\nID=ubuntu\nID_LIKE=debian\n";
-    pub(in crate::provision) const DEBIAN: &str =
+    pub(in crate::machine::provision) const DEBIAN: &str =
         "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=\"Debian GNU/Linux\"\n\
                           VERSION_CODENAME=bookworm\nID=debian\n";
 

@@ -5,37 +5,19 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::accel::{self, Accel, Choice};
+use crate::accel::{self, Accel};
 use crate::build;
 use crate::custom;
 use crate::expect::{Expectation, Probe};
 use crate::guest;
 use crate::health::{self, allow::Allowlist, Health};
-use crate::input;
 use crate::kernels::{self, KernelTree};
+use crate::options::{self, VmOptions};
 use crate::output::{Events, Output};
 use crate::paths::target_dir;
 use crate::provision::{self, Tools};
 use crate::report::{self, AccelInfo, KernelInfo, Outcome, Report, Timings, VmInfo};
 use crate::vng::{self, Ending, RunOutcome, VmSpec};
-
-/// VM settings shared by every flow.
-#[derive(Debug, Clone)]
-pub struct VmOptions {
-    /// A pinned version (`6.1`) or the path of a kernel image the user built.
-    pub kernel: String,
-    /// Modules for a custom kernel image (an `INSTALL_MOD_PATH` root).
-    pub modules: Option<PathBuf>,
-    pub accel: Choice,
-    pub append: Vec<String>,
-    pub timeout: Duration,
-    pub cpus: u32,
-    pub memory: String,
-    /// Boot once more when a TCG boot panics or hangs before the guest script starts.
-    pub retry: bool,
-    /// Extra qemu arguments (see `vng::VmSpec::qemu_opts`); bench-vm sets them, users do not.
-    pub qemu_opts: Vec<String>,
-}
 
 /// A booted-to-be kernel: the tools, the extracted tree and the accelerator chosen for it.
 pub(crate) struct Prepared {
@@ -51,9 +33,9 @@ pub(crate) struct Prepared {
 }
 
 pub(crate) fn prepare(opts: &VmOptions, events: &Events) -> Result<Prepared> {
-    input::check(opts)?;
-    input::writable(&target_dir(), "the build directory", "CARGO_TARGET_DIR")?;
-    input::writable(&crate::paths::cache_dir(), "the cache", "XDG_CACHE_HOME")?;
+    options::check(opts)?;
+    crate::fs::writable(&target_dir(), "the build directory", "CARGO_TARGET_DIR")?;
+    crate::fs::writable(&crate::paths::cache_dir(), "the cache", "XDG_CACHE_HOME")?;
     if custom::is_path(&opts.kernel) {
         // The image first: a wrong path should fail before any installing.
         let staging = target_dir().join("custom-kernels");
@@ -397,7 +379,7 @@ pub(crate) fn kernel_health(
 ) -> Result<Health> {
     let log = read_kernel_log(shared).unwrap_or_else(|| outcome.console_tail.join("\n") + "\n");
     std::fs::create_dir_all(dest)?;
-    report::write_atomic(&dest.join(guest::files::KERNEL_LOG), log.as_bytes())?;
+    crate::fs::write_atomic(&dest.join(guest::files::KERNEL_LOG), log.as_bytes())?;
     Ok(health::judge(&log, allow, version, release.as_deref()))
 }
 
@@ -425,7 +407,7 @@ pub(crate) fn unallowed_splats(shared: &Path, version: &str) -> Result<Vec<Strin
 /// that fails (its fetch, its boot, a test) is recorded with why and the others still run;
 /// Ctrl-C stops the loop.
 pub fn vm_test_all(opts: &TestOptions, events: &Events) -> Result<Vec<Report>> {
-    input::check(&opts.vm)?;
+    options::check(&opts.vm)?;
     let mut reports = Vec::new();
     for pin in kernels::pins()? {
         if crate::proc::interrupted() {
@@ -447,7 +429,7 @@ pub fn vm_test_all(opts: &TestOptions, events: &Events) -> Result<Vec<Report>> {
         }
     }
     let path = target_dir().join("vm-test").join("matrix.json");
-    report::write_atomic(
+    crate::fs::write_atomic(
         &path,
         (serde_json::to_string_pretty(&reports)? + "\n").as_bytes(),
     )?;

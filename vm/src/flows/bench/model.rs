@@ -528,7 +528,7 @@ mod tests {
     #[test]
     fn instruction_clock_figures_are_instructions_per_op() {
         let mut r: BenchReport =
-            serde_json::from_str(include_str!("../../tests/data/bench-6.1-quick.json")).unwrap();
+            serde_json::from_str(include_str!("../../../tests/data/bench-6.1-quick.json")).unwrap();
         let wall = figures(&r);
         r.clock = Clock::Icount;
         let icount = figures(&r);

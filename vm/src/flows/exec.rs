@@ -9,10 +9,11 @@ use anyhow::{bail, Context, Result};
 
 use crate::guest;
 use crate::health::{self, Health};
+use crate::options::VmOptions;
 use crate::output::Events;
 use crate::paths::target_dir;
 use crate::report;
-use crate::run::{boot, kernel_health, prepare, RunDir, VmOptions};
+use crate::run::{boot, kernel_health, prepare, RunDir};
 use crate::vng::RunOutcome;
 
 /// Variables passed to the guest as they are: what libtest, std and cargo's test environment

@@ -18,10 +18,11 @@ use anyhow::{bail, Context, Result};
 
 use crate::build;
 use crate::guest;
+use crate::options::VmOptions;
 use crate::output::{Events, Output};
 use crate::paths::target_dir;
 use crate::report::{read_fact, AccelInfo};
-use crate::run::{self, Prepared, VmOptions};
+use crate::run::{self, Prepared};
 use crate::vng::Ending;
 pub use bpfvm_common::bench::Group;
 use bpfvm_common::bench_results::Results;
@@ -266,8 +267,8 @@ pub fn write(r: &BenchReport, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     let json = serde_json::to_string_pretty(r)?;
     // Atomic: two runs at once never leave a torn report.
-    crate::report::write_atomic(&dir.join("report.json"), (json + "\n").as_bytes())?;
-    crate::report::write_atomic(&dir.join("report.md"), markdown::render(r).as_bytes())?;
+    crate::fs::write_atomic(&dir.join("report.json"), (json + "\n").as_bytes())?;
+    crate::fs::write_atomic(&dir.join("report.md"), markdown::render(r).as_bytes())?;
     plot::write_all(r, dir)
 }
 

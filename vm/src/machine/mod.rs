@@ -1,0 +1,6 @@
+//! Machine: what installs the tools, builds the guest code, picks the accelerator, writes the guest script and boots the VM.
+pub mod accel;
+pub mod build;
+pub mod guest;
+pub mod provision;
+pub mod vng;

@@ -1,0 +1,228 @@
+//! Turns what the guest wrote into verdicts: each test's outcome, skips judged against what the
+//! kernel must have (`expect`), missing or crashed binaries, and the kernel's health.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use super::collect::{
+    display_name, failed, parse_binary, read_binary, read_fact, read_probes, skip_records,
+    status_words, tail_of, SkipRecord,
+};
+use super::model::{Outcome, TestResult};
+use crate::expect::{self, Expectation, Mismatch, Probe};
+use crate::guest::files;
+use crate::guest_files;
+use crate::health::{Health, Judged};
+
+/// Turns passes that recorded a skip into skips with their reason, or into failures when the
+/// feature they skipped for is one the kernel must have (`expect::judge_skip`).
+pub fn apply_skips(
+    results: &mut [TestResult],
+    skips_jsonl: &str,
+    exp: &Expectation,
+    probes: &BTreeMap<String, Probe>,
+) {
+    let skips: HashMap<String, SkipRecord> = skip_records(skips_jsonl)
+        .map(|s| (display_name(&s.test), s))
+        .collect();
+    for r in results.iter_mut() {
+        let (Outcome::Pass, Some(skip)) = (r.outcome, skips.get(&r.name)) else {
+            continue;
+        };
+        let (outcome, reason) = judge_skip_record(skip, exp, probes);
+        r.outcome = outcome;
+        r.reason = Some(reason);
+    }
+}
+
+/// For the live progress: what the final report will make of a test libtest just reported as
+/// passed (`None`: a pass), from the skips the guest has recorded so far. The guest writes the
+/// skip record before the test returns, so it is in the shared directory by then.
+pub(crate) fn judge_live_pass(
+    dir: &Path,
+    exp: &Expectation,
+    name: &str,
+) -> Option<(Outcome, String)> {
+    let skips = guest_files::read(&dir.join(files::SKIPS)).ok()?;
+    let skip = skip_records(&skips).find(|s| display_name(&s.test) == name)?;
+    let probes = read_probes(dir).unwrap_or_default();
+    Some(judge_skip_record(&skip, exp, &probes))
+}
+
+/// A skip stays a skip unless it is for a feature the kernel must have (`expect::judge_skip`).
+pub(super) fn judge_skip_record(
+    skip: &SkipRecord,
+    exp: &Expectation,
+    probes: &BTreeMap<String, Probe>,
+) -> (Outcome, String) {
+    match &skip.feature {
+        Some(f) => match expect::judge_skip(exp, probes, f, &skip.reason) {
+            Ok(reason) => (Outcome::Skip, reason),
+            Err(reason) => (Outcome::Fail, reason),
+        },
+        None => (Outcome::Skip, skip.reason.clone()),
+    }
+}
+
+/// Collects every binary's results from the shared directory, judged against `exp`, plus the
+/// probes' own entries (`expect::check`); `vm_ending` says why the VM stopped, if it died.
+pub(super) fn collect_tests(
+    dir: &Path,
+    binaries: &[String],
+    exp: &Expectation,
+    probes: &BTreeMap<String, Probe>,
+    vm_ending: &str,
+) -> Vec<TestResult> {
+    let mut tests = Vec::new();
+    for b in binaries {
+        tests.extend(parse_binary(&read_binary(dir, b), vm_ending));
+    }
+    let skips = guest_files::read(&dir.join(files::SKIPS)).unwrap_or_default();
+    apply_skips(&mut tests, &skips, exp, probes);
+    tests
+}
+
+/// What the guest left in the shared directory, judged against what the kernel must have.
+pub struct Verdict {
+    pub probes: BTreeMap<String, Probe>,
+    pub mismatches: Vec<Mismatch>,
+    /// Tests and the failing probe, binary and guest entries, sorted by name.
+    pub tests: Vec<TestResult>,
+}
+
+/// Judges a run: the probes (`judge_features`), every binary's tests (`collect_tests`), and a
+/// failing entry when the VM ended normally (`vm_ending` is `None`) but no test ran.
+pub fn judge(
+    dir: &Path,
+    binaries: &[String],
+    exp: &Expectation,
+    vm_ending: Option<&str>,
+    filter: Option<&str>,
+) -> Verdict {
+    let (probes, mismatches, mut tests) = judge_features(dir, exp);
+    tests.extend(collect_tests(
+        dir,
+        binaries,
+        exp,
+        &probes,
+        vm_ending.unwrap_or("the VM exited"),
+    ));
+    if vm_ending.is_none() && !tests.iter().any(|t| is_test(&t.name)) {
+        tests.push(no_test_ran(filter));
+    }
+    tests.sort_by(|a, b| a.name.cmp(&b.name));
+    Verdict {
+        probes,
+        mismatches,
+        tests,
+    }
+}
+
+/// Entries that are not tests: `feature:<name>` (a probe), `binary:<name>` (a test binary or
+/// the probe), `guest:<what>` (a file or step of the guest script),
+/// `kernel:<kind>` (a splat in the kernel log).
+pub(super) const ENTRY_KINDS: [&str; 4] = ["feature:", "binary:", "guest:", "kernel:"];
+
+/// Whether a report entry is a test (not a probe, binary or guest entry).
+pub(super) fn is_test(name: &str) -> bool {
+    !ENTRY_KINDS.iter().any(|k| name.starts_with(k))
+}
+
+/// The failing entry of a run in which no test ran.
+pub(super) fn no_test_ran(filter: Option<&str>) -> TestResult {
+    failed(
+        "guest:tests".into(),
+        match filter {
+            Some(f) => format!("no test name contains `{f}`: nothing ran"),
+            None => "the guest ran no test".into(),
+        },
+    )
+}
+
+/// The kernel's health in the verdict: each splat that no allow entry excuses fails the tests
+/// running when it was logged (its text attached) and a `kernel:<kind>` entry that names them
+/// or the phase. Names in `splats` (as the guest marked them) become the report's through
+/// `report_name` (`display_name` for `vm-test`).
+/// A kernel log that stops before the guest script's last marker (the VM ended normally) is a
+/// failing `guest:kernel.log` entry: splats may be missing.
+pub fn apply_kernel_health(
+    tests: &mut Vec<TestResult>,
+    health: &mut Health,
+    vm_ok: bool,
+    report_name: fn(&str) -> String,
+) {
+    if vm_ok && !health.complete {
+        tests.push(failed(
+            format!("guest:{}", files::KERNEL_LOG),
+            "the kernel log stops before the guest script's end (not written, or cut at its \
+             bound of 8192 records): splats may be missing"
+                .into(),
+        ));
+    }
+    let splats = &mut health.splats;
+    for s in splats.iter_mut() {
+        s.running = s.running.iter().map(|n| report_name(n)).collect();
+    }
+    let mut kinds: BTreeMap<&str, Vec<&Judged>> = BTreeMap::new();
+    for s in splats.iter().filter(|s| s.allowed.is_none()) {
+        kinds.entry(s.kind.name()).or_default().push(s);
+        for t in tests.iter_mut().filter(|t| s.running.contains(&t.name)) {
+            if t.outcome != Outcome::Fail {
+                t.outcome = Outcome::Fail;
+                t.reason = Some(format!(
+                    "the kernel logged a {} while this test ran: {}",
+                    s.kind.name(),
+                    s.headline()
+                ));
+            }
+            t.kernel_splats.push(s.text.clone());
+        }
+    }
+    for (kind, all) in kinds {
+        let more = match all.len() {
+            1 => String::new(),
+            n => format!(" (and {} more {kind} splats)", n - 1),
+        };
+        let mut entry = failed(
+            format!("kernel:{kind}"),
+            format!("{}{more}", all[0].describe()),
+        );
+        entry.kernel_splats = all.iter().map(|s| s.text.clone()).collect();
+        tests.push(entry);
+    }
+    tests.sort_by(|a, b| a.name.cmp(&b.name));
+}
+
+/// The feature verdict of a run: probes, their entries and mismatches. A missing or unreadable
+/// `features.json`, or a probe binary that failed, is a failing entry itself.
+pub(super) fn judge_features(
+    dir: &Path,
+    exp: &Expectation,
+) -> (BTreeMap<String, Probe>, Vec<Mismatch>, Vec<TestResult>) {
+    let mut entries = Vec::new();
+    let rc = read_fact(dir, files::PROBE_RC);
+    if rc.as_deref() != Some("0") {
+        entries.push(failed(
+            "guest:feature-probe".into(),
+            format!(
+                "the feature probe {}; stderr: {}",
+                rc.and_then(|s| s.parse().ok())
+                    .map_or("never finished".into(), |rc| format!(
+                        "ended with {}",
+                        status_words(rc)
+                    )),
+                tail_of(dir, files::PROBE_STDERR)
+            ),
+        ));
+    }
+    let probes = match read_probes(dir) {
+        Ok(p) => p,
+        Err(e) => {
+            entries.push(failed(format!("guest:{}", files::FEATURES), e));
+            return (BTreeMap::new(), vec![], entries);
+        }
+    };
+    let (mismatches, more) = expect::check(exp, &probes);
+    entries.extend(more.into_iter().map(|f| failed(f.entry, f.reason)));
+    (probes, mismatches, entries)
+}

@@ -1,0 +1,248 @@
+//! The report's data: what `report.json` holds, one `Report` per kernel.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::accel::Accel;
+use crate::expect::{Expectation, Mismatch, Probe};
+use crate::health::Judged;
+use crate::vng::{Ending, FailedBoot, RunOutcome};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Pass,
+    Fail,
+    Skip,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TestResult {
+    pub name: String,
+    pub outcome: Outcome,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub duration_ms: u64,
+    /// The kernel splats logged while this test ran (JUnit `system-err`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_splats: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Summary {
+    pub passed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KernelInfo {
+    /// The pin's version (`6.1`) or the path of a custom image.
+    pub version: String,
+    /// What the pin promises, if it is a pin.
+    pub pinned_release: Option<String>,
+    /// `uname -r` as the guest reported it.
+    pub release: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AccelInfo {
+    pub name: String,
+    pub reason: String,
+}
+
+impl From<&Accel> for AccelInfo {
+    fn from(a: &Accel) -> Self {
+        Self {
+            name: a.name.to_string(),
+            reason: a.reason.clone(),
+        }
+    }
+}
+
+/// `target/vm-test/<kernel>/report.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    pub kernel: KernelInfo,
+    pub accel: AccelInfo,
+    pub cmdline: Option<String>,
+    pub spectre_v2: Option<String>,
+    /// Probe results: feature name -> present in this kernel.
+    pub features: BTreeMap<String, bool>,
+    /// Each probe's whole answer (present, absent or error, with the kernel's reason).
+    #[serde(default)]
+    pub probes: BTreeMap<String, Probe>,
+    /// The features this kernel must have (see `vm::expect`); none when the run never booted.
+    #[serde(default)]
+    pub expected_features: Option<Expectation>,
+    /// Expected features the probes did not find: each also fails the run.
+    #[serde(default)]
+    pub feature_mismatches: Vec<Mismatch>,
+    /// The splats in the kernel log (`vm::health`), allowed or not; the log itself is
+    /// `kernel.log` beside this report.
+    #[serde(default)]
+    pub kernel_splats: Vec<Judged>,
+    /// How the VM ended ("exited" or why not), and its wall time.
+    pub vm: VmInfo,
+    /// Where the run's wall time went.
+    pub timings: Timings,
+    pub tests: Vec<TestResult>,
+    pub summary: Summary,
+}
+
+/// Seconds per phase of a run; a phase the run did not reach is absent.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Timings {
+    /// Provisioning check, kernel fetch, accelerator probe.
+    pub prepare_s: Option<f64>,
+    /// BPF objects and guest test binaries.
+    pub build_s: Option<f64>,
+    /// vng start to the guest script's first line.
+    pub boot_s: Option<f64>,
+    /// The guest script: feature probes and every test binary.
+    pub tests_s: Option<f64>,
+    /// The guest script's end to vng's exit.
+    pub shutdown_s: Option<f64>,
+}
+
+impl Timings {
+    /// The phases of a run: `prepare` and `build` timed by the caller, the rest by the VM.
+    pub fn of(prepare: std::time::Duration, build: std::time::Duration, vm: &RunOutcome) -> Self {
+        Self {
+            prepare_s: Some(prepare.as_secs_f64()),
+            build_s: Some(build.as_secs_f64()),
+            boot_s: vm.boot.map(|d| d.as_secs_f64()),
+            tests_s: vm.guest.map(|d| d.as_secs_f64()),
+            shutdown_s: vm.shutdown().map(|d| d.as_secs_f64()),
+        }
+    }
+
+    /// "build 12.0 s, boot 6.1 s, ..." for the phases that ran.
+    pub fn describe(&self) -> String {
+        [
+            ("prepare", self.prepare_s),
+            ("build", self.build_s),
+            ("boot", self.boot_s),
+            ("tests", self.tests_s),
+            ("shutdown", self.shutdown_s),
+        ]
+        .iter()
+        .filter_map(|(name, t)| t.map(|t| format!("{name} {t:.1} s")))
+        .collect::<Vec<_>>()
+        .join(", ")
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VmInfo {
+    pub ending: String,
+    pub wall_time_s: f64,
+    /// Set when the VM died: the console's last lines.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub console_tail: Vec<String>,
+    /// Boots that failed before the guest script started and were retried (TCG only).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub retries: Vec<FailedBoot>,
+}
+
+impl VmInfo {
+    /// How the VM of `vm` ended: `exited` when the guest script exited 0, else the diagnosis'
+    /// first line with the console tail.
+    pub fn of(vm: &RunOutcome) -> Self {
+        let ok = vm.ending == Ending::Exited(0);
+        Self {
+            ending: if ok {
+                "exited".into()
+            } else {
+                vm.diagnosis().lines().next().unwrap_or("").to_string()
+            },
+            wall_time_s: vm.elapsed.as_secs_f64(),
+            console_tail: if ok { vec![] } else { vm.console_tail.clone() },
+            retries: vm.retries.clone(),
+        }
+    }
+}
+
+impl Report {
+    /// The report of a kernel whose run could not start (fetch or build failed).
+    pub fn not_run(version: &str, why: &str) -> Self {
+        Self {
+            kernel: KernelInfo {
+                version: version.to_string(),
+                pinned_release: None,
+                release: None,
+            },
+            accel: AccelInfo {
+                name: "none".into(),
+                reason: "not booted".into(),
+            },
+            cmdline: None,
+            spectre_v2: None,
+            features: BTreeMap::new(),
+            probes: BTreeMap::new(),
+            expected_features: None,
+            feature_mismatches: vec![],
+            kernel_splats: vec![],
+            vm: VmInfo {
+                ending: format!("not run: {why}"),
+                wall_time_s: 0.0,
+                console_tail: vec![],
+                retries: vec![],
+            },
+            timings: Timings::default(),
+            tests: vec![],
+            summary: Summary::default(),
+        }
+    }
+
+    /// Failed entries (tests, probes, binaries), or a VM that did not end normally, make the
+    /// run fail; so does a run where no test ran.
+    pub fn ok(&self) -> bool {
+        self.why_failed().is_none()
+    }
+
+    /// Why this run failed, in one line; `None` when it passed.
+    pub fn why_failed(&self) -> Option<String> {
+        if self.vm.ending != "exited" {
+            let retried = match self.vm.retries.len() {
+                0 => String::new(),
+                n => format!(
+                    " (after {n} failed boot{} retried)",
+                    if n == 1 { "" } else { "s" }
+                ),
+            };
+            return Some(format!("{}{retried}", self.vm.ending));
+        }
+        if self.summary.failed > 0 {
+            let failed: Vec<&str> = self
+                .tests
+                .iter()
+                .filter(|t| t.outcome == Outcome::Fail)
+                .map(|t| t.name.as_str())
+                .collect();
+            let more = failed.len().saturating_sub(3);
+            return Some(format!(
+                "{} test{} failed: {}{}",
+                failed.len(),
+                if failed.len() == 1 { "" } else { "s" },
+                failed[..failed.len().min(3)].join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        (self.summary.passed + self.summary.skipped == 0).then(|| "no test ran".to_string())
+    }
+}
+
+pub fn summarize(tests: &[TestResult]) -> Summary {
+    let count = |o| tests.iter().filter(|t| t.outcome == o).count();
+    Summary {
+        passed: count(Outcome::Pass),
+        failed: count(Outcome::Fail),
+        skipped: count(Outcome::Skip),
+    }
+}

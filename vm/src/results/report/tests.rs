@@ -1,0 +1,523 @@
+//! Report logic on recorded guest output.
+use std::collections::{BTreeMap, HashMap};
+
+use super::collect::*;
+use super::judge::*;
+use super::model::*;
+use super::render::*;
+use crate::expect::{Expectation, Mismatch, Probe};
+use crate::guest::files;
+use crate::vng::FailedBoot;
+
+const RUN: &str = r#"{ "type": "suite", "event": "started", "test_count": 4 }
+{ "type": "test", "event": "started", "name": "tests::bloom::a" }
+{ "type": "test", "name": "tests::bloom::a", "event": "ok", "exec_time": 0.0125 }
+{ "type": "test", "event": "started", "name": "tests::bloom::b" }
+{ "type": "test", "name": "tests::bloom::b", "event": "failed", "exec_time": 0.5, "stdout": "some output\n\nthread 'tests::bloom::b' (12) panicked at tests/src/x.rs:3:5:\nassertion failed: 1 == 2\nstack backtrace:\n   0: foo\n" }
+{ "type": "test", "event": "started", "name": "tests::bloom::c" }
+{ "type": "test", "name": "tests::bloom::c", "event": "ok", "exec_time": 0.001 }
+{ "type": "test", "event": "started", "name": "tests::bloom::d" }
+"#;
+
+const LIST: &str = "tests::bloom::a: test\ntests::bloom::b: test\ntests::bloom::c: test\n\
+                    tests::bloom::d: test\ntests::bloom::e: test\n";
+
+fn binary(jsonl: &str, rc: Option<i32>, stderr_tail: &str) -> BinaryOutput {
+    BinaryOutput {
+        name: "bpfvm_tests".into(),
+        list: Some(LIST.into()),
+        jsonl: jsonl.into(),
+        rc,
+        stderr_tail: stderr_tail.into(),
+    }
+}
+
+fn by_name(r: &[TestResult]) -> HashMap<&str, &TestResult> {
+    r.iter().map(|t| (t.name.as_str(), t)).collect()
+}
+
+#[test]
+fn parses_passes_failures_and_a_crash() {
+    let r = parse_binary(&binary(RUN, Some(134), "Aborted"), "");
+    let by = by_name(&r);
+    assert_eq!(by["bloom::a"].outcome, Outcome::Pass);
+    assert_eq!(by["bloom::a"].duration_ms, 13);
+    assert_eq!(by["bloom::b"].outcome, Outcome::Fail);
+    assert_eq!(
+        by["bloom::b"].reason.as_deref().unwrap(),
+        "thread 'tests::bloom::b' (12) panicked at tests/src/x.rs:3:5:\nassertion failed: 1 == 2"
+    );
+    assert_eq!(by["bloom::d"].outcome, Outcome::Fail);
+    assert_eq!(
+        by["bloom::d"].reason.as_deref().unwrap(),
+        "test process died (signal 6 (SIGABRT)) while this test ran; stderr: Aborted"
+    );
+    assert_eq!(by["bloom::e"].outcome, Outcome::Fail);
+    assert!(
+        by["bloom::e"]
+            .reason
+            .as_deref()
+            .unwrap()
+            .starts_with("not run: the test process died"),
+        "{:?}",
+        by["bloom::e"]
+    );
+    assert!(
+        !by.contains_key("binary:bpfvm_tests"),
+        "a test failed: no binary entry"
+    );
+}
+
+#[test]
+fn a_non_zero_exit_with_no_failing_test_fails_the_binary() {
+    let clean = "{ \"type\": \"test\", \"event\": \"started\", \"name\": \"tests::bloom::a\" }\n\
+                 { \"type\": \"test\", \"name\": \"tests::bloom::a\", \"event\": \"ok\" }\n";
+    let mut out = binary(clean, Some(3), "leaked fd | exiting");
+    out.list = Some("tests::bloom::a: test\n".into());
+    let r = parse_binary(&out, "");
+    let by = by_name(&r);
+    assert_eq!(by["bloom::a"].outcome, Outcome::Pass);
+    assert_eq!(
+        by["binary:bpfvm_tests"].reason.as_deref(),
+        Some("test process died (exit status 3) with no failing test; stderr: leaked fd | exiting")
+    );
+    out.rc = Some(0);
+    assert_eq!(
+        parse_binary(&out, "").len(),
+        1,
+        "a clean run is its tests only"
+    );
+}
+
+#[test]
+fn a_binary_that_never_ran_fails_every_listed_test_and_itself_without_a_list() {
+    let r = parse_binary(
+        &binary("", None, ""),
+        "the guest did not finish within 60 s",
+    );
+    assert_eq!(r.len(), 5);
+    assert!(r.iter().all(|t| t.outcome == Outcome::Fail
+        && t.reason
+            .as_deref()
+            .unwrap()
+            .contains("did not finish within 60 s")));
+    let mut out = binary("", Some(101), "error: unexpected argument");
+    out.list = None;
+    let r = parse_binary(&out, "");
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].name, "binary:bpfvm_tests");
+    assert!(r[0]
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("unexpected argument"));
+}
+
+#[test]
+fn statuses_read_as_signals_or_exit_codes() {
+    assert_eq!(status_words(134), "signal 6 (SIGABRT)");
+    assert_eq!(status_words(137), "signal 9 (SIGKILL)");
+    assert_eq!(status_words(101), "exit status 101");
+    assert_eq!(status_words(3), "exit status 3");
+}
+
+fn exp(release: &str) -> Expectation {
+    Expectation::for_release(release).unwrap()
+}
+
+#[test]
+fn recorded_skips_turn_passes_into_skips_but_never_hide_failures() {
+    let mut r = parse_binary(&binary(RUN, Some(101), ""), "");
+    apply_skips(
+        &mut r,
+        "{\"test\":\"tests::bloom::c\",\"reason\":\"no kallsyms\"}\n\
+         {\"test\":\"tests::bloom::b\",\"reason\":\"x\"}\n",
+        &exp("6.1.0-57-cloud-amd64"),
+        &BTreeMap::new(),
+    );
+    let s = summarize(&r);
+    assert_eq!((s.passed, s.failed, s.skipped), (1, 3, 1));
+    let c = r.iter().find(|t| t.name == "bloom::c").unwrap();
+    assert_eq!(c.reason.as_deref(), Some("no kallsyms"));
+}
+
+#[test]
+fn live_progress_judges_a_pass_by_its_skip_record_as_the_report_will() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(
+        d.path().join(files::SKIPS),
+        "{\"test\":\"tests::bloom::a\",\"reason\":\"no bloom\",\"feature\":\"bloom_filter_map\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.path().join(files::FEATURES),
+        r#"{"bloom_filter_map":{"answer":"absent","detail":"EINVAL from BPF_MAP_CREATE"}}"#,
+    )
+    .unwrap();
+    let old = exp("5.10.0-46-cloud-amd64");
+    let new = exp("6.1.0-57-cloud-amd64");
+    assert_eq!(judge_live_pass(d.path(), &old, "bloom::b"), None);
+    let (o, _) = judge_live_pass(d.path(), &old, "bloom::a").unwrap();
+    assert_eq!(o, Outcome::Skip);
+    let (o, why) = judge_live_pass(d.path(), &new, "bloom::a").unwrap();
+    assert_eq!(o, Outcome::Fail);
+    assert!(why.contains("bloom_filter_map"), "{why}");
+    assert!(
+        why.contains("EINVAL from BPF_MAP_CREATE"),
+        "the probe's answer: {why}"
+    );
+}
+
+#[test]
+fn a_skip_for_an_expected_feature_is_a_failure_naming_it() {
+    let skips = "{\"test\":\"tests::bloom::a\",\"reason\":\"bloom filter map not supported by this kernel\",\"feature\":\"bloom_filter_map\"}\n\
+                 {\"test\":\"tests::bloom::c\",\"reason\":\"bloom filter map not supported by this kernel\",\"feature\":\"bloom_filter_map\"}\n";
+    let probes = BTreeMap::from([(
+        "bloom_filter_map".to_string(),
+        Probe::Absent("EINVAL from BPF_MAP_CREATE".into()),
+    )]);
+    let mut r = parse_binary(&binary(RUN, Some(101), ""), "");
+    apply_skips(&mut r, skips, &exp("6.1.0-57-cloud-amd64"), &probes);
+    let a = r.iter().find(|t| t.name == "bloom::a").unwrap();
+    assert_eq!(a.outcome, Outcome::Fail);
+    assert!(a.reason.as_deref().unwrap().starts_with(
+        "6.1 should have bloom_filter_map (since 5.16), but the probe says: absent (EINVAL from BPF_MAP_CREATE)"
+    ));
+    let mut r = parse_binary(&binary(RUN, Some(101), ""), "");
+    apply_skips(&mut r, skips, &exp("5.10.0-46-cloud-amd64"), &probes);
+    let a = r.iter().find(|t| t.name == "bloom::a").unwrap();
+    assert_eq!(a.outcome, Outcome::Skip);
+}
+
+#[test]
+fn features_json_missing_or_corrupt_or_a_failed_probe_fail_the_run() {
+    let d = tempfile::tempdir().unwrap();
+    let e = exp("6.1.0-57-cloud-amd64");
+    let (_, _, entries) = judge_features(d.path(), &e);
+    let names: Vec<&str> = entries.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["guest:feature-probe", "guest:features.json"]);
+    std::fs::write(d.path().join(files::PROBE_RC), "0\n").unwrap();
+    std::fs::write(d.path().join(files::FEATURES), "{\"bloom_filter_map\": tr").unwrap();
+    let (_, _, entries) = judge_features(d.path(), &e);
+    assert_eq!(entries.len(), 1);
+    assert!(entries[0].reason.as_deref().unwrap().contains("not valid"));
+    // The old format (name -> bool) is not an answer either.
+    std::fs::write(
+        d.path().join(files::FEATURES),
+        "{\"bloom_filter_map\": true}",
+    )
+    .unwrap();
+    assert_eq!(judge_features(d.path(), &e).2.len(), 1);
+}
+
+/// What `vm-test` made of real guest output, recorded on 6.1 with a defect planted by hand
+/// (vm/testdata/<kernel>-<defect>/; the plants were never committed).
+fn recorded(defect: &str, ending: Option<&str>) -> (Vec<TestResult>, Vec<Mismatch>) {
+    let dir = crate::paths::workspace_root()
+        .join("vm/testdata")
+        .join(format!("6.1-{defect}"));
+    assert!(dir.is_dir(), "{}", dir.display());
+    let e = Expectation::for_pin(&crate::kernels::resolve("6.1").unwrap()).unwrap();
+    let v = judge(&dir, &["bpfvm_tests".into()], &e, ending, None);
+    (v.tests, v.mismatches)
+}
+
+fn failure_of<'a>(tests: &'a [TestResult], name: &str) -> &'a str {
+    let t = tests
+        .iter()
+        .find(|t| t.name == name)
+        .unwrap_or_else(|| panic!("no {name} in {tests:#?}"));
+    assert_eq!(t.outcome, Outcome::Fail, "{t:?}");
+    t.reason.as_deref().unwrap()
+}
+
+#[test]
+fn recorded_broken_bloom_probe_fails_the_feature_and_the_skipped_test() {
+    let (tests, mismatches) = recorded("broken-bloom-probe", None);
+    let msg = "6.1 should have bloom_filter_map (since 5.16), but the probe says: absent";
+    assert!(failure_of(&tests, "feature:bloom_filter_map").starts_with(msg));
+    assert!(failure_of(&tests, "bloom_filter::lookup_miss_is_enoent").starts_with(msg));
+    assert_eq!(mismatches.len(), 1);
+    assert_eq!(summarize(&tests).failed, 2);
+}
+
+#[test]
+fn recorded_panic_fails_the_test_with_its_message() {
+    let (tests, _) = recorded("panic", None);
+    assert!(failure_of(&tests, "smoke::planted_panic").contains("planted panic"));
+    assert_eq!(summarize(&tests).failed, 1);
+}
+
+#[test]
+fn recorded_abort_fails_the_running_test_with_the_signal() {
+    let (tests, _) = recorded("abort", None);
+    assert!(failure_of(&tests, "smoke::planted_abort")
+        .starts_with("test process died (signal 6 (SIGABRT)) while this test ran"));
+    assert_eq!(summarize(&tests).failed, 1);
+}
+
+#[test]
+fn recorded_exit_3_fails_every_test_that_was_running() {
+    let (tests, _) = recorded("exit-3", None);
+    for name in [
+        "smoke::planted_exit_3",
+        "smoke::planted_exit_slow_neighbour",
+    ] {
+        assert!(
+            failure_of(&tests, name)
+                .starts_with("test process died (exit status 3) while this test ran"),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn recorded_hang_past_the_timeout_fails_the_test_it_was_in() {
+    let ending = "the guest did not finish within 75 s (a hang, or raise --timeout)";
+    let (tests, _) = recorded("hang", Some(ending));
+    assert_eq!(
+        failure_of(&tests, "smoke::planted_hang"),
+        format!("test process never finished: {ending} while this test ran")
+    );
+}
+
+fn report(tests: Vec<TestResult>) -> Report {
+    Report {
+        kernel: KernelInfo {
+            version: "6.1".into(),
+            pinned_release: None,
+            release: None,
+        },
+        accel: AccelInfo {
+            name: "tcg".into(),
+            reason: "test".into(),
+        },
+        cmdline: None,
+        spectre_v2: None,
+        features: BTreeMap::new(),
+        probes: BTreeMap::new(),
+        expected_features: Some(exp("6.1.0-57-cloud-amd64")),
+        feature_mismatches: vec![Mismatch {
+            feature: "bloom_filter_map".into(),
+            since: "5.16".into(),
+            probe: "absent (EINVAL)".into(),
+            message:
+                "6.1 should have bloom_filter_map (since 5.16), but the probe says: absent (EINVAL)"
+                    .into(),
+        }],
+        kernel_splats: vec![],
+        vm: VmInfo {
+            ending: "exited".into(),
+            wall_time_s: 1.0,
+            console_tail: vec![],
+            retries: vec![],
+        },
+        timings: Timings {
+            build_s: Some(12.04),
+            boot_s: Some(6.0),
+            ..Timings::default()
+        },
+        summary: summarize(&tests),
+        tests,
+    }
+}
+
+#[test]
+fn junit_marks_skips_and_failures() {
+    let report = report(parse_binary(&binary(RUN, Some(101), ""), ""));
+    let table = summary_table(&report);
+    assert!(
+        table.contains("time: build 12.0 s, boot 6.0 s\nslowest: bloom::b 0.5 s, bloom::a 0.0 s"),
+        "{table}"
+    );
+    assert!(
+        table.contains("FEATURE MISMATCH: 6.1 should have bloom_filter_map"),
+        "{table}"
+    );
+    assert!(
+        table.contains(
+            "expected features (release 6.1.0-57-cloud-amd64 (mainline 6.1)): batch_ops_hash,"
+        ),
+        "{table}"
+    );
+    let matrix = matrix_table(&[report.clone(), Report::not_run("5.10", "offline")]);
+    assert!(matrix.contains("bloom::b"), "{matrix}");
+    assert!(matrix.contains("2/3/0"), "{matrix}");
+    assert!(matrix.contains("FAIL: 3 tests failed: "), "{matrix}");
+    assert!(matrix.contains("FAIL: not run: offline"), "{matrix}");
+    let xml = junit(&report).unwrap();
+    assert!(xml.contains("<failure"), "{xml}");
+    assert!(!report.ok());
+    assert!(summary_table(&report).contains("2 passed, 3 failed, 0 skipped"));
+}
+
+fn passed(name: &str) -> TestResult {
+    TestResult {
+        name: name.into(),
+        outcome: Outcome::Pass,
+        reason: None,
+        duration_ms: 1,
+        kernel_splats: vec![],
+    }
+}
+
+#[test]
+fn a_splat_fails_the_tests_it_ran_during_and_its_kernel_entry_names_them() {
+    let log = std::fs::read_to_string(
+        crate::paths::workspace_root().join("vm/testdata/health/two-tests.kmsg"),
+    )
+    .unwrap();
+    let mut health = crate::health::judge(&log, &Default::default(), "6.1", None);
+    let mut tests = vec![
+        passed("bloom_filter::a"),
+        passed("batch::hash"),
+        passed("smoke::c"),
+    ];
+    apply_kernel_health(&mut tests, &mut health, true, display_name);
+    let by = by_name(&tests);
+    assert_eq!(by["smoke::c"].outcome, Outcome::Pass);
+    for name in ["bloom_filter::a", "batch::hash"] {
+        assert_eq!(by[name].outcome, Outcome::Fail);
+        assert!(by[name].reason.as_deref().unwrap().starts_with(
+            "the kernel logged a warning while this test ran: WARNING: CPU: 1 PID: 214 at kernel/bpf/syscall.c:512"
+        ));
+        assert!(by[name].kernel_splats[0].contains("---[ end trace"));
+    }
+    assert!(by["kernel:warning"].reason.as_deref().unwrap().starts_with(
+        "kernel warning while tests ran in parallel: batch::hash, bloom_filter::a: WARNING:"
+    ));
+    assert_eq!(
+        by["kernel:taint"].reason.as_deref(),
+        Some("kernel taint while batch::hash ran: new taint flags: W (TAINT_WARN: the kernel issued a warning)")
+    );
+    assert!(
+        by["guest:kernel.log"]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("splats may be missing"),
+        "the fixture has no `phase end`"
+    );
+    let mut r = report(tests);
+    r.kernel_splats = health.splats;
+    let xml = junit(&r).unwrap();
+    assert!(
+        xml.contains("<system-err>------------[ cut here ]------------"),
+        "{xml}"
+    );
+    assert!(summary_table(&r).contains("KERNEL SPLAT: kernel warning while tests ran in parallel"));
+    r.kernel_splats[0].allowed = Some("upstream 0123abcd".into());
+    assert!(summary_table(&r).contains(
+        "allowed kernel warning while tests ran in parallel: batch::hash, bloom_filter::a: WARNING: CPU: 1 PID: 214 at kernel/bpf/syscall.c:512 map_check_btf+0x1a2/0x1e0 (kernels/splats/allowed.toml: upstream 0123abcd)"
+    ));
+}
+
+#[test]
+fn an_allowed_splat_fails_nothing() {
+    let log = std::fs::read_to_string(
+        crate::paths::workspace_root().join("vm/testdata/health/two-tests.kmsg"),
+    )
+    .unwrap()
+        + "12,800,9900040,-;bpfvm: phase end\n";
+    let allow = crate::health::allow::parse(
+        "[[allow]]\nregex = '.'\nkernels = [\"6.1\"]\nreason = \"r\"\n",
+    )
+    .unwrap();
+    let mut health = crate::health::judge(&log, &allow, "6.1", None);
+    let mut tests = vec![passed("bloom_filter::a"), passed("batch::hash")];
+    apply_kernel_health(&mut tests, &mut health, true, display_name);
+    assert_eq!(summarize(&tests).failed, 0, "{tests:#?}");
+    assert!(tests.iter().all(|t| t.kernel_splats.is_empty()));
+    assert_eq!(health.splats.len(), 2);
+}
+
+#[test]
+fn a_run_with_no_test_fails() {
+    let mut r = report(vec![]);
+    assert!(!r.ok());
+    r.tests.push(TestResult {
+        name: "a".into(),
+        outcome: Outcome::Pass,
+        reason: None,
+        duration_ms: 1,
+        kernel_splats: vec![],
+    });
+    r.summary = summarize(&r.tests);
+    assert!(r.ok());
+    assert!(!is_test("feature:bloom_filter_map") && is_test("bloom_filter::x"));
+    assert_eq!(no_test_ran(None).outcome, Outcome::Fail);
+}
+
+#[test]
+fn a_failed_run_says_why() {
+    let mut r = Report::not_run("6.12", "x");
+    r.vm.ending = "the guest kernel panicked".into();
+    r.vm.retries.push(FailedBoot {
+        ending: "the guest kernel panicked".into(),
+        console_tail: vec![],
+    });
+    assert_eq!(
+        r.why_failed().unwrap(),
+        "the guest kernel panicked (after 1 failed boot retried)"
+    );
+    r.vm.ending = "exited".into();
+    assert_eq!(r.why_failed().unwrap(), "no test ran");
+    r.tests = parse_binary(&binary(RUN, Some(0), ""), "");
+    r.summary = summarize(&r.tests);
+    assert!(
+        r.why_failed().unwrap().starts_with("3 tests failed: "),
+        "{:?}",
+        r.why_failed()
+    );
+    r.tests.retain(|t| t.outcome == Outcome::Pass);
+    r.summary = summarize(&r.tests);
+    assert_eq!(r.why_failed(), None);
+    assert!(r.ok());
+}
+
+/// What the guest may leave in the shared directory, as bytes a broken or hostile guest
+/// could write: JSON-ish lines (to get past the first parse) mixed with arbitrary bytes.
+fn guest_file() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
+    let line = prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..64),
+        Just(br#"{ "type": "test", "event": "started", "name": "a::b" }"#.to_vec()),
+        Just(
+            br#"{ "type": "test", "event": "failed", "name": "a::b", "stdout": "\u00ff" }"#
+                .to_vec()
+        ),
+        Just(br#"{ "type": "test", "event": "ok", "name": "a::b", "exec_time": -1 }"#.to_vec()),
+        Just(br#"{"test":"a::b","reason":"x","feature":"bloom_filter_map"}"#.to_vec()),
+        Just(br#"{"bloom_filter_map":{"answer":"present"}}"#.to_vec()),
+        Just(b"a::b: test".to_vec()),
+        Just(b"-2147483649".to_vec()),
+    ];
+    proptest::collection::vec(line, 0..8).prop_map(|ls| ls.join(&b'\n'))
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+    /// Any bytes in any of the guest's files: the report is a verdict, never a panic.
+    #[test]
+    fn any_guest_files_give_a_verdict_not_a_panic(
+        files in proptest::collection::vec(guest_file(), 8),
+        vm_died in proptest::bool::ANY,
+    ) {
+        use crate::guest::files as names;
+        let d = tempfile::tempdir().unwrap();
+        let names = [
+            names::FEATURES.to_string(), names::PROBE_RC.into(), names::SKIPS.into(),
+            names::list("t"), "t.jsonl".into(), "t.rc".into(), "t.stderr".into(),
+            crate::vng::STATUS_FILE.into(),
+        ];
+        for (name, bytes) in names.iter().zip(&files) {
+            std::fs::write(d.path().join(name), bytes).unwrap();
+        }
+        let exp = crate::expect::Expectation::for_release("6.1.0").unwrap();
+        let verdict = judge(
+            d.path(), &["t".to_string()], &exp, vm_died.then_some("the VM died"), None,
+        );
+        // Something is always judged: at least the probe's or the binary's entry.
+        proptest::prop_assert!(!verdict.tests.is_empty());
+    }
+}

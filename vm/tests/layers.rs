@@ -1,0 +1,215 @@
+//! The host library's layers hold: every module imports only from its own layer or the layers
+//! below it (the folders of `vm/src`, bottom up: `support`, `domain`, `machine`, `results`,
+//! `flows`), and no two modules import each other, directly or through others. `ui` sits on
+//! top and nothing imports it. The table in `vm/src/lib.rs` and `docs/architecture.md` say the
+//! same.
+//!
+//! Imports are read from the source (`crate::name` and `crate::{a, b}`), test modules included:
+//! a test that reaches upward ties the layers together as much as code does.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Bottom up. A module may import from its own layer and those before it.
+const LAYERS: [&str; 6] = ["support", "domain", "machine", "results", "flows", "ui"];
+
+/// A module of the crate root, the layer it lives in, and what it imports, with the file and
+/// line of each import.
+#[derive(Default)]
+struct Module {
+    layer: usize,
+    imports: BTreeMap<String, String>,
+}
+
+/// Reads every `.rs` file under `src`: `src/<layer>/<module>.rs` or `src/<layer>/<module>/...`
+/// belongs to `<module>`; `src/ui.rs` is the `ui` layer's only module.
+fn modules(src: &Path) -> BTreeMap<String, Module> {
+    let mut mods: BTreeMap<String, Module> = BTreeMap::new();
+    for entry in walkdir(src) {
+        let rel = entry.strip_prefix(src).unwrap();
+        let parts: Vec<String> = rel
+            .iter()
+            .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+            .collect();
+        let (layer, module) = match parts.as_slice() {
+            [file] if file == "lib" => continue,
+            [file] => (file.clone(), file.clone()),
+            [layer, file] if file == "mod" => {
+                assert!(
+                    LAYERS.contains(&layer.as_str()),
+                    "{}: not a layer",
+                    rel.display()
+                );
+                continue;
+            }
+            [layer, module, ..] => (layer.clone(), module.clone()),
+            [] => continue,
+        };
+        let layer = LAYERS
+            .iter()
+            .position(|l| *l == layer)
+            .unwrap_or_else(|| panic!("{}: {layer} is not a layer {LAYERS:?}", rel.display()));
+        let m = mods.entry(module.clone()).or_default();
+        m.layer = layer;
+        let text = std::fs::read_to_string(&entry).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap();
+            for name in crate_imports(code) {
+                if name != module {
+                    m.imports
+                        .entry(name)
+                        .or_insert_with(|| format!("{}:{}", rel.display(), n + 1));
+                }
+            }
+        }
+    }
+    mods
+}
+
+fn walkdir(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            files.extend(walkdir(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            files.push(p);
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The crate-root modules a line names: `crate::a::x`, `crate::{a, b::y}`.
+fn crate_imports(code: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for (i, _) in code.match_indices("crate::") {
+        let rest = &code[i + "crate::".len()..];
+        let group = match rest.strip_prefix('{') {
+            Some(g) => g.split('}').next().unwrap_or(""),
+            None => rest,
+        };
+        let items: Vec<&str> = if rest.starts_with('{') {
+            group.split(',').collect()
+        } else {
+            vec![group]
+        };
+        for item in items {
+            // `crate::machine::provision` names `provision` through its layer.
+            let mut segments = item.trim().split("::").map(|s| {
+                s.chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_' || c.is_ascii_digit())
+                    .collect::<String>()
+            });
+            let mut name = segments.next().unwrap_or_default();
+            if LAYERS.contains(&name.as_str()) {
+                name = segments.next().unwrap_or_default();
+            }
+            if !name.is_empty() && name != "self" {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+/// Each import that runs to a higher layer, or to a module that is not in the tree.
+fn upward(mods: &BTreeMap<String, Module>) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (name, m) in mods {
+        for (to, at) in &m.imports {
+            match mods.get(to) {
+                Some(t) if t.layer > m.layer => bad.push(format!(
+                    "{at}: {name} ({}) imports {to} ({}), a layer above it",
+                    LAYERS[m.layer], LAYERS[t.layer]
+                )),
+                Some(_) => {}
+                None => bad.push(format!("{at}: {name} imports {to}, which no layer holds")),
+            }
+        }
+    }
+    bad
+}
+
+/// The modules that reach themselves through their imports (one line per cycle's members).
+fn cycles(mods: &BTreeMap<String, Module>) -> Vec<String> {
+    let reach = |from: &str| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.to_string()];
+        while let Some(m) = todo.pop() {
+            for to in mods.get(&m).map(|m| m.imports.keys()).into_iter().flatten() {
+                if seen.insert(to.clone()) {
+                    todo.push(to.clone());
+                }
+            }
+        }
+        seen
+    };
+    let mut found: BTreeSet<BTreeSet<String>> = BTreeSet::new();
+    for name in mods.keys() {
+        let from = reach(name);
+        if from.contains(name) {
+            let members = mods
+                .keys()
+                .filter(|o| from.contains(*o) && reach(o).contains(name))
+                .cloned()
+                .collect();
+            found.insert(members);
+        }
+    }
+    found
+        .into_iter()
+        .map(|c| {
+            let names: Vec<String> = c.into_iter().collect();
+            format!("a cycle through {}", names.join(", "))
+        })
+        .collect()
+}
+
+#[test]
+fn the_host_library_imports_only_downward_and_has_no_cycle() {
+    let mods = modules(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    assert!(mods.len() > 20, "found only {:?}", mods.keys());
+    let mut problems = upward(&mods);
+    problems.extend(cycles(&mods));
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+/// The check itself bites: an upward import and a cycle inside one layer are both named.
+#[test]
+fn an_upward_import_and_a_cycle_are_reported() {
+    let d = tempfile::tempdir().unwrap();
+    let write = |path: &str, text: &str| {
+        let p = d.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("lib.rs", "pub use support::paths;");
+    write("support/mod.rs", "pub mod paths;");
+    write(
+        "support/paths.rs",
+        "use crate::report::Report; // crate::ui in a comment\n",
+    );
+    write("domain/a.rs", "use crate::{b::x, paths};\n");
+    write("domain/b/mod.rs", "fn f() { crate::a::g() }\n");
+    write("results/report.rs", "use crate::paths;\n");
+    write("flows/run.rs", "pub(in crate::domain::a) fn f() {}\n");
+    let mods = modules(d.path());
+    assert_eq!(
+        upward(&mods),
+        ["support/paths.rs:1: paths (support) imports report (results), a layer above it"]
+    );
+    assert!(
+        mods["run"].imports.contains_key("a"),
+        "a path through a layer names its module"
+    );
+    let cycles = cycles(&mods);
+    assert!(
+        cycles.contains(&"a cycle through a, b".to_string()),
+        "{cycles:?}"
+    );
+    assert!(
+        cycles.contains(&"a cycle through paths, report".to_string()),
+        "{cycles:?}"
+    );
+}

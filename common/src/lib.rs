@@ -9,6 +9,8 @@ pub mod bloom_theory;
 pub mod features;
 #[cfg(feature = "std")]
 pub mod objects;
+#[cfg(feature = "protocol")]
+pub mod protocol;
 #[cfg(feature = "std")]
 pub mod stats;
 

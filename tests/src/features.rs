@@ -58,32 +58,14 @@ pub const ALL: &[Feature] = &[
 const FUNC_FOR_EACH_MAP_ELEM: i32 = 164;
 const FUNC_LOOP: i32 = 181;
 
-/// What a probe found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Probe {
-    Present,
-    /// The kernel's documented answer for a missing feature, with what it said.
-    Absent(String),
-    /// Anything else: the probe itself is broken, or the kernel regressed.
-    Error(String),
-}
+/// A probe's answer: the type `features.json` holds, shared with the host.
+pub use bpfvm_common::protocol::Probe;
 
-impl Probe {
-    fn from_result(r: io::Result<Result<(), String>>) -> Self {
-        match r {
-            Ok(Ok(())) => Probe::Present,
-            Ok(Err(why)) => Probe::Absent(why),
-            Err(e) => Probe::Error(e.to_string()),
-        }
-    }
-
-    /// The entry in `features.json` (read by `vm::expect::Probe`).
-    pub fn to_json(&self) -> serde_json::Value {
-        match self {
-            Probe::Present => serde_json::json!({ "answer": "present" }),
-            Probe::Absent(d) => serde_json::json!({ "answer": "absent", "detail": d }),
-            Probe::Error(d) => serde_json::json!({ "answer": "error", "detail": d }),
-        }
+fn answer(r: io::Result<Result<(), String>>) -> Probe {
+    match r {
+        Ok(Ok(())) => Probe::Present,
+        Ok(Err(why)) => Probe::Absent(why),
+        Err(e) => Probe::Error(e.to_string()),
     }
 }
 
@@ -118,15 +100,15 @@ impl Feature {
     fn probe(self) -> Probe {
         sys::raise_memlock();
         match self {
-            Feature::BloomFilter => Probe::from_result(probe_map(
+            Feature::BloomFilter => answer(probe_map(
                 bpf_map_type::BPF_MAP_TYPE_BLOOM_FILTER as u32,
                 0,
                 4,
             )),
-            Feature::BpfLoop => Probe::from_result(probe_helper(FUNC_LOOP)),
+            Feature::BpfLoop => answer(probe_helper(FUNC_LOOP)),
             Feature::BpfLoopInlining => probe_bpf_loop_inlining(),
-            Feature::ForEachMapElem => Probe::from_result(probe_helper(FUNC_FOR_EACH_MAP_ELEM)),
-            Feature::Batch(t) => Probe::from_result(probe_batch(t)),
+            Feature::ForEachMapElem => answer(probe_helper(FUNC_FOR_EACH_MAP_ELEM)),
+            Feature::Batch(t) => answer(probe_batch(t)),
         }
     }
 
@@ -377,11 +359,9 @@ pub fn possible_cpus() -> io::Result<usize> {
     aya::util::nr_cpus().map_err(|(_, e)| e)
 }
 
-/// Probes every known feature, for `features.json`: `name -> {"answer": ..., "detail": ...}`.
-pub fn probe_all() -> BTreeMap<String, serde_json::Value> {
-    ALL.iter()
-        .map(|f| (f.name(), probe(*f).to_json()))
-        .collect()
+/// Probes every known feature, for `features.json`.
+pub fn probe_all() -> BTreeMap<String, Probe> {
+    ALL.iter().map(|f| (f.name(), probe(*f))).collect()
 }
 
 #[cfg(test)]

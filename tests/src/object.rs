@@ -103,10 +103,12 @@ pub fn load(bytes: &[u8]) -> Result<Ebpf> {
 /// own parse fails at once and this copy is the only one parsed.
 fn kernel_btf() -> Option<&'static Btf> {
     static BTF: OnceLock<Option<Btf>> = OnceLock::new();
-    BTF.get_or_init(|| match std::env::var_os("BPFVM_KERNEL_BTF") {
-        Some(path) => Btf::parse_file(path, Endianness::default()).ok(),
-        None => Btf::from_sys_fs().ok(),
-    })
+    BTF.get_or_init(
+        || match std::env::var_os(bpfvm_common::protocol::KERNEL_BTF_ENV) {
+            Some(path) => Btf::parse_file(path, Endianness::default()).ok(),
+            None => Btf::from_sys_fs().ok(),
+        },
+    )
     .as_ref()
 }
 

@@ -3,6 +3,8 @@
 //! that pass into `skip` with the reason.
 use std::io::Write;
 
+use bpfvm_common::protocol;
+
 use crate::features::Feature;
 
 /// What a skipped test returns: `()` or `Ok(())`.
@@ -37,19 +39,20 @@ fn write_record(reason: &str, feature: Option<Feature>) {
         .unwrap_or("<unknown test>")
         .to_string();
     eprintln!("SKIP {test}: {reason}");
-    let Some(dir) = std::env::var_os("BPFVM_RESULTS") else {
+    let Some(dir) = std::env::var_os(protocol::RESULTS_ENV) else {
         return;
     };
-    let mut record = serde_json::json!({ "test": test, "reason": reason });
-    if let Some(f) = feature {
-        record["feature"] = f.name().into();
-    }
-    let line = record.to_string() + "\n";
+    let record = protocol::SkipRecord {
+        test: test.clone(),
+        reason: reason.to_string(),
+        feature: feature.map(Feature::name),
+    };
+    let line = serde_json::to_string(&record).expect("a skip record is JSON") + "\n";
     // One write of a short line with O_APPEND: concurrent tests never interleave.
     let written = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(std::path::Path::new(&dir).join("skips.jsonl"))
+        .open(std::path::Path::new(&dir).join(protocol::files::SKIPS))
         .and_then(|mut f| f.write_all(line.as_bytes()));
     if let Err(e) = written {
         // Without the record the runner would report a pass: fail loudly instead.

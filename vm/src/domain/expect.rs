@@ -14,29 +14,9 @@ use anyhow::{bail, Context, Result};
 use bpfvm_common::features::{self, Expected};
 use serde::{Deserialize, Serialize};
 
+pub use bpfvm_common::protocol::Probe;
+
 use crate::kernels::Pin;
-
-/// One probe's answer, as the guest's probe binary writes it into `features.json`:
-/// `{"name": {"answer": "present"}}`, `{"answer": "absent", "detail": "..."}`, or
-/// `{"answer": "error", "detail": "..."}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "answer", content = "detail", rename_all = "lowercase")]
-pub enum Probe {
-    Present,
-    Absent(String),
-    Error(String),
-}
-
-impl Probe {
-    /// What the probe said, for messages.
-    pub fn describe(&self) -> String {
-        match self {
-            Probe::Present => "present".into(),
-            Probe::Absent(why) => format!("absent ({why})"),
-            Probe::Error(e) => format!("error ({e})"),
-        }
-    }
-}
 
 /// The features one kernel must have, and where that expectation comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,26 +9,10 @@ use anyhow::{Context, Result};
 use crate::build::TestBinary;
 use crate::shell::{join, quote};
 use crate::vng::{END_MARKER, START_MARKER, STATUS_FILE};
+use bpfvm_common::protocol::{KERNEL_BTF_ENV, RESULTS_ENV};
 
 /// Files the guest writes into the shared directory, read back by `report`.
-pub mod files {
-    pub const RELEASE: &str = "uname-r";
-    pub const CMDLINE: &str = "cmdline";
-    pub const SPECTRE_V2: &str = "spectre_v2";
-    pub const FEATURES: &str = "features.json";
-    /// The feature probe's exit status and stderr (not `probe.*`: the probe binary's own test
-    /// harness is a test binary named `probe`).
-    pub const PROBE_RC: &str = "features.rc";
-    pub const PROBE_STDERR: &str = "features.stderr";
-    pub const SKIPS: &str = "skips.jsonl";
-    /// The kernel log of the whole guest script, with its markers (`vm::health`).
-    pub const KERNEL_LOG: &str = "kernel.log";
-
-    /// Where test binary `name` lists its tests (`--list --format terse`).
-    pub fn list(name: &str) -> String {
-        format!("{name}.list")
-    }
-}
+pub use bpfvm_common::protocol::files;
 
 /// Mounts what BPF tests need, starts the kernel log copy, and records which kernel and
 /// mitigations the guest really got.
@@ -39,7 +23,7 @@ fn preamble(out: &Path) -> String {
          # Written by bpfvm; runs inside the guest as root.\n\
          echo '{START_MARKER}' >&2\n\
          OUT={o}\n\
-         export BPFVM_RESULTS=\"$OUT\"\n\
+         export {RESULTS_ENV}=\"$OUT\"\n\
          {KERNEL_LOG}\
          mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf\n\
          mountpoint -q /sys/kernel/debug || mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null\n\
@@ -126,7 +110,7 @@ pub fn test_script(
         files::PROBE_RC,
     )
     .unwrap();
-    s.push_str(KERNEL_BTF_ONCE);
+    s.push_str(&kernel_btf_once());
     s.push_str(MARK_TESTS);
     s.push_str("bpfvm_mark phase tests\n");
     let args: Vec<String> = filter.map(str::to_string).into_iter().collect();
@@ -196,13 +180,17 @@ fn run_test_binary(
 /// per process (`BPFVM_KERNEL_BTF`, see `tests/src/object.rs`) and run in a mount namespace where
 /// the sysfs file reads empty, so that the loader's own parse fails at once. A kernel without
 /// BTF runs the tests as they are.
-const KERNEL_BTF_ONCE: &str = r#"if cp /sys/kernel/btf/vmlinux /tmp/bpfvm-vmlinux.btf 2>/dev/null; then
-  export BPFVM_KERNEL_BTF=/tmp/bpfvm-vmlinux.btf
-  with_kernel_btf_once() { unshare --mount sh -c 'mount --bind /dev/null /sys/kernel/btf/vmlinux && exec "$@"' sh "$@"; }
+fn kernel_btf_once() -> String {
+    format!(
+        r#"if cp /sys/kernel/btf/vmlinux /tmp/bpfvm-vmlinux.btf 2>/dev/null; then
+  export {KERNEL_BTF_ENV}=/tmp/bpfvm-vmlinux.btf
+  with_kernel_btf_once() {{ unshare --mount sh -c 'mount --bind /dev/null /sys/kernel/btf/vmlinux && exec "$@"' sh "$@"; }}
 else
-  with_kernel_btf_once() { "$@"; }
+  with_kernel_btf_once() {{ "$@"; }}
 fi
-"#;
+"#
+    )
+}
 
 /// The `bench-vm` script: run the guest benchmark binary with plan `size` and the runner's
 /// other arguments `args` (progress lines on stdout), its results to `results`, its exit
@@ -346,7 +334,7 @@ mod tests {
             "{ with_kernel_btf_once /t/deps/bpfvm_tests-abc -Z unstable-options --format json \
              --report-time bloom"
         ));
-        assert!(s.contains(KERNEL_BTF_ONCE));
+        assert!(s.contains(&kernel_btf_once()));
         assert!(s.contains(
             "2>> \"$OUT/bpfvm_tests.stderr\"; echo $? > \"$OUT/bpfvm_tests.rc\"; } | bpfvm_mark_tests | tee"
         ));

@@ -140,12 +140,11 @@ impl RunOutcome {
 const TAIL: usize = 60;
 /// How often the guest's use of the shared directory is measured.
 const USAGE_CHECK: Duration = Duration::from_secs(1);
-/// The guest script prints this to stderr first: later non-console lines are the guest's.
-pub const START_MARKER: &str = "bpfvm: guest script started";
-/// The guest script prints this to stderr last, after writing its exit status.
-pub const END_MARKER: &str = "bpfvm: guest script finished";
-/// The name of the file where the guest script writes its exit status, inside `rwdir`.
-pub const STATUS_FILE: &str = "exit-status";
+/// The guest script prints [`START_MARKER`] to stderr first (later non-console lines are the
+/// guest's) and [`END_MARKER`] last, after writing its exit status into `rwdir`'s
+/// [`STATUS_FILE`].
+pub use bpfvm_common::protocol::files::STATUS as STATUS_FILE;
+pub use bpfvm_common::protocol::{END_MARKER, START_MARKER};
 
 /// Boots the VM, forwards guest output as events, and returns how it ended.
 pub fn run(

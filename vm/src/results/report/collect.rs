@@ -7,6 +7,8 @@ use std::path::Path;
 use anyhow::Result;
 use serde::Deserialize;
 
+use bpfvm_common::protocol::SkipRecord;
+
 use super::model::{Outcome, TestResult};
 use crate::expect::Probe;
 use crate::guest::files;
@@ -21,16 +23,6 @@ pub(super) struct Event {
     name: Option<String>,
     exec_time: Option<f64>,
     stdout: Option<String>,
-}
-
-/// A line of `skips.jsonl`: a test that skipped itself, and the feature it lacked (if the
-/// skip came from `require!`).
-#[derive(Deserialize)]
-pub(super) struct SkipRecord {
-    pub(super) test: String,
-    pub(super) reason: String,
-    #[serde(default)]
-    pub(super) feature: Option<String>,
 }
 
 /// Test names as users see them: without the crate's `tests::` module prefix.

@@ -4,9 +4,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
+use bpfvm_common::protocol::SkipRecord;
+
 use super::collect::{
     display_name, failed, parse_binary, read_binary, read_fact, read_probes, skip_records,
-    status_words, tail_of, SkipRecord,
+    status_words, tail_of,
 };
 use super::model::{Outcome, TestResult};
 use crate::expect::{self, Expectation, Mismatch, Probe};

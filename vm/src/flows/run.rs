@@ -13,7 +13,7 @@ use crate::guest;
 use crate::health::{self, allow::Allowlist, Health};
 use crate::kernels::{self, KernelTree};
 use crate::options::{self, VmOptions};
-use crate::output::{Events, Output};
+use crate::output::{Events, Output, TestProgress};
 use crate::paths::target_dir;
 use crate::provision::{self, Tools};
 use crate::report::{self, AccelInfo, KernelInfo, Outcome, Report, Timings, VmInfo};
@@ -168,7 +168,7 @@ fn boot_once(
     events.step(format!(
         "booting {} under {}",
         p.tree.release,
-        p.accel.name.to_uppercase()
+        p.accel.kind.name().to_uppercase()
     ));
     let outcome = vng::run(&spec, &p.tools.vng, &p.tools.path_prefix, events)?;
     let phases = match (outcome.boot, outcome.guest, outcome.shutdown()) {
@@ -442,15 +442,16 @@ pub fn vm_test_all(opts: &TestOptions, events: &Events) -> Result<Vec<Report>> {
 /// judge it: `skip` with the reason, or `FAILED` when the kernel should have had the feature.
 pub(crate) fn with_test_progress(events: Events, shared: PathBuf, expected: Expectation) -> Events {
     Events::new(move |o| match o {
-        Output::GuestStdout(line) => match test_event(&line) {
-            Some((name, outcome)) => {
-                let outcome = match outcome {
+        Output::GuestStdout(line) => match report::test_finished(&line) {
+            Some((name, event)) => {
+                let outcome = match event.as_str() {
                     "ok" => match report::judge_live_pass(&shared, &expected, &name) {
-                        Some((Outcome::Fail, why)) => format!("FAILED ({why})"),
-                        Some(_) => "skip".into(),
-                        None => "ok".into(),
+                        Some((Outcome::Fail, why)) => TestProgress::Failed(Some(why)),
+                        Some(_) => TestProgress::Skip,
+                        None => TestProgress::Ok,
                     },
-                    other => other.into(),
+                    "failed" => TestProgress::Failed(None),
+                    _ => TestProgress::Ignored,
                 };
                 events.emit(Output::TestDone { name, outcome })
             }
@@ -459,21 +460,6 @@ pub(crate) fn with_test_progress(events: Events, shared: PathBuf, expected: Expe
         },
         other => events.emit(other),
     })
-}
-
-fn test_event(line: &str) -> Option<(String, &'static str)> {
-    let v: serde_json::Value = serde_json::from_str(line).ok()?;
-    if v["type"] != "test" {
-        return None;
-    }
-    let outcome = match v["event"].as_str()? {
-        "ok" => "ok",
-        "failed" => "FAILED",
-        "ignored" => "ignored",
-        _ => return None,
-    };
-    let name = v["name"].as_str()?;
-    Some((report::display_name(name), outcome))
 }
 
 #[cfg(test)]
@@ -491,9 +477,9 @@ mod tests {
         }
     }
 
-    fn accel(name: &'static str) -> Accel {
+    fn accel(kind: accel::Kind) -> Accel {
         Accel {
-            name,
+            kind,
             reason: String::new(),
         }
     }
@@ -501,19 +487,25 @@ mod tests {
     #[test]
     fn a_boot_is_retried_once_under_tcg_unless_told_not_to() {
         let first = panicked_before_start();
-        assert!(retry_boot(&first, &accel("tcg"), true));
-        assert!(!retry_boot(&first, &accel("tcg"), false), "--no-retry");
+        assert!(retry_boot(&first, &accel(accel::Kind::Tcg), true));
         assert!(
-            !retry_boot(&first, &accel("kvm"), true),
+            !retry_boot(&first, &accel(accel::Kind::Tcg), false),
+            "--no-retry"
+        );
+        assert!(
+            !retry_boot(&first, &accel(accel::Kind::Kvm), true),
             "KVM: the kernel's own"
         );
         let mut second = panicked_before_start();
         second.retries.push(first.as_failed_boot());
-        assert!(!retry_boot(&second, &accel("tcg"), true), "once only");
+        assert!(
+            !retry_boot(&second, &accel(accel::Kind::Tcg), true),
+            "once only"
+        );
         let mut late = panicked_before_start();
         late.boot = Some(Duration::from_secs(8));
         assert!(
-            !retry_boot(&late, &accel("tcg"), true),
+            !retry_boot(&late, &accel(accel::Kind::Tcg), true),
             "after the start marker"
         );
     }

@@ -13,24 +13,42 @@ use crate::options::Choice;
 use crate::paths::cache_dir;
 use crate::proc::{Group, Stream};
 
+/// Which accelerator qemu runs the guest with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Kvm,
+    Tcg,
+}
+
+impl Kind {
+    /// `kvm` or `tcg`, as reports name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Kvm => "kvm",
+            Kind::Tcg => "tcg",
+        }
+    }
+}
+
 /// The accelerator a run uses and why, as recorded in reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct Accel {
-    /// `kvm` or `tcg`.
-    pub name: &'static str,
+    #[serde(rename = "name")]
+    pub kind: Kind,
     pub reason: String,
 }
 
 impl Accel {
     pub fn is_kvm(&self) -> bool {
-        self.name == "kvm"
+        self.kind == Kind::Kvm
     }
 
     /// How the report describes the figures measured under this accelerator.
     pub fn describe(&self) -> String {
-        match self.name {
-            "kvm" => format!("KVM ({})", self.reason),
-            _ => format!("TCG, software emulation ({})", self.reason),
+        match self.kind {
+            Kind::Kvm => format!("KVM ({})", self.reason),
+            Kind::Tcg => format!("TCG, software emulation ({})", self.reason),
         }
     }
 }
@@ -42,17 +60,17 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
 pub fn decide(choice: Choice, vmlinuz: &Path) -> Result<Accel> {
     if choice == Choice::Tcg {
         return Ok(Accel {
-            name: "tcg",
+            kind: Kind::Tcg,
             reason: "--accel tcg".into(),
         });
     }
     match probe_kvm_once_per_boot(vmlinuz, &verdict_file()) {
         Ok(how) => Ok(Accel {
-            name: "kvm",
+            kind: Kind::Kvm,
             reason: how,
         }),
         Err(why) if choice == Choice::Auto => Ok(Accel {
-            name: "tcg",
+            kind: Kind::Tcg,
             reason: format!("KVM not usable: {why}"),
         }),
         Err(why) => bail!(
@@ -183,7 +201,7 @@ mod tests {
     #[test]
     fn tcg_choice_needs_no_probe() {
         let a = decide(Choice::Tcg, Path::new("/nonexistent")).unwrap();
-        assert_eq!(a.name, "tcg");
+        assert_eq!(a.kind, Kind::Tcg);
         assert!(a.describe().starts_with("TCG"));
     }
 

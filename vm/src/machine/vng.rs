@@ -338,11 +338,11 @@ fn is_console(line: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn spec(accel: &'static str) -> VmSpec {
+    fn spec(kind: crate::accel::Kind) -> VmSpec {
         VmSpec {
             vmlinuz: "/k/boot/vmlinuz-6.1".into(),
             accel: Accel {
-                name: accel,
+                kind,
                 reason: String::new(),
             },
             cpus: 2,
@@ -358,7 +358,7 @@ mod tests {
 
     #[test]
     fn tcg_runs_disable_kvm_and_append_the_mode() {
-        let args = vng_args(&spec("tcg")).unwrap();
+        let args = vng_args(&spec(crate::accel::Kind::Tcg)).unwrap();
         assert!(args.contains(&"--disable-kvm".to_string()));
         let append = &args[args.iter().position(|a| a == "--append").unwrap() + 1];
         assert_eq!(append, "loglevel=4 panic=-1 spectre_v2=off");
@@ -369,7 +369,7 @@ mod tests {
     fn each_qemu_option_is_its_own_argument() {
         let args = vng_args(&VmSpec {
             qemu_opts: vec!["-icount".into(), "shift=0,sleep=off".into()],
-            ..spec("tcg")
+            ..spec(crate::accel::Kind::Tcg)
         })
         .unwrap();
         let at = args
@@ -381,7 +381,7 @@ mod tests {
 
     #[test]
     fn kvm_runs_keep_kvm() {
-        let args = vng_args(&spec("kvm")).unwrap();
+        let args = vng_args(&spec(crate::accel::Kind::Kvm)).unwrap();
         assert!(!args.contains(&"--disable-kvm".to_string()));
     }
 
@@ -391,7 +391,7 @@ mod tests {
     fn paths_reach_virtme_run_whole_through_vngs_shell() {
         let t = tempfile::tempdir().unwrap();
         let pwned = t.path().join("pwned");
-        let mut s = spec("tcg");
+        let mut s = spec(crate::accel::Kind::Tcg);
         s.vmlinuz = format!("/k/my proj/6.1$(touch {})/vmlinuz", pwned.display()).into();
         s.rwdir = "/run/a b;`touch x`".into();
         s.memory = "1G".into();
@@ -425,7 +425,7 @@ mod tests {
     #[test]
     fn paths_vng_cannot_carry_are_refused_naming_the_character() {
         for (bad, c) in [("/a,b", "','"), ("/a=b", "'='"), ("/a\nb", "'\\n'")] {
-            let mut s = spec("tcg");
+            let mut s = spec(crate::accel::Kind::Tcg);
             s.rwdir = bad.into();
             let err = format!("{:#}", vng_args(&s).unwrap_err());
             assert!(

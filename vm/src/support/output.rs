@@ -26,7 +26,30 @@ pub enum Output {
         total: u64,
     },
     /// A test finished in the guest.
-    TestDone { name: String, outcome: String },
+    TestDone { name: String, outcome: TestProgress },
+}
+
+/// A finished test as the live progress shows it, before the final report judges it whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TestProgress {
+    Ok,
+    /// Skipped, for a feature this kernel is not expected to have.
+    Skip,
+    /// Failed; or passed after skipping for a feature the kernel must have (with why).
+    Failed(Option<String>),
+    Ignored,
+}
+
+impl std::fmt::Display for TestProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TestProgress::Ok => f.write_str("ok"),
+            TestProgress::Skip => f.write_str("skip"),
+            TestProgress::Failed(None) => f.write_str("FAILED"),
+            TestProgress::Failed(Some(why)) => write!(f, "FAILED ({why})"),
+            TestProgress::Ignored => f.write_str("ignored"),
+        }
+    }
 }
 
 /// A cheap, clonable sink for [`Output`] events.

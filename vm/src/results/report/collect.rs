@@ -25,6 +25,14 @@ pub(super) struct Event {
     stdout: Option<String>,
 }
 
+/// How a test ended, from one line of libtest's JSON output: the test's display name and the
+/// event (`ok`, `failed`, `ignored`); `None` for other lines.
+pub fn test_finished(line: &str) -> Option<(String, String)> {
+    let ev = serde_json::from_str::<Event>(line).ok()?;
+    let finished = ev.kind == "test" && ["ok", "failed", "ignored"].contains(&ev.event.as_str());
+    Some((display_name(&ev.name?), ev.event)).filter(|_| finished)
+}
+
 /// Test names as users see them: without the crate's `tests::` module prefix.
 pub(crate) fn display_name(libtest_name: &str) -> String {
     libtest_name

@@ -55,7 +55,7 @@ pub struct AccelInfo {
 impl From<&Accel> for AccelInfo {
     fn from(a: &Accel) -> Self {
         Self {
-            name: a.name.to_string(),
+            name: a.kind.name().to_string(),
             reason: a.reason.clone(),
         }
     }

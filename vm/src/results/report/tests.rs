@@ -521,3 +521,15 @@ proptest::proptest! {
         proptest::prop_assert!(!verdict.tests.is_empty());
     }
 }
+
+#[test]
+fn live_progress_reads_finished_tests_only() {
+    let ok = r#"{ "type": "test", "name": "tests::bloom::a", "event": "ok", "exec_time": 0.01 }"#;
+    assert_eq!(test_finished(ok), Some(("bloom::a".into(), "ok".into())));
+    let failed = r#"{ "type": "test", "name": "tests::b", "event": "failed", "stdout": "x" }"#;
+    assert_eq!(test_finished(failed), Some(("b".into(), "failed".into())));
+    let started = r#"{ "type": "test", "event": "started", "name": "tests::bloom::a" }"#;
+    assert_eq!(test_finished(started), None);
+    assert_eq!(test_finished(r#"{ "type": "suite", "event": "ok" }"#), None);
+    assert_eq!(test_finished("running 3 tests"), None);
+}

@@ -1,6 +1,7 @@
 //! What the two command lines share: the VM options (`cargo xtask vm-run`, `bpfvm exec`, ...),
 //! the exit status of a command run in the guest, and the signal handlers that stop a VM on
 //! Ctrl-C. `bpfvm-host` stays free of clap.
+#![warn(unreachable_pub)]
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;

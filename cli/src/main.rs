@@ -1,6 +1,7 @@
 //! `bpfvm`: your own crate's tests as root in pinned kernels. `exec` is the cargo runner,
 //! `test` runs a whole crate in one boot per kernel. The kernels, cache, checks and reports
 //! are those of `cargo xtask` (the `bpfvm-host` library).
+#![warn(unreachable_pub)]
 use std::io::Write;
 use std::process::ExitCode;
 

@@ -1,5 +1,6 @@
 //! Constants shared by the BPF programs in `ebpf/` and the guest tests in `tests/`, and the
 //! expected-features table (`features`) the host runner judges probes against.
+#![warn(unreachable_pub)]
 #![no_std]
 
 #[cfg(feature = "bench-results")]

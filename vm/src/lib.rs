@@ -1,3 +1,4 @@
+#![warn(unreachable_pub)]
 //! Host side of bpfvm, in layers: each folder imports only from the folders below it, and
 //! `vm/tests/layers.rs` fails when an import runs upward or two modules import each other. See
 //! `docs/architecture.md`.

@@ -12,7 +12,7 @@ use bpfvm_host::output::Events;
 use bpfvm_host::report::Report;
 use xshell::{cmd, Shell};
 
-pub struct Options {
+pub(crate) struct Options {
     pub kernel: String,
     /// Runs of each command (after one untimed warm-up `vm-test`).
     pub runs: usize,
@@ -29,7 +29,7 @@ struct Sample {
 
 const PHASES: [&str; 5] = ["prepare", "build", "boot", "tests", "shutdown"];
 
-pub fn run(opts: &Options, events: &Events) -> Result<()> {
+pub(crate) fn run(opts: &Options, events: &Events) -> Result<()> {
     if opts.runs == 0 {
         bail!("--runs 0 measures nothing: give at least 1 (3 or more for a spread)");
     }

@@ -14,14 +14,14 @@ use bpfvm_host::run::{self, TestOptions};
 use bpfvm_host::{build, provision};
 
 /// The outcome of one step, for the closing summary.
-pub struct StepResult {
+pub(crate) struct StepResult {
     pub name: &'static str,
     pub result: Result<()>,
     pub elapsed: Duration,
 }
 
 /// Runs every check; returns each step's result (the caller fails if any failed).
-pub fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
+pub(crate) fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
     let mut results = Vec::new();
     let sh = match Shell::new() {
         Ok(sh) => sh,
@@ -219,7 +219,7 @@ fn cargo(sh: &Shell, args: &[&str], ebpf_dir: Option<&Path>) -> Result<()> {
 }
 
 /// The closing lines: each step with its time and verdict.
-pub fn summary(results: &[StepResult]) -> String {
+pub(crate) fn summary(results: &[StepResult]) -> String {
     results
         .iter()
         .map(|r| {

@@ -16,7 +16,7 @@ use bpfvm_host::paths::{cache_dir, workspace_root};
 use bpfvm_host::provision::{parse_requirements, PipVenv};
 
 /// The pinned requirements, one `name==version --hash=sha256:...` per line.
-pub fn requirements() -> Result<Vec<String>> {
+pub(crate) fn requirements() -> Result<Vec<String>> {
     let path = workspace_root().join("ci/actionlint-requirements.txt");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
@@ -34,12 +34,12 @@ fn venv() -> Result<PipVenv> {
 }
 
 /// `.github/workflows/` of the checkout.
-pub fn workflows_dir() -> PathBuf {
+pub(crate) fn workflows_dir() -> PathBuf {
     workspace_root().join(".github/workflows")
 }
 
 /// The workflow files in `dir` (`*.yml`, `*.yaml`; GitHub reads no others), sorted.
-pub fn workflow_files(dir: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn workflow_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let rd = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
     let mut files = vec![];
     for e in rd {
@@ -54,7 +54,7 @@ pub fn workflow_files(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// actionlint's arguments: plain text, the pinned shellcheck, then the files.
-pub fn actionlint_args(shellcheck: &Path, files: &[PathBuf]) -> Vec<String> {
+pub(crate) fn actionlint_args(shellcheck: &Path, files: &[PathBuf]) -> Vec<String> {
     let mut a = vec![
         "-no-color".to_string(),
         "-shellcheck".into(),
@@ -66,7 +66,7 @@ pub fn actionlint_args(shellcheck: &Path, files: &[PathBuf]) -> Vec<String> {
 
 /// Checks every workflow in `.github/workflows/` with actionlint (installed on first use); the
 /// error quotes its findings.
-pub fn actionlint(sh: &Shell, events: &Events) -> Result<()> {
+pub(crate) fn actionlint(sh: &Shell, events: &Events) -> Result<()> {
     lint_dir(sh, &workflows_dir(), events)
 }
 

@@ -1,5 +1,6 @@
 //! `cargo xtask`: arguments in, one call into the `vm` library, its result out as an exit code.
 //! The developer tasks (`ci`, `lint`, `bench-suite`) live here, not in the library a run needs.
+#![warn(unreachable_pub)]
 use std::path::PathBuf;
 use std::process::ExitCode;
 

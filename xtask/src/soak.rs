@@ -12,7 +12,7 @@ use bpfvm_host::options::VmOptions;
 use bpfvm_host::output::Events;
 use bpfvm_host::vng::Ending;
 
-pub struct Options {
+pub(crate) struct Options {
     /// A pin's version or `all`.
     pub kernel: String,
     pub boots: usize,
@@ -23,7 +23,7 @@ pub struct Options {
 }
 
 /// One kernel's tally.
-pub struct Tally {
+pub(crate) struct Tally {
     pub kernel: String,
     pub boots: usize,
     pub failed: Vec<String>,
@@ -34,12 +34,12 @@ pub struct Tally {
 }
 
 impl Tally {
-    pub fn ok(&self) -> bool {
+    pub(crate) fn ok(&self) -> bool {
         self.failed.is_empty() && self.leftovers.is_empty()
     }
 }
 
-pub fn run(opts: &Options, events: &Events) -> Result<Vec<Tally>> {
+pub(crate) fn run(opts: &Options, events: &Events) -> Result<Vec<Tally>> {
     if opts.boots == 0 {
         bail!("--boots 0 boots nothing: give at least 1 (30 for the hardening soak)");
     }
@@ -96,7 +96,7 @@ pub fn run(opts: &Options, events: &Events) -> Result<Vec<Tally>> {
 }
 
 /// A markdown table, one row per kernel, then each failure, retry and leftover by name.
-pub fn summary(tallies: &[Tally], hogs: usize) -> String {
+pub(crate) fn summary(tallies: &[Tally], hogs: usize) -> String {
     let mut s = String::from(
         "| kernel | boots | failed | retried | left behind | boot s min / median / max |\n\
          |---|---|---|---|---|---|\n",

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Keyring every source is checked against (Debian package `debian-archive-keyring`).
-pub const KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
+pub(super) const KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
 
 /// The sources.list text for a pin's sources.
-pub fn sources_list(sources: &[Source]) -> String {
+pub(super) fn sources_list(sources: &[Source]) -> String {
     sources
         .iter()
         .map(|s| {
@@ -26,7 +26,7 @@ pub fn sources_list(sources: &[Source]) -> String {
 
 /// apt state for one set of sources.
 #[derive(Debug, Clone)]
-pub struct Apt {
+pub(super) struct Apt {
     pub dir: PathBuf,
     pub sources_list: String,
     /// Running as root: apt would drop to `_apt` for downloads, which cannot write our
@@ -37,7 +37,7 @@ pub struct Apt {
 impl Apt {
     /// The private apt for a pin: `cache_root/apt/<suites>-<hash of sources.list>/`, shared by
     /// pins with the same sources.
-    pub fn for_pin(cache_root: &Path, pin: &Pin) -> Apt {
+    pub(super) fn for_pin(cache_root: &Path, pin: &Pin) -> Apt {
         use sha2::{Digest, Sha256};
         let text = sources_list(&pin.sources);
         let suites: Vec<&str> = pin.sources.iter().map(|s| s.suite.as_str()).collect();
@@ -65,7 +65,7 @@ impl Apt {
     /// The private configuration: the host's apt.conf, apt.conf.d, preferences and trusted
     /// keys replaced by empty private directories and /dev/null (sources are checked against
     /// [`KEYRING`] through `signed-by`).
-    pub fn config_text(&self) -> String {
+    pub(super) fn config_text(&self) -> String {
         let d = &self.dir;
         let mut text = String::new();
         for (key, value) in [
@@ -83,7 +83,7 @@ impl Apt {
 
     /// `tool` with [`Apt::command_line`], [`Apt::config_path`] as `APT_CONFIG`, and a fixed
     /// locale so its messages can be parsed.
-    pub fn command(&self, tool: &str, args: &[&str]) -> Command {
+    pub(super) fn command(&self, tool: &str, args: &[&str]) -> Command {
         let argv = self.command_line(tool, args);
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
@@ -94,7 +94,7 @@ impl Apt {
     }
 
     /// The `-o` options that make apt-get / apt-cache use only this private state.
-    pub fn options(&self) -> Vec<String> {
+    pub(super) fn options(&self) -> Vec<String> {
         let d = &self.dir;
         let mut o = vec![
             format!("Dir::Etc::SourceList={}", self.sources_path().display()),
@@ -122,7 +122,7 @@ impl Apt {
     }
 
     /// The full argument list for `apt-get`/`apt-cache` with `args` after the options.
-    pub fn command_line(&self, tool: &str, args: &[&str]) -> Vec<String> {
+    pub(super) fn command_line(&self, tool: &str, args: &[&str]) -> Vec<String> {
         let mut v = vec![tool.to_string()];
         v.extend(self.options());
         v.extend(args.iter().map(|s| s.to_string()));
@@ -154,7 +154,7 @@ impl Apt {
     }
 
     /// `apt-get update` on the private state; any failed index is an error.
-    pub fn update(&self, events: &Events) -> Result<()> {
+    pub(super) fn update(&self, events: &Events) -> Result<()> {
         self.prepare()?;
         if !Path::new(KEYRING).exists() {
             bail!("{KEYRING} is missing: install the Debian package `debian-archive-keyring`");
@@ -169,7 +169,7 @@ impl Apt {
     }
 
     /// Downloads `name=version` into `dir` (apt names the file itself).
-    pub fn download(&self, pkg: &Package, dir: &Path, events: &Events) -> Result<Output> {
+    pub(super) fn download(&self, pkg: &Package, dir: &Path, events: &Events) -> Result<Output> {
         self.prepare()?;
         run_raw(
             self,
@@ -181,7 +181,7 @@ impl Apt {
     }
 
     /// `SHA256:` of `name=version` from the signed Packages index.
-    pub fn sha256(&self, name: &str, version: &str, events: &Events) -> Result<String> {
+    pub(super) fn sha256(&self, name: &str, version: &str, events: &Events) -> Result<String> {
         let out = run(
             self,
             "apt-cache",
@@ -194,7 +194,7 @@ impl Apt {
     }
 
     /// Every package name the lists know.
-    pub fn pkgnames(&self, events: &Events) -> Result<Vec<String>> {
+    pub(super) fn pkgnames(&self, events: &Events) -> Result<Vec<String>> {
         let out = run(self, "apt-cache", &["pkgnames"], None, events)?;
         Ok(out
             .lines()
@@ -205,7 +205,11 @@ impl Apt {
     }
 
     /// `(name, version)` of every real package version among `names`.
-    pub fn madison(&self, names: &[String], events: &Events) -> Result<Vec<(String, String)>> {
+    pub(super) fn madison(
+        &self,
+        names: &[String],
+        events: &Events,
+    ) -> Result<Vec<(String, String)>> {
         if names.is_empty() {
             return Ok(vec![]);
         }
@@ -217,7 +221,7 @@ impl Apt {
 }
 
 /// What a command printed.
-pub struct Output {
+pub(super) struct Output {
     pub ok: bool,
     pub code: Option<i32>,
     pub stdout: String,
@@ -225,7 +229,7 @@ pub struct Output {
 }
 
 /// Runs an apt tool, returns its output whatever the exit status.
-pub fn run_raw(
+pub(super) fn run_raw(
     apt: &Apt,
     tool: &str,
     args: &[&str],
@@ -284,7 +288,7 @@ fn run(
 }
 
 /// Quotes an argv for display so it can be pasted into a shell.
-pub fn shell_words(argv: &[String]) -> String {
+pub(super) fn shell_words(argv: &[String]) -> String {
     argv.iter()
         .map(|a| {
             if !a.is_empty()
@@ -301,7 +305,7 @@ pub fn shell_words(argv: &[String]) -> String {
 }
 
 /// Does apt's error output say the package/version is not (any longer) on the mirror?
-pub fn says_not_on_mirror(stderr: &str) -> bool {
+pub(super) fn says_not_on_mirror(stderr: &str) -> bool {
     stderr.lines().any(|l| {
         (l.contains("Version '") && l.contains("was not found"))
             || l.contains("Unable to locate package")
@@ -313,7 +317,7 @@ pub fn says_not_on_mirror(stderr: &str) -> bool {
 }
 
 /// The SHA256 of the stanza for `name`/`version` in `apt-cache show` output.
-pub fn parse_show_sha256(show: &str, name: &str, version: &str) -> Option<String> {
+pub(super) fn parse_show_sha256(show: &str, name: &str, version: &str) -> Option<String> {
     show.split("\n\n").find_map(|stanza| {
         let field = |f: &str| {
             stanza
@@ -328,7 +332,7 @@ pub fn parse_show_sha256(show: &str, name: &str, version: &str) -> Option<String
 }
 
 /// `apt-cache madison` lines: ` name | version | uri suite/component arch Packages`.
-pub fn parse_madison(out: &str) -> Vec<(String, String)> {
+pub(super) fn parse_madison(out: &str) -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = out
         .lines()
         .filter_map(|l| {

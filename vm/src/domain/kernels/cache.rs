@@ -22,13 +22,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The file written last into an extracted tree, after it was checked to hold the kernel.
-pub const COMPLETE: &str = ".bpfvm-complete";
+pub(super) const COMPLETE: &str = ".bpfvm-complete";
 
 /// What a tree's [`COMPLETE`] marker records, in text: a header line, then
 /// `vmlinuz <sha256> <path>` and `module <size> <path>` lines, paths relative to the tree,
 /// modules sorted.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Manifest {
+pub(super) struct Manifest {
     pub vmlinuz_sha256: String,
     pub vmlinuz: PathBuf,
     pub modules: Vec<(u64, PathBuf)>,
@@ -39,7 +39,7 @@ const MANIFEST_HEADER: &str = "bpfvm kernel tree 2";
 
 impl Manifest {
     /// The manifest of the tree `tree` is now.
-    pub fn of(tree: &KernelTree) -> Result<Manifest> {
+    pub(super) fn of(tree: &KernelTree) -> Result<Manifest> {
         let rel = |p: &Path| p.strip_prefix(&tree.root).unwrap_or(p).to_path_buf();
         let mut modules = vec![];
         if let Some(dir) = tree.modules_dir() {
@@ -57,7 +57,7 @@ impl Manifest {
         })
     }
 
-    pub fn to_text(&self) -> String {
+    pub(super) fn to_text(&self) -> String {
         let mut t = format!(
             "{MANIFEST_HEADER}\nvmlinuz {} {}\n",
             self.vmlinuz_sha256,
@@ -70,7 +70,7 @@ impl Manifest {
     }
 
     /// `None` for text that is not a manifest (an older bpfvm wrote only the release).
-    pub fn parse(text: &str) -> Option<Manifest> {
+    pub(super) fn parse(text: &str) -> Option<Manifest> {
         let mut lines = text.lines();
         if lines.next()? != MANIFEST_HEADER {
             return None;
@@ -151,7 +151,7 @@ fn list_files(dir: &Path, found: &mut impl FnMut(&Path, u64)) -> Result<()> {
 
 /// What the cache holds for a pin.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cached {
+pub(super) enum Cached {
     /// No tree with a marker of this bpfvm's form.
     Absent,
     Valid(KernelTree),
@@ -172,32 +172,32 @@ fn sync_fs(dir: &Path) -> Result<()> {
 
 /// Where the cache lives; `cache_dir()` in normal use, a temp dir in tests.
 #[derive(Debug, Clone)]
-pub struct Cache {
+pub(super) struct Cache {
     pub root: PathBuf,
 }
 
 impl Cache {
-    pub fn debs(&self) -> PathBuf {
+    pub(super) fn debs(&self) -> PathBuf {
         self.root.join("debs")
     }
 
-    pub fn kernels(&self) -> PathBuf {
+    pub(super) fn kernels(&self) -> PathBuf {
         self.root.join("kernels")
     }
 
     /// Where the verified `.deb` of `pkg` is kept.
-    pub fn deb_path(&self, pkg: &Package) -> PathBuf {
+    pub(super) fn deb_path(&self, pkg: &Package) -> PathBuf {
         self.debs().join(pkg.deb_file_name())
     }
 
     /// The extracted tree of a pin: `kernels/<version>-<short id>`.
-    pub fn tree_dir(&self, pin: &Pin) -> PathBuf {
+    pub(super) fn tree_dir(&self, pin: &Pin) -> PathBuf {
         self.kernels()
             .join(format!("{}-{}", pin.version, pin.short_id()))
     }
 
     /// The complete tree for `pin`, if one is in place and matches its [`COMPLETE`] marker.
-    pub fn cached(&self, pin: &Pin) -> Option<KernelTree> {
+    pub(super) fn cached(&self, pin: &Pin) -> Option<KernelTree> {
         match self.state(pin) {
             Cached::Valid(tree) => Some(tree),
             Cached::Absent | Cached::Damaged(_) => None,
@@ -205,7 +205,7 @@ impl Cache {
     }
 
     /// The tree of `pin`, checked against its marker.
-    pub fn state(&self, pin: &Pin) -> Cached {
+    pub(super) fn state(&self, pin: &Pin) -> Cached {
         let dir = self.tree_dir(pin);
         let Some(recorded) = std::fs::read_to_string(dir.join(COMPLETE))
             .ok()
@@ -229,7 +229,7 @@ impl Cache {
     }
 
     /// Takes the cache lock, waiting (and saying so) while another run holds it.
-    pub fn lock(&self, events: &Events) -> Result<File> {
+    pub(super) fn lock(&self, events: &Events) -> Result<File> {
         let dir = self.kernels();
         crate::fs::writable(&dir, "the kernel cache", "XDG_CACHE_HOME")?;
         let path = dir.join(".lock");
@@ -250,7 +250,7 @@ impl Cache {
     }
 
     /// Removes temporary files and trees left by runs that died. Call with the lock held.
-    pub fn clean_stale(&self, events: &Events) {
+    pub(super) fn clean_stale(&self, events: &Events) {
         for dir in [self.debs(), self.kernels()] {
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
@@ -276,7 +276,7 @@ impl Cache {
     /// altered file) is an error naming both hashes; the file is removed, so the next run
     /// downloads it again. Missing `.deb`s are fine: a complete tree does not need them.
     /// Call with the lock held: another run may be verifying or renaming the same file.
-    pub fn check_cached_debs(&self, pin: &Pin) -> Result<()> {
+    pub(super) fn check_cached_debs(&self, pin: &Pin) -> Result<()> {
         for pkg in &pin.packages {
             let path = self.deb_path(pkg);
             if !path.is_file() {
@@ -300,7 +300,7 @@ impl Cache {
 
     /// The verified `.deb` of `pkg`, downloading it (after one `apt-get update`, tracked by
     /// `updated`) when it is not in `debs/` yet.
-    pub fn deb(
+    pub(super) fn deb(
         &self,
         pin: &Pin,
         pkg: &Package,
@@ -360,7 +360,12 @@ impl Cache {
 
     /// Extracts `debs` into a temp tree, checks it holds the kernel, and renames it to
     /// [`Cache::tree_dir`]. Call with the lock held.
-    pub fn extract(&self, pin: &Pin, debs: &[PathBuf], events: &Events) -> Result<KernelTree> {
+    pub(super) fn extract(
+        &self,
+        pin: &Pin,
+        debs: &[PathBuf],
+        events: &Events,
+    ) -> Result<KernelTree> {
         let kernels = self.kernels();
         std::fs::create_dir_all(&kernels)
             .with_context(|| format!("creating {}", kernels.display()))?;
@@ -477,7 +482,7 @@ fn single_deb(dir: &Path) -> Result<PathBuf> {
 }
 
 /// Lowercase hex sha256 of a file.
-pub fn sha256_file(path: &Path) -> Result<String> {
+pub(super) fn sha256_file(path: &Path) -> Result<String> {
     let mut f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
@@ -494,7 +499,7 @@ pub fn sha256_file(path: &Path) -> Result<String> {
 }
 
 /// Finds the kernel image and modules of `release` in an extracted tree.
-pub fn find_tree(root: &Path, release: &str) -> Result<KernelTree> {
+pub(super) fn find_tree(root: &Path, release: &str) -> Result<KernelTree> {
     let vmlinuz = [
         root.join("boot").join(format!("vmlinuz-{release}")),
         root.join("usr/lib/modules").join(release).join("vmlinuz"),
@@ -525,7 +530,7 @@ pub fn find_tree(root: &Path, release: &str) -> Result<KernelTree> {
 }
 
 /// `lib/modules/<release>` or `usr/lib/modules/<release>` (the one holding `kernel/`).
-pub fn modules_dir(root: &Path, release: &str) -> Option<PathBuf> {
+pub(super) fn modules_dir(root: &Path, release: &str) -> Option<PathBuf> {
     let cands = [
         root.join("lib/modules").join(release),
         root.join("usr/lib/modules").join(release),

@@ -5,7 +5,7 @@
 use std::cmp::Ordering;
 
 /// Compares two Debian version strings the way dpkg does.
-pub fn compare(a: &str, b: &str) -> Ordering {
+pub(super) fn compare(a: &str, b: &str) -> Ordering {
     let (ea, ua, ra) = split(a);
     let (eb, ub, rb) = split(b);
     ea.cmp(&eb)

@@ -151,7 +151,7 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
         } => {
             let (cargo_args, test_args) = crate_test::split_args(&args);
             let opts = CrateTestOptions {
-                kernels: crate_test::kernel_list(&vm.kernel)?,
+                kernels: bpfvm_host::kernels::select(&vm.kernel)?,
                 vm: vm.options(timeout),
                 cargo_args,
                 test_args,

@@ -227,7 +227,7 @@ fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
                 vm: vm.options(timeout),
                 filter,
             };
-            if opts.vm.kernel == "all" {
+            if opts.vm.kernel == bpfvm_host::kernels::ALL {
                 let reports = bpfvm_host::run::vm_test_all(&opts, events)?;
                 outln!("{}", bpfvm_host::report::matrix_table(&reports));
                 for r in &reports {

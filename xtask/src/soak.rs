@@ -43,14 +43,10 @@ pub(crate) fn run(opts: &Options, events: &Events) -> Result<Vec<Tally>> {
     if opts.boots == 0 {
         bail!("--boots 0 boots nothing: give at least 1 (30 for the hardening soak)");
     }
-    let versions: Vec<String> = if opts.kernel == "all" {
-        bpfvm_host::kernels::pins()?
-            .into_iter()
-            .map(|p| p.version)
-            .collect()
-    } else {
-        vec![bpfvm_host::kernels::resolve(&opts.kernel)?.version]
-    };
+    let versions = bpfvm_host::kernels::select(&opts.kernel)?
+        .iter()
+        .map(|k| Ok(bpfvm_host::kernels::resolve(k)?.version))
+        .collect::<Result<Vec<String>>>()?;
     let _hogs = Hogs::start(opts.hogs);
     let mut tallies = Vec::new();
     for version in versions {

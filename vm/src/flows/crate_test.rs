@@ -13,7 +13,6 @@ use anyhow::{bail, Context, Result};
 use crate::build::{parse_cargo_messages, Artifact};
 use crate::guest::{self, CrateBinary};
 use crate::health::{self, allow::Allowlist};
-use crate::kernels;
 use crate::options::VmOptions;
 use crate::output::Events;
 use crate::provision::tail_lines;
@@ -34,18 +33,6 @@ pub struct CrateTestOptions {
     pub test_args: Vec<String>,
     /// Variables set in the guest (`exec::passed_env`).
     pub env: Vec<(String, String)>,
-}
-
-/// The kernels `--kernel` names: `all` (every pin), or a comma-separated list.
-pub fn kernel_list(arg: &str) -> Result<Vec<String>> {
-    if arg == "all" {
-        return Ok(kernels::pins()?.into_iter().map(|p| p.version).collect());
-    }
-    let list: Vec<String> = arg.split(',').map(|k| k.trim().to_string()).collect();
-    if list.iter().any(String::is_empty) {
-        bail!("--kernel {arg:?}: an empty kernel in the list (e.g. --kernel 6.1,6.12)");
-    }
-    Ok(list)
 }
 
 /// Splits `bpfvm test -- ARGS` as `cargo test ARGS` does: cargo's before a `--`, the test
@@ -257,14 +244,6 @@ fn report_name(marked: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kernels_are_a_comma_separated_list() {
-        assert_eq!(kernel_list("6.1,6.12").unwrap(), ["6.1", "6.12"]);
-        assert_eq!(kernel_list("6.1").unwrap(), ["6.1"]);
-        let e = kernel_list("6.1,").unwrap_err().to_string();
-        assert!(e.contains("an empty kernel in the list"), "{e}");
-    }
 
     #[test]
     fn cargo_args_and_test_args_split_at_the_first_double_dash() {

@@ -82,7 +82,7 @@ pub fn decide(choice: Choice, vmlinuz: &Path) -> Result<Accel> {
 
 /// A KVM probe's verdict and the host boot it was made in.
 #[derive(Debug, Serialize, Deserialize)]
-struct Verdict {
+struct ProbeRecord {
     boot_id: String,
     /// `Ok(how)` when KVM works, else why not.
     kvm: Result<String, String>,
@@ -103,7 +103,7 @@ fn probe_kvm_once_per_boot(vmlinuz: &Path, file: &Path) -> Result<String, String
     let boot_id = host_boot_id();
     let cached = std::fs::read_to_string(file)
         .ok()
-        .and_then(|s| serde_json::from_str::<Verdict>(&s).ok())
+        .and_then(|s| serde_json::from_str::<ProbeRecord>(&s).ok())
         .filter(|v| Some(&v.boot_id) == boot_id.as_ref());
     if let Some(v) = cached {
         let note = format!(
@@ -117,7 +117,7 @@ fn probe_kvm_once_per_boot(vmlinuz: &Path, file: &Path) -> Result<String, String
     }
     let kvm = probe_kvm(vmlinuz);
     if let Some(boot_id) = boot_id {
-        let v = Verdict {
+        let v = ProbeRecord {
             boot_id,
             kvm: kvm.clone(),
         };
@@ -209,7 +209,7 @@ mod tests {
     fn a_verdict_from_this_host_boot_is_reused_and_says_so() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("accel.json");
-        let v = Verdict {
+        let v = ProbeRecord {
             boot_id: host_boot_id().unwrap(),
             kvm: Err("qemu exited".into()),
         };
@@ -226,14 +226,15 @@ mod tests {
     fn a_verdict_from_another_host_boot_is_not_reused() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("accel.json");
-        let v = Verdict {
+        let v = ProbeRecord {
             boot_id: "another boot".into(),
             kvm: Ok("probe booted".into()),
         };
         std::fs::write(&file, serde_json::to_string(&v).unwrap()).unwrap();
         let r = probe_kvm_once_per_boot(Path::new("/nonexistent"), &file);
         assert!(r.is_err(), "{r:?}");
-        let kept: Verdict = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let kept: ProbeRecord =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         assert_eq!(Some(kept.boot_id), host_boot_id());
     }
 

@@ -305,7 +305,7 @@ mod tests {
         assert!(reason.contains("panicked at src/lib.rs:9:5") && reason.contains("planted"));
         // The run fails, and JUnit names the test.
         let mut r = Report::not_run("6.1", "");
-        r.vm.ending = "exited".into();
+        r.vm.ending = report::VmEnding::Exited;
         r.summary = report::summarize(&tests);
         r.tests = tests;
         assert_eq!(r.why_failed().unwrap(), "1 test failed: demo::maps::fails");

@@ -134,9 +134,43 @@ impl Timings {
     }
 }
 
+/// How the VM ended, as `report.json` says it: `"exited"` (the guest script ran to its end
+/// and exited 0), or why not in one line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum VmEnding {
+    Exited,
+    Failed(String),
+}
+
+impl From<String> for VmEnding {
+    fn from(s: String) -> Self {
+        if s == "exited" {
+            VmEnding::Exited
+        } else {
+            VmEnding::Failed(s)
+        }
+    }
+}
+
+impl From<VmEnding> for String {
+    fn from(e: VmEnding) -> Self {
+        e.to_string()
+    }
+}
+
+impl std::fmt::Display for VmEnding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VmEnding::Exited => f.write_str("exited"),
+            VmEnding::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct VmInfo {
-    pub ending: String,
+    pub ending: VmEnding,
     pub wall_time_s: f64,
     /// Set when the VM died: the console's last lines.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
@@ -153,9 +187,9 @@ impl VmInfo {
         let ok = vm.ending == Ending::Exited(0);
         Self {
             ending: if ok {
-                "exited".into()
+                VmEnding::Exited
             } else {
-                vm.diagnosis().lines().next().unwrap_or("").to_string()
+                VmEnding::Failed(vm.diagnosis().lines().next().unwrap_or("").to_string())
             },
             wall_time_s: vm.elapsed.as_secs_f64(),
             console_tail: if ok { vec![] } else { vm.console_tail.clone() },
@@ -185,7 +219,7 @@ impl Report {
             feature_mismatches: vec![],
             kernel_splats: vec![],
             vm: VmInfo {
-                ending: format!("not run: {why}"),
+                ending: VmEnding::Failed(format!("not run: {why}")),
                 wall_time_s: 0.0,
                 console_tail: vec![],
                 retries: vec![],
@@ -204,7 +238,7 @@ impl Report {
 
     /// Why this run failed, in one line; `None` when it passed.
     pub fn why_failed(&self) -> Option<String> {
-        if self.vm.ending != "exited" {
+        if let VmEnding::Failed(ending) = &self.vm.ending {
             let retried = match self.vm.retries.len() {
                 0 => String::new(),
                 n => format!(
@@ -212,7 +246,7 @@ impl Report {
                     if n == 1 { "" } else { "s" }
                 ),
             };
-            return Some(format!("{}{retried}", self.vm.ending));
+            return Some(format!("{ending}{retried}"));
         }
         if self.summary.failed > 0 {
             let failed: Vec<&str> = self

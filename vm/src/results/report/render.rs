@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::model::{Outcome, Report, TestResult};
+use super::model::{Outcome, Report, TestResult, VmEnding};
 
 /// Writes `report.json` and `junit.xml` into `dir`, each atomically (two runs at once never
 /// leave a torn file: the last one wins whole).
@@ -149,10 +149,9 @@ pub fn matrix_table(reports: &[Report]) -> String {
     for r in reports {
         let s = &r.summary;
         totals.push(format!("{}/{}/{}", s.passed, s.failed, s.skipped));
-        walls.push(if r.vm.ending == "exited" {
-            format!("{:.0} s", r.vm.wall_time_s)
-        } else {
-            r.vm.ending.chars().take(40).collect()
+        walls.push(match &r.vm.ending {
+            VmEnding::Exited => format!("{:.0} s", r.vm.wall_time_s),
+            VmEnding::Failed(why) => why.chars().take(40).collect(),
         });
     }
     t.add_row(totals);

@@ -307,7 +307,7 @@ fn report(tests: Vec<TestResult>) -> Report {
         }],
         kernel_splats: vec![],
         vm: VmInfo {
-            ending: "exited".into(),
+            ending: VmEnding::Exited,
             wall_time_s: 1.0,
             console_tail: vec![],
             retries: vec![],
@@ -451,7 +451,7 @@ fn a_run_with_no_test_fails() {
 #[test]
 fn a_failed_run_says_why() {
     let mut r = Report::not_run("6.12", "x");
-    r.vm.ending = "the guest kernel panicked".into();
+    r.vm.ending = VmEnding::Failed("the guest kernel panicked".into());
     r.vm.retries.push(FailedBoot {
         ending: "the guest kernel panicked".into(),
         console_tail: vec![],
@@ -460,7 +460,7 @@ fn a_failed_run_says_why() {
         r.why_failed().unwrap(),
         "the guest kernel panicked (after 1 failed boot retried)"
     );
-    r.vm.ending = "exited".into();
+    r.vm.ending = VmEnding::Exited;
     assert_eq!(r.why_failed().unwrap(), "no test ran");
     r.tests = parse_binary(&binary(RUN, Some(0), ""), "");
     r.summary = summarize(&r.tests);
@@ -532,4 +532,16 @@ fn live_progress_reads_finished_tests_only() {
     assert_eq!(test_finished(started), None);
     assert_eq!(test_finished(r#"{ "type": "suite", "event": "ok" }"#), None);
     assert_eq!(test_finished("running 3 tests"), None);
+}
+
+/// `report.json` keeps `"ending": "exited"` or the reason as a plain string.
+#[test]
+fn the_vm_ending_is_a_plain_string_in_json() {
+    for (ending, json) in [
+        (VmEnding::Exited, r#""exited""#),
+        (VmEnding::Failed("timed out".into()), r#""timed out""#),
+    ] {
+        assert_eq!(serde_json::to_string(&ending).unwrap(), json);
+        assert_eq!(serde_json::from_str::<VmEnding>(json).unwrap(), ending);
+    }
 }

@@ -124,24 +124,10 @@ pub(crate) fn boot(
 /// Whether to boot again: only under TCG, only for a panic or hang before the guest script
 /// started (nothing of the user's ran), only once, and not with `--no-retry`.
 ///
-/// Why TCG: a 6.12 boot on a busy host died with `Oops: int3` in `sched_clock_cpu`, most
-/// likely the int3 that live text patching (`text_poke_bp`, arch/x86/kernel/alternative.c)
-/// plants while a static key flips, met by a starved vCPU under multi-threaded TCG. Under
-/// KVM a boot failure is the kernel's own and is reported at once.
-///
-/// Measured here (2 cores, busy, TCG, 2026-11-30), rather than prevented: 6.12 marks TSC-based
-/// `sched_clock` stable at ~2.6 s (dmesg "sched_clock: Marking stable", a static key flip,
-/// kernel/sched/clock.c), where 6.1 marks the TSC unstable at CPU bring-up and never flips it.
-/// `-accel tcg,thread=single` serialises the vCPUs: 6.12 boots took 29-33 s against 25-31 s,
-/// and two busy loops on the 2 vCPUs 15.9-18.6 s against 8.4-11.7 s, so it would halve
-/// parallel guest work. `tsc=reliable` adds the stable-marking flip to 6.1 (boot 23 s either
-/// way). `tsc=unstable` removes the flip (7.2: "Marking TSC unstable due to boot parameter", no
-/// "Marking stable") but moves the clocksource to the HPET, an emulated device under TCG that
-/// every clock read in a benchmark would then pay for; on `vm-test --kernel 7.2` its cost was
-/// within noise (tests 13.0-15.7 s against 13.3-16.4 s, 3 runs each, alternated, quiet host).
-/// None is adopted: `cargo xtask soak` (30 boots of each pin, 2 spinning host threads) met one
-/// panic in 120 boots (7.2, in `update_rq_clock` at 3.1 s), and the retry absorbed it; a retry
-/// costs one boot, only when a boot fails.
+/// Why TCG only: a starved vCPU under multi-threaded TCG can meet the int3 that live text
+/// patching plants while a static key flips (`text_poke_bp`, arch/x86/kernel/alternative.c);
+/// under KVM a boot failure is the kernel's own and is reported at once. What was tried to
+/// prevent it instead, with figures: docs/tcg-boot-retry.md.
 pub(crate) fn retry_boot(first: &RunOutcome, accel: &Accel, allowed: bool) -> bool {
     allowed && !accel.is_kvm() && first.retries.is_empty() && first.failed_before_start()
 }

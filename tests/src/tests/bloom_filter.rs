@@ -193,12 +193,18 @@ fn run(ebpf: &mut Ebpf, name: &str) -> Result<Outcome> {
     })
 }
 
-/// A raw element command on a keyless map: `key` NULL, `value` as given.
-fn elem_cmd(cmd: bpf_cmd, map: BorrowedFd<'_>, value: u64, flags: u64) -> io::Result<i64> {
-    sys::elem_cmd(cmd, map, 0, value, flags)
+/// `BPF_MAP_UPDATE_ELEM` with a NULL key on the raw fd: `bloom_map_push_elem`.
+fn push(map: BorrowedFd<'_>, v: &[u8], flags: u64) -> io::Result<()> {
+    sys::Elems::of(map)?.update(None, v, flags)
 }
 
-fn errno(r: io::Result<i64>) -> Option<i32> {
+/// `BPF_MAP_LOOKUP_ELEM` with a NULL key on the raw fd: `bloom_map_peek_elem` (it reads the
+/// value, writes nothing).
+fn peek(map: BorrowedFd<'_>, v: &[u8]) -> io::Result<()> {
+    sys::Elems::of(map)?.lookup(None, &mut v.to_vec(), 0)
+}
+
+fn errno<T>(r: io::Result<T>) -> Option<i32> {
     r.err().and_then(|e| e.raw_os_error())
 }
 
@@ -280,12 +286,7 @@ fn creation_with_allowed_flags_succeeds(flags: u32, map_flags: u32) -> Result<()
     let fd = sys::map_create(&attr(8, 100, 3, flags))?;
     assert_eq!(sys::map_info(fd.as_fd())?.map_flags, map_flags);
     let v = value(1).to_ne_bytes();
-    let push = elem_cmd(
-        bpf_cmd::BPF_MAP_UPDATE_ELEM,
-        fd.as_fd(),
-        v.as_ptr() as u64,
-        0,
-    );
+    let push = push(fd.as_fd(), &v, 0);
     if flags & BPF_F_RDONLY != 0 {
         assert_eq!(
             errno(push),
@@ -372,30 +373,14 @@ fn push_with_flag_is_einval(flags: u64) -> Result<()> {
     crate::require!(Feature::BloomFilter);
     let (_, fd) = create::<8>(100, 3, 0)?;
     let v = value(1).to_ne_bytes();
-    let push = |flags| {
-        elem_cmd(
-            bpf_cmd::BPF_MAP_UPDATE_ELEM,
-            fd.as_fd(),
-            v.as_ptr() as u64,
-            flags,
-        )
-    };
-    let peek = || {
-        elem_cmd(
-            bpf_cmd::BPF_MAP_LOOKUP_ELEM,
-            fd.as_fd(),
-            v.as_ptr() as u64,
-            0,
-        )
-    };
-    assert_eq!(errno(push(flags)), Some(libc::EINVAL));
+    assert_eq!(errno(push(fd.as_fd(), &v, flags)), Some(libc::EINVAL));
     assert_eq!(
-        errno(peek()),
+        errno(peek(fd.as_fd(), &v)),
         Some(libc::ENOENT),
         "the rejected push set bits"
     );
-    push(0).context("push with BPF_ANY")?;
-    peek().context("peek after push with BPF_ANY")?;
+    push(fd.as_fd(), &v, 0).context("push with BPF_ANY")?;
+    peek(fd.as_fd(), &v).context("peek after push with BPF_ANY")?;
     Ok(())
 }
 
@@ -404,13 +389,7 @@ fn lookup_miss_is_enoent() -> Result<()> {
     crate::require!(Feature::BloomFilter);
     let (_, fd) = create::<8>(100, 3, 0)?;
     let v = value(1).to_ne_bytes();
-    let r = elem_cmd(
-        bpf_cmd::BPF_MAP_LOOKUP_ELEM,
-        fd.as_fd(),
-        v.as_ptr() as u64,
-        0,
-    );
-    assert_eq!(errno(r), Some(libc::ENOENT));
+    assert_eq!(errno(peek(fd.as_fd(), &v)), Some(libc::ENOENT));
     Ok(())
 }
 
@@ -418,7 +397,7 @@ fn lookup_miss_is_enoent() -> Result<()> {
 fn delete_is_eopnotsupp() -> Result<()> {
     crate::require!(Feature::BloomFilter);
     let (_, fd) = create::<8>(100, 3, 0)?;
-    let r = elem_cmd(bpf_cmd::BPF_MAP_DELETE_ELEM, fd.as_fd(), 0, 0);
+    let r = sys::Elems::of(fd.as_fd())?.delete(None);
     assert_eq!(errno(r), Some(libc::EOPNOTSUPP));
     Ok(())
 }
@@ -430,12 +409,9 @@ fn delete_with_value_pointer_set_is_einval() -> Result<()> {
     crate::require!(Feature::BloomFilter);
     let (_, fd) = create::<8>(100, 3, 0)?;
     let v = value(1).to_ne_bytes();
-    let r = elem_cmd(
-        bpf_cmd::BPF_MAP_DELETE_ELEM,
-        fd.as_fd(),
-        v.as_ptr() as u64,
-        0,
-    );
+    let (cmd, ptr) = (bpf_cmd::BPF_MAP_DELETE_ELEM, v.as_ptr() as u64);
+    // SAFETY: `v` holds a whole value, and a delete writes nothing.
+    let r = unsafe { sys::elem_cmd(cmd, fd.as_fd(), 0, ptr, 0) };
     assert_eq!(errno(r), Some(libc::EINVAL));
     Ok(())
 }
@@ -445,12 +421,7 @@ fn get_next_key_is_eopnotsupp() -> Result<()> {
     crate::require!(Feature::BloomFilter);
     let (_, fd) = create::<8>(100, 3, 0)?;
     let mut next = [0u8; 8];
-    let r = elem_cmd(
-        bpf_cmd::BPF_MAP_GET_NEXT_KEY,
-        fd.as_fd(),
-        next.as_mut_ptr() as u64,
-        0,
-    );
+    let r = sys::Elems::of(fd.as_fd())?.next_key(None, &mut next);
     assert_eq!(errno(r), Some(libc::EOPNOTSUPP));
     Ok(())
 }
@@ -462,12 +433,7 @@ fn pop_from_userspace_is_enotsupp() -> Result<()> {
     crate::require!(Feature::BloomFilter);
     let (_, fd) = create::<8>(100, 3, 0)?;
     let mut out = [0u8; 8];
-    let r = elem_cmd(
-        bpf_cmd::BPF_MAP_LOOKUP_AND_DELETE_ELEM,
-        fd.as_fd(),
-        out.as_mut_ptr() as u64,
-        0,
-    );
+    let r = sys::Elems::of(fd.as_fd())?.lookup_and_delete(None, &mut out, 0);
     assert_eq!(errno(r), Some(sys::ENOTSUPP));
     Ok(())
 }
@@ -687,15 +653,11 @@ fn deleting_the_inner_filter_leaves_programs_no_inner_map(
         other => anyhow::bail!("outer map: {other:?}"),
     };
     let slot = 0u32.to_ne_bytes();
-    let delete = || slot_cmd(bpf_cmd::BPF_MAP_DELETE_ELEM, outer.as_fd(), &slot, 0);
+    let outer = sys::Elems::of(outer.as_fd())?;
+    let delete = || outer.delete(Some(&slot));
     delete().context("delete slot 0 of the outer map")?;
     let mut id = [0u8; 4];
-    let lookup = slot_cmd(
-        bpf_cmd::BPF_MAP_LOOKUP_ELEM,
-        outer.as_fd(),
-        &slot,
-        id.as_mut_ptr() as u64,
-    );
+    let lookup = outer.lookup(Some(&slot), &mut id, 0);
     assert_eq!(
         errno(lookup),
         Some(libc::ENOENT),
@@ -718,19 +680,6 @@ fn deleting_the_inner_filter_leaves_programs_no_inner_map(
         "the filter kept its values"
     );
     Ok(())
-}
-
-/// An element command on a keyed map: `key` points at `key`, `value` as given.
-fn slot_cmd(cmd: bpf_cmd, map: BorrowedFd<'_>, key: &[u8], value: u64) -> io::Result<i64> {
-    let mut attr = sys::zeroed_attr();
-    // SAFETY: plain integers; `key` and `value` point at buffers the caller keeps alive.
-    unsafe {
-        let e = &mut attr.__bindgen_anon_2;
-        e.map_fd = map.as_raw_fd() as u32;
-        e.key = key.as_ptr() as u64;
-        e.__bindgen_anon_1.value = value;
-    }
-    sys::bpf(cmd, &mut attr)
 }
 
 /// `KMALLOC_MAX_SIZE` on x86-64 (include/linux/slab.h): `1 << KMALLOC_SHIFT_MAX`, which is
@@ -762,9 +711,8 @@ fn value_size_of_kmalloc_max_size_works() -> Result<()> {
     sys::raise_memlock();
     let fd = sys::map_create(&attr(KMALLOC_MAX_SIZE, 100, 3, 0)).context("create")?;
     let v: Vec<u8> = (0..KMALLOC_MAX_SIZE).map(|i| (i % 251) as u8).collect();
-    let ptr = v.as_ptr() as u64;
-    elem_cmd(bpf_cmd::BPF_MAP_UPDATE_ELEM, fd.as_fd(), ptr, 0).context("push")?;
-    elem_cmd(bpf_cmd::BPF_MAP_LOOKUP_ELEM, fd.as_fd(), ptr, 0).context("peek")?;
+    push(fd.as_fd(), &v, 0).context("push")?;
+    peek(fd.as_fd(), &v).context("peek")?;
     Ok(())
 }
 
@@ -782,9 +730,8 @@ fn numa_node_flag_with_an_online_node_is_accepted(node: u32) -> Result<()> {
         BPF_F_NUMA_NODE | BPF_F_ZERO_SEED
     );
     let v = value(7).to_ne_bytes();
-    let ptr = v.as_ptr() as u64;
-    elem_cmd(bpf_cmd::BPF_MAP_UPDATE_ELEM, fd.as_fd(), ptr, 0).context("push")?;
-    elem_cmd(bpf_cmd::BPF_MAP_LOOKUP_ELEM, fd.as_fd(), ptr, 0).context("peek")?;
+    push(fd.as_fd(), &v, 0).context("push")?;
+    peek(fd.as_fd(), &v).context("peek")?;
     Ok(())
 }
 

@@ -239,8 +239,13 @@ pub mod bpf_loop {
     pub const PROG_REJECT_CALLBACK_NOT_SUBPROG: &str = "loop_callback_not_subprog";
     /// The callback reads R3.
     pub const PROG_REJECT_CALLBACK_READS_R3: &str = "loop_callback_reads_r3";
-    /// Nine frames, one past `MAX_CALL_FRAMES`.
-    pub const PROG_REJECT_TOO_DEEP: &str = "loop_too_deep";
+    /// Nested callbacks making 9, 16 and 17 frames with the program's: one past
+    /// `MAX_CALL_FRAMES` where it is 8, as many as it is where it is 16, one past that.
+    pub const PROG_REJECT_FRAMES: [(u32, &str); 3] = [
+        (9, "loop_frames_9"),
+        (16, "loop_frames_16"),
+        (17, "loop_frames_17"),
+    ];
 
     /// `ARGS` (`u32 -> u64` array), written by the test.
     pub const ARGS: &str = "BPF_LOOP_ARGS";

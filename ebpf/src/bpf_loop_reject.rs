@@ -1,6 +1,6 @@
-//! `bpf_loop_reject` object: `bpf_loop` calls the verifier must reject, one program each (the
-//! test loads each on its own and reads the verifier log). Kept out of `object::all()`: its
-//! programs are meant not to load.
+//! `bpf_loop_reject` object: `bpf_loop` calls the verifier rejects, one program each (the test
+//! loads each on its own and reads the verifier log); `loop_frames_16` loads only where
+//! `MAX_CALL_FRAMES` is 16. Kept out of `object::all()`: its programs are meant not to load.
 #![no_std]
 #![no_main]
 
@@ -73,13 +73,34 @@ pub fn loop_callback_reads_r3(_ctx: SkBuffContext) -> i64 {
     0
 }
 
-// Seven nested callbacks and the leaf: with the program's frame, nine frames, one past the
-// verifier's `MAX_CALL_FRAMES` (the `bpf_loop` object's `loop_deepest` has eight).
-bpf_loop_chain!(deep_1, deep_2, deep_3, deep_4, deep_5, deep_6, deep_7 => returns_0);
+// Chains of nested callbacks ending in `returns_0`: with the program's frame, 9, 16 and 17
+// frames. `MAX_CALL_FRAMES` is 8 on the 6.1 and 6.12 pins and 16 on the 7.2 pin, so the first
+// is one past the older limit, the second the newer limit, the third one past it.
+bpf_loop_chain!(f9_1, f9_2, f9_3, f9_4, f9_5, f9_6, f9_7 => returns_0);
+bpf_loop_chain!(
+    f16_1, f16_2, f16_3, f16_4, f16_5, f16_6, f16_7, f16_8, f16_9, f16_10, f16_11, f16_12,
+    f16_13, f16_14 => returns_0
+);
+bpf_loop_chain!(
+    f17_1, f17_2, f17_3, f17_4, f17_5, f17_6, f17_7, f17_8, f17_9, f17_10, f17_11, f17_12,
+    f17_13, f17_14, f17_15 => returns_0
+);
 
 #[socket_filter]
-pub fn loop_too_deep(_ctx: SkBuffContext) -> i64 {
-    call(deep_1, core::ptr::null_mut());
+pub fn loop_frames_9(_ctx: SkBuffContext) -> i64 {
+    call(f9_1, core::ptr::null_mut());
+    0
+}
+
+#[socket_filter]
+pub fn loop_frames_16(_ctx: SkBuffContext) -> i64 {
+    call(f16_1, core::ptr::null_mut());
+    0
+}
+
+#[socket_filter]
+pub fn loop_frames_17(_ctx: SkBuffContext) -> i64 {
+    call(f17_1, core::ptr::null_mut());
     0
 }
 

@@ -268,6 +268,20 @@ pub fn prog_load(prog_type: bpf_prog_type, insns: &[u64]) -> Result<OwnedFd, (io
     }
 }
 
+/// The running kernel's `major.minor`, e.g. "6.1" for "6.1.0-57-cloud-amd64": the key of the
+/// per-kernel expectation tables of the tests.
+pub fn kernel_major_minor() -> io::Result<String> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")?;
+    let mut parts = release.trim().splitn(3, ['.', '-']);
+    match (parts.next(), parts.next()) {
+        (Some(major), Some(minor)) => Ok(format!("{major}.{minor}")),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("kernel release {release:?} has no major.minor"),
+        )),
+    }
+}
+
 /// Kernels before 5.11 charge maps to RLIMIT_MEMLOCK; lift it as libbpf and aya users do.
 pub fn raise_memlock() {
     let lim = libc::rlimit {

@@ -614,20 +614,10 @@ const PINNED_FALSE_POSITIVES: &[(&str, [u64; 3])] = &[
     ("userspace size=64 High", [2_706, 2_706, 2_706]),
 ];
 
-/// The running kernel's `major.minor`, e.g. "6.1" for "6.1.0-57-cloud-amd64".
-fn kernel_major_minor() -> Result<String> {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")?;
-    let mut parts = release.trim().splitn(3, ['.', '-']);
-    match (parts.next(), parts.next()) {
-        (Some(major), Some(minor)) => Ok(format!("{major}.{minor}")),
-        _ => anyhow::bail!("kernel release {release:?} has no major.minor"),
-    }
-}
-
 /// Asserts `count` equals the pinned count of `case` on this kernel. A kernel outside
 /// [`PINNED_KERNELS`] (a custom build) has only the statistical band; the test says so.
 fn assert_pinned(case: &str, count: u64) -> Result<()> {
-    let kernel = kernel_major_minor()?;
+    let kernel = sys::kernel_major_minor()?;
     let column = PINNED_KERNELS.iter().position(|&k| k == kernel);
     let pinned = PINNED_FALSE_POSITIVES
         .iter()

@@ -282,9 +282,9 @@ fn null_context_is_accepted_and_passed_to_the_callback(prog: &str, n: u32) -> Re
     Ok(())
 }
 
-/// The deepest nesting the verifier allows: the program and seven callbacks are
-/// `MAX_CALL_FRAMES` (8, include/linux/bpf_verifier.h) frames, and the innermost callback
-/// runs. `verifier_rejects` has the same chain one frame deeper.
+/// The program and seven nested callbacks, eight frames: `MAX_CALL_FRAMES` on the 6.1 and 6.12
+/// pins (include/linux/bpf_verifier.h), and the innermost callback runs.
+/// `nested_callbacks_past_max_call_frames_are_rejected` has the chains one frame deeper.
 #[test]
 fn max_call_frames_of_nested_callbacks_load_and_run() -> Result<()> {
     crate::require_object!(object::BPF_LOOP);
@@ -301,13 +301,10 @@ fn max_call_frames_of_nested_callbacks_load_and_run() -> Result<()> {
 /// - the callback a scalar: `ARG_PTR_TO_FUNC` against `func_ptr_types` ("R2 type=scalar
 ///   expected=func");
 /// - a callback that reads R3: `set_loop_callback_state` marks R3-R5 `NOT_INIT`, so
-///   `check_reg_arg` says "R3 !read_ok";
-/// - one frame past `MAX_CALL_FRAMES`: `__check_func_call` (6.1) / `setup_func_entry` (6.12+)
-///   says "the call stack of 9 frames is too deep".
+///   `check_reg_arg` says "R3 !read_ok".
 #[test_case(PROG_REJECT_CTX_NOT_STACK, &["R3 type=map_value expected=fp"]; "ctx not stack")]
 #[test_case(PROG_REJECT_CALLBACK_NOT_SUBPROG, &["R2 type=scalar expected=func"]; "callback not a subprogram")]
 #[test_case(PROG_REJECT_CALLBACK_READS_R3, &["R3 !read_ok"]; "callback reads r3")]
-#[test_case(PROG_REJECT_TOO_DEEP, &["the call stack of 9 frames is too deep"]; "too deep")]
 fn verifier_rejects(prog: &str, lines: &[&str]) -> Result<()> {
     crate::require_object!(REJECT);
     let log = rejection_log(prog)?;
@@ -316,6 +313,55 @@ fn verifier_rejects(prog: &str, lines: &[&str]) -> Result<()> {
             log.lines().any(|l| l.contains(want)),
             "{prog}: no {want:?} in\n{log}"
         );
+    }
+    Ok(())
+}
+
+/// `MAX_CALL_FRAMES` per pinned kernel (`major.minor`): 8 in include/linux/bpf_verifier.h of
+/// v6.1 and v6.12; the 7.2 pin accepts 16 frames and rejects 17 ("the call stack of 17 frames
+/// is too deep"), so its limit is 16 (measured: `cargo xtask vm-test --kernel 7.2`, chains of
+/// 10, 11 and 13 frames load).
+const MAX_CALL_FRAMES: [(&str, u32); 3] = [("6.1", 8), ("6.12", 8), ("7.2", 16)];
+
+/// Each `bpf_loop` callback is a call frame: entering one from frame `curframe` when
+/// `curframe + 1 >= MAX_CALL_FRAMES` fails with "the call stack of {curframe + 2} frames is
+/// too deep" (`__check_func_call` in 6.1, `setup_func_entry` in 6.12 and later, both in
+/// kernel/bpf/verifier.c). Chains of 9, 16 and 17 frames load exactly where they fit the
+/// kernel's limit, and the others fail naming the first frame too many. A kernel outside the
+/// table gets the limit its 9-frame chain shows (8 if rejected, else 16).
+#[test]
+fn nested_callbacks_past_max_call_frames_are_rejected() -> Result<()> {
+    crate::require_object!(REJECT);
+    let kernel = sys::kernel_major_minor()?;
+    let load = |prog: &str| -> Result<Option<String>> {
+        let mut ebpf = object::load(REJECT)?;
+        Ok(object::load_program::<SocketFilter>(&mut ebpf, prog)
+            .err()
+            .map(|e| format!("{e:#}")))
+    };
+    let limit = match MAX_CALL_FRAMES.iter().find(|(k, _)| *k == kernel) {
+        Some(&(_, limit)) => limit,
+        None if load(PROG_REJECT_FRAMES[0].1)?.is_some() => 8,
+        None => 16,
+    };
+    let too_deep = format!("the call stack of {} frames is too deep", limit + 1);
+    for (frames, prog) in PROG_REJECT_FRAMES {
+        match load(prog)? {
+            None => assert!(
+                frames <= limit,
+                "{prog}: {frames} frames loaded, limit {limit}"
+            ),
+            Some(log) => {
+                assert!(
+                    frames > limit,
+                    "{prog}: {frames} frames rejected, limit {limit}\n{log}"
+                );
+                assert!(
+                    log.lines().any(|l| l.contains(&too_deep)),
+                    "{prog}: no {too_deep:?} in\n{log}"
+                );
+            }
+        }
     }
     Ok(())
 }

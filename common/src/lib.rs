@@ -220,10 +220,32 @@ pub mod bpf_loop {
     pub const PROG_CONST_TOO_MANY: &str = "loop_const_too_many";
     /// `nr_loops` from `ARGS`, a NULL context; the callback counts into `OUT` through the map.
     pub const PROG_NULL_CTX: &str = "loop_null_ctx";
+    /// [`PROG_NULL_CTX`] with `flags` from `ARGS`: the helper path.
+    pub const PROG_NULL_CTX_HELPER: &str = "loop_null_ctx_helper";
     /// [`NESTED`] loops inside one another; each level counts its calls.
     pub const PROG_NESTED: &str = "loop_nested";
-    /// Object `bpf_loop_reject` (ebpf/src/bpf_loop_reject.rs): its callback returns its index.
+    /// [`PROG_NESTED`] with every level's `flags` from `ARGS`: the helper path.
+    pub const PROG_NESTED_HELPER: &str = "loop_nested_helper";
+    /// Eight frames, the verifier's `MAX_CALL_FRAMES` (include/linux/bpf_verifier.h): the
+    /// program, six nested callbacks, and a leaf callback that sets `OUT_CALLS` to 1.
+    pub const PROG_DEEPEST: &str = "loop_deepest";
+
+    /// Object `bpf_loop_reject` (ebpf/src/bpf_loop_reject.rs), a program per rejection: the
+    /// callback returns its index.
     pub const PROG_REJECT: &str = "loop_bad_callback_return";
+    /// `ctx` is a map value pointer.
+    pub const PROG_REJECT_CTX_NOT_STACK: &str = "loop_ctx_not_stack";
+    /// The callback is a scalar read from a map.
+    pub const PROG_REJECT_CALLBACK_NOT_SUBPROG: &str = "loop_callback_not_subprog";
+    /// The callback reads R3.
+    pub const PROG_REJECT_CALLBACK_READS_R3: &str = "loop_callback_reads_r3";
+    /// Nested callbacks making 9, 16 and 17 frames with the program's: one past
+    /// `MAX_CALL_FRAMES` where it is 8, as many as it is where it is 16, one past that.
+    pub const PROG_REJECT_FRAMES: [(u32, &str); 3] = [
+        (9, "loop_frames_9"),
+        (16, "loop_frames_16"),
+        (17, "loop_frames_17"),
+    ];
 
     /// `ARGS` (`u32 -> u64` array), written by the test.
     pub const ARGS: &str = "BPF_LOOP_ARGS";
@@ -246,7 +268,9 @@ pub mod bpf_loop {
     pub const OUT_MID_CALLS: u32 = 4;
     /// [`PROG_NESTED`]: the sum of the return values of every middle and inner `bpf_loop`.
     pub const OUT_NESTED_RET_SUM: u32 = 5;
-    pub const OUT_LEN: usize = 6;
+    /// [`PROG_NULL_CTX`]: the `ctx` argument the callback got, as a number.
+    pub const OUT_CTX: u32 = 6;
+    pub const OUT_LEN: usize = 7;
 
     /// The kernel's `BPF_MAX_LOOPS`.
     pub const BPF_MAX_LOOPS: u32 = 1 << 23;

@@ -8,16 +8,16 @@ use core::ffi::c_void;
 
 use aya_ebpf::{
     btf_maps::{Array, HashMap},
-    helpers::generated::bpf_loop,
     macros::{btf_map, socket_filter},
     programs::SkBuffContext,
 };
 use bpfvm_common::bpf_loop::{
     ARGS_LEN, ARG_FLAGS, ARG_NR_LOOPS, ARG_STOP_AT, CONST_LOOPS, CONST_TOO_MANY, MARK_0F, MARK_F0,
-    NESTED, OUT_CALLS, OUT_LEN, OUT_MID_CALLS, OUT_NESTED_RET_SUM, OUT_OUTER_CALLS, OUT_RET,
-    OUT_SUM, RUNTIME_LEN, RUNTIME_MARK, RUNTIME_RET, RUNTIME_SELECT, STACK_INNER_KEYS,
+    NESTED, OUT_CALLS, OUT_CTX, OUT_LEN, OUT_MID_CALLS, OUT_NESTED_RET_SUM, OUT_OUTER_CALLS,
+    OUT_RET, OUT_SUM, RUNTIME_LEN, RUNTIME_MARK, RUNTIME_RET, RUNTIME_SELECT, STACK_INNER_KEYS,
     STACK_MAX_ENTRIES, STACK_OUTER_KEYS,
 };
+use bpfvm_ebpf::{bpf_loop_chain, bpf_loop_wide, Callback};
 
 #[btf_map]
 static BPF_LOOP_ARGS: Array<u64, ARGS_LEN> = Array::new();
@@ -33,9 +33,6 @@ struct Count {
     sum: u64,
 }
 
-/// A callback as `bpf_loop` calls it: `long (*)(u32 index, void *ctx)`.
-type Callback = extern "C" fn(u32, *mut c_void) -> i64;
-
 fn arg(i: u32) -> u64 {
     BPF_LOOP_ARGS.get(i).copied().unwrap_or(0)
 }
@@ -47,9 +44,19 @@ fn out(i: u32, v: u64) {
     }
 }
 
-fn call(nr_loops: u32, cb: Callback, ctx: *mut c_void, flags: u64) -> i64 {
+/// The flags a program of the helper path (`HELPER`) or the inlined path passes: read from the
+/// map (never provably 0, so never inlined) or the constant 0.
+fn flags<const HELPER: bool>() -> u64 {
+    if HELPER {
+        arg(ARG_FLAGS)
+    } else {
+        0
+    }
+}
+
+fn call(nr_loops: u64, cb: Callback, ctx: *mut c_void, flags: u64) -> i64 {
     // SAFETY: `cb` has the callback signature; the kernel checks `ctx` and the rest.
-    unsafe { bpf_loop(nr_loops, cb as *mut c_void, ctx, flags) }
+    unsafe { bpf_loop_wide(nr_loops, cb, ctx, flags) }
 }
 
 #[inline(never)]
@@ -65,9 +72,10 @@ extern "C" fn count(index: u32, ctx: *mut c_void) -> i64 {
     }
 }
 
-/// Runs the counting callback `nr_loops` times and stores the outcome.
+/// Runs the counting callback `nr_loops` times and stores the outcome: what it counted comes
+/// back only through `ctx`, so the outcome also shows that `ctx` reached it.
 #[inline(always)]
-fn counted(nr_loops: u32, flags: u64) {
+fn counted(nr_loops: u64, flags: u64) {
     let mut c = Count {
         stop_at: arg(ARG_STOP_AT),
         calls: 0,
@@ -81,48 +89,60 @@ fn counted(nr_loops: u32, flags: u64) {
 
 #[socket_filter]
 pub fn loop_helper(_ctx: SkBuffContext) -> i64 {
-    counted(arg(ARG_NR_LOOPS) as u32, arg(ARG_FLAGS));
+    counted(arg(ARG_NR_LOOPS), arg(ARG_FLAGS));
     0
 }
 
 #[socket_filter]
 pub fn loop_inlined(_ctx: SkBuffContext) -> i64 {
-    counted(arg(ARG_NR_LOOPS) as u32, 0);
+    counted(arg(ARG_NR_LOOPS), 0);
     0
 }
 
 #[socket_filter]
 pub fn loop_const(_ctx: SkBuffContext) -> i64 {
-    counted(CONST_LOOPS, 0);
+    counted(u64::from(CONST_LOOPS), 0);
     0
 }
 
 #[socket_filter]
 pub fn loop_const_too_many(_ctx: SkBuffContext) -> i64 {
-    counted(CONST_TOO_MANY, 0);
+    counted(u64::from(CONST_TOO_MANY), 0);
     0
 }
 
-/// Counts through the map: there is no context to count in.
+/// Counts through the map (there is no context to count in) and records the `ctx` it got.
 #[inline(never)]
-extern "C" fn count_in_map(_index: u32, _ctx: *mut c_void) -> i64 {
+extern "C" fn count_in_map(_index: u32, ctx: *mut c_void) -> i64 {
     if let Some(p) = BPF_LOOP_OUT.get_ptr_mut(OUT_CALLS) {
         // SAFETY: an array map value, valid for the program's run.
         unsafe { *p += 1 };
     }
+    out(OUT_CTX, ctx as u64);
     0
+}
+
+#[inline(always)]
+fn null_ctx<const HELPER: bool>() {
+    out(OUT_CALLS, 0);
+    let ret = call(
+        arg(ARG_NR_LOOPS),
+        count_in_map,
+        core::ptr::null_mut(),
+        flags::<HELPER>(),
+    );
+    out(OUT_RET, ret as u64);
 }
 
 #[socket_filter]
 pub fn loop_null_ctx(_ctx: SkBuffContext) -> i64 {
-    out(OUT_CALLS, 0);
-    let ret = call(
-        arg(ARG_NR_LOOPS) as u32,
-        count_in_map,
-        core::ptr::null_mut(),
-        0,
-    );
-    out(OUT_RET, ret as u64);
+    null_ctx::<false>();
+    0
+}
+
+#[socket_filter]
+pub fn loop_null_ctx_helper(_ctx: SkBuffContext) -> i64 {
+    null_ctx::<true>();
     0
 }
 
@@ -143,8 +163,8 @@ extern "C" fn nested_inner(_index: u32, ctx: *mut c_void) -> i64 {
 }
 
 #[inline(never)]
-extern "C" fn nested_mid(_index: u32, ctx: *mut c_void) -> i64 {
-    let ret = call(NESTED[2], nested_inner, ctx, 0);
+extern "C" fn nested_mid<const HELPER: bool>(_index: u32, ctx: *mut c_void) -> i64 {
+    let ret = call(u64::from(NESTED[2]), nested_inner, ctx, flags::<HELPER>());
     // SAFETY: as in `nested_inner`.
     let n = unsafe { &mut *(ctx as *mut Nested) };
     n.mid_calls += 1;
@@ -153,8 +173,13 @@ extern "C" fn nested_mid(_index: u32, ctx: *mut c_void) -> i64 {
 }
 
 #[inline(never)]
-extern "C" fn nested_outer(_index: u32, ctx: *mut c_void) -> i64 {
-    let ret = call(NESTED[1], nested_mid, ctx, 0);
+extern "C" fn nested_outer<const HELPER: bool>(_index: u32, ctx: *mut c_void) -> i64 {
+    let ret = call(
+        u64::from(NESTED[1]),
+        nested_mid::<HELPER>,
+        ctx,
+        flags::<HELPER>(),
+    );
     // SAFETY: as in `nested_inner`.
     let n = unsafe { &mut *(ctx as *mut Nested) };
     n.outer_calls += 1;
@@ -162,8 +187,8 @@ extern "C" fn nested_outer(_index: u32, ctx: *mut c_void) -> i64 {
     0
 }
 
-#[socket_filter]
-pub fn loop_nested(_ctx: SkBuffContext) -> i64 {
+#[inline(always)]
+fn nested<const HELPER: bool>() {
     let mut n = Nested {
         outer_calls: 0,
         mid_calls: 0,
@@ -171,16 +196,48 @@ pub fn loop_nested(_ctx: SkBuffContext) -> i64 {
         ret_sum: 0,
     };
     let ret = call(
-        NESTED[0],
-        nested_outer,
+        u64::from(NESTED[0]),
+        nested_outer::<HELPER>,
         &mut n as *mut Nested as *mut c_void,
-        0,
+        flags::<HELPER>(),
     );
     out(OUT_RET, ret as u64);
     out(OUT_OUTER_CALLS, n.outer_calls);
     out(OUT_MID_CALLS, n.mid_calls);
     out(OUT_CALLS, n.inner_calls);
     out(OUT_NESTED_RET_SUM, n.ret_sum);
+}
+
+#[socket_filter]
+pub fn loop_nested(_ctx: SkBuffContext) -> i64 {
+    nested::<false>();
+    0
+}
+
+#[socket_filter]
+pub fn loop_nested_helper(_ctx: SkBuffContext) -> i64 {
+    nested::<true>();
+    0
+}
+
+/// The innermost callback of [`loop_deepest`]: counts that the chain reached it.
+#[inline(never)]
+extern "C" fn deepest_leaf(_index: u32, _ctx: *mut c_void) -> i64 {
+    out(OUT_CALLS, 1);
+    0
+}
+
+// The program's frame and six nested callbacks calling `bpf_loop`, whose callback is the
+// leaf: eight frames, the verifier's `MAX_CALL_FRAMES`.
+bpf_loop_chain!(deepest_1, deepest_2, deepest_3, deepest_4, deepest_5, deepest_6 => deepest_leaf);
+
+/// `MAX_CALL_FRAMES` (8) frames of nested `bpf_loop` callbacks: as deep as the verifier allows
+/// (`bpf_loop_reject`'s `loop_too_deep` is one more).
+#[socket_filter]
+pub fn loop_deepest(_ctx: SkBuffContext) -> i64 {
+    out(OUT_CALLS, 0);
+    let ret = call(1, deepest_1, core::ptr::null_mut(), 0);
+    out(OUT_RET, ret as u64);
     0
 }
 

@@ -1,4 +1,8 @@
 //! Raw `bpf(2)` for what aya 0.14 cannot express (bad attributes, batch commands, probes).
+//!
+//! Two layers: [`bpf`] and [`elem_cmd`] are `unsafe` (the kernel writes to whatever addresses
+//! the attr holds); everything else here is safe, sizing its buffers from the map or the
+//! program it passes. [`Elems`] is the one way tests issue element commands.
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
@@ -8,8 +12,17 @@ pub use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_map_info, bpf_map_type, bpf_
 pub const ENOTSUPP: i32 = 524;
 
 /// Calls `bpf(cmd, attr, sizeof(attr))` and returns its result or the errno.
-pub fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<i64> {
-    // SAFETY: `attr` is a valid, initialised bpf_attr; the kernel reads and writes within it.
+///
+/// # Safety
+///
+/// Every pointer in `attr` that `cmd` uses must be 0 where the command allows NULL, or point
+/// at memory that stays valid during the call for as many bytes as the kernel reads or writes
+/// there, and that nothing else accesses meanwhile: the kernel derives those sizes from the
+/// map or program (`key_size`, `value_size`, the number of possible CPUs, a batch `count`),
+/// not from Rust, and writes through the pointers it is given.
+pub unsafe fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<i64> {
+    // SAFETY: `attr` is a valid bpf_attr of the size passed; the caller vouches for the
+    // pointers inside it.
     let ret = unsafe {
         libc::syscall(
             libc::SYS_bpf,
@@ -31,11 +44,16 @@ pub fn zeroed_attr() -> bpf_attr {
     unsafe { std::mem::zeroed() }
 }
 
-/// A raw `BPF_MAP_{LOOKUP,UPDATE,DELETE}_ELEM` or `BPF_MAP_GET_NEXT_KEY`: `key` and `value`
-/// are pointers (0 for NULL) to buffers the caller keeps alive; `value` is also `next_key`,
-/// the same union member. Raw because aya's typed maps check sizes and keys first, and the
-/// tests here need the kernel's own answer (a NULL key on a keyless map, bad flags).
-pub fn elem_cmd(
+/// A raw `BPF_MAP_{LOOKUP,UPDATE,DELETE,LOOKUP_AND_DELETE}_ELEM` or `BPF_MAP_GET_NEXT_KEY`:
+/// `key` and `value` are addresses (0 for NULL); `value` is also `next_key`, the same union
+/// member. Tests that need an attr the typed [`Elems`] cannot express (a value pointer on a
+/// delete) call it directly.
+///
+/// # Safety
+///
+/// As for [`bpf`]: `key` and `value` are 0 or point at buffers of at least the sizes `cmd`
+/// reads or writes on this map ([`Elems`] checks exactly that).
+pub unsafe fn elem_cmd(
     cmd: bpf_cmd,
     map: BorrowedFd<'_>,
     key: u64,
@@ -51,7 +69,117 @@ pub fn elem_cmd(
         e.__bindgen_anon_1.value = value;
         e.flags = flags;
     }
-    bpf(cmd, &mut attr)
+    // SAFETY: the caller vouches for `key` and `value`.
+    unsafe { bpf(cmd, &mut attr) }
+}
+
+/// The element commands of one map through slices. The sizes the kernel copies come from the
+/// map itself (`BPF_OBJ_GET_INFO_BY_FD`, read once), so a short buffer is an `InvalidInput`
+/// error here, never a kernel write past its end. Raw because aya's typed maps check keys and
+/// flags first, and the tests need the kernel's own answer (a NULL key on a keyed map, a key
+/// on a keyless one, bad flags).
+#[derive(Debug, Clone, Copy)]
+pub struct Elems<'a> {
+    fd: BorrowedFd<'a>,
+    key_size: usize,
+    /// What one value occupies in userspace (`bpf_map_value_size` in kernel/bpf/syscall.c).
+    value_len: usize,
+}
+
+impl<'a> Elems<'a> {
+    pub fn of(fd: BorrowedFd<'a>) -> io::Result<Self> {
+        use bpf_map_type::*;
+        let info = map_info(fd)?;
+        let per_cpu = [
+            BPF_MAP_TYPE_PERCPU_HASH,
+            BPF_MAP_TYPE_LRU_PERCPU_HASH,
+            BPF_MAP_TYPE_PERCPU_ARRAY,
+            BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE_DEPRECATED,
+        ]
+        .iter()
+        .any(|&t| t as u32 == info.type_);
+        let value_size = info.value_size as usize;
+        let value_len = if per_cpu {
+            value_size.next_multiple_of(8) * aya::util::nr_cpus().map_err(|(_, e)| e)?
+        } else {
+            value_size
+        };
+        Ok(Self {
+            fd,
+            key_size: info.key_size as usize,
+            value_len,
+        })
+    }
+
+    /// `BPF_MAP_UPDATE_ELEM` (a push on keyless maps).
+    pub fn update(&self, key: Option<&[u8]>, value: &[u8], flags: u64) -> io::Result<()> {
+        let key = self.key(key)?;
+        let value = self.value(value.as_ptr(), value.len())?;
+        // SAFETY: both buffers hold what the kernel reads for this map; it writes neither.
+        unsafe { elem_cmd(bpf_cmd::BPF_MAP_UPDATE_ELEM, self.fd, key, value, flags) }.map(drop)
+    }
+
+    /// `BPF_MAP_LOOKUP_ELEM` (a peek on keyless maps, which reads `value` instead).
+    pub fn lookup(&self, key: Option<&[u8]>, value: &mut [u8], flags: u64) -> io::Result<()> {
+        let key = self.key(key)?;
+        let value = self.value(value.as_mut_ptr(), value.len())?;
+        // SAFETY: `value` is exclusively borrowed and as long as the kernel writes.
+        unsafe { elem_cmd(bpf_cmd::BPF_MAP_LOOKUP_ELEM, self.fd, key, value, flags) }.map(drop)
+    }
+
+    /// `BPF_MAP_LOOKUP_AND_DELETE_ELEM` (a pop on keyless maps).
+    pub fn lookup_and_delete(
+        &self,
+        key: Option<&[u8]>,
+        value: &mut [u8],
+        flags: u64,
+    ) -> io::Result<()> {
+        let key = self.key(key)?;
+        let value = self.value(value.as_mut_ptr(), value.len())?;
+        let cmd = bpf_cmd::BPF_MAP_LOOKUP_AND_DELETE_ELEM;
+        // SAFETY: as for `lookup`.
+        unsafe { elem_cmd(cmd, self.fd, key, value, flags) }.map(drop)
+    }
+
+    /// `BPF_MAP_DELETE_ELEM`.
+    pub fn delete(&self, key: Option<&[u8]>) -> io::Result<()> {
+        let key = self.key(key)?;
+        // SAFETY: the kernel only reads the key.
+        unsafe { elem_cmd(bpf_cmd::BPF_MAP_DELETE_ELEM, self.fd, key, 0, 0) }.map(drop)
+    }
+
+    /// `BPF_MAP_GET_NEXT_KEY`: the key after `key` (the first for `None`) into `next`.
+    pub fn next_key(&self, key: Option<&[u8]>, next: &mut [u8]) -> io::Result<()> {
+        let key = self.key(key)?;
+        if next.len() < self.key_size {
+            return Err(short("next key", next.len(), self.key_size));
+        }
+        let next = next.as_mut_ptr() as u64;
+        // SAFETY: `next` is exclusively borrowed and holds a whole key.
+        unsafe { elem_cmd(bpf_cmd::BPF_MAP_GET_NEXT_KEY, self.fd, key, next, 0) }.map(drop)
+    }
+
+    fn key(&self, key: Option<&[u8]>) -> io::Result<u64> {
+        match key {
+            None => Ok(0),
+            Some(k) if k.len() < self.key_size => Err(short("key", k.len(), self.key_size)),
+            Some(k) => Ok(k.as_ptr() as u64),
+        }
+    }
+
+    fn value(&self, ptr: *const u8, len: usize) -> io::Result<u64> {
+        if len < self.value_len {
+            return Err(short("value", len, self.value_len));
+        }
+        Ok(ptr as u64)
+    }
+}
+
+fn short(what: &str, len: usize, need: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{what} buffer of {len} bytes, the map copies {need}: pass a longer slice"),
+    )
 }
 
 /// The attributes of `BPF_MAP_CREATE` this suite varies.
@@ -90,7 +218,9 @@ pub fn map_create_attr(a: &MapAttr) -> bpf_attr {
 
 /// `BPF_MAP_CREATE` with a complete attr.
 pub fn map_create_from(attr: &mut bpf_attr) -> io::Result<OwnedFd> {
-    let fd = bpf(bpf_cmd::BPF_MAP_CREATE, attr)?;
+    // SAFETY: BPF_MAP_CREATE's attr holds no pointer (integers, fds and an inline name), so
+    // the kernel writes to nothing outside it.
+    let fd = unsafe { bpf(bpf_cmd::BPF_MAP_CREATE, attr) }?;
     // SAFETY: on success the kernel returned a new fd that we now own.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
@@ -104,7 +234,8 @@ pub fn map_info(map: BorrowedFd<'_>) -> io::Result<bpf_map_info> {
     attr.info.bpf_fd = map.as_raw_fd() as u32;
     attr.info.info_len = std::mem::size_of::<bpf_map_info>() as u32;
     attr.info.info = &mut info as *mut bpf_map_info as u64;
-    bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+    // SAFETY: the kernel writes at most `info_len` bytes, the size of `info`.
+    unsafe { bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr) }?;
     Ok(info)
 }
 
@@ -125,13 +256,29 @@ pub fn prog_load(prog_type: bpf_prog_type, insns: &[u64]) -> Result<OwnedFd, (io
         p.log_size = log.len() as u32;
         p.log_buf = log.as_mut_ptr() as u64;
     }
-    match bpf(bpf_cmd::BPF_PROG_LOAD, &mut attr) {
+    // SAFETY: the kernel reads `insn_cnt` instructions and the NUL-terminated license, and
+    // writes at most `log_size` bytes of log, all buffers alive past the call.
+    match unsafe { bpf(bpf_cmd::BPF_PROG_LOAD, &mut attr) } {
         // SAFETY: a new fd that we now own.
         Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) }),
         Err(e) => {
             let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
             Err((e, String::from_utf8_lossy(&log[..end]).into_owned()))
         }
+    }
+}
+
+/// The running kernel's `major.minor`, e.g. "6.1" for "6.1.0-57-cloud-amd64": the key of the
+/// per-kernel expectation tables of the tests.
+pub fn kernel_major_minor() -> io::Result<String> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")?;
+    let mut parts = release.trim().splitn(3, ['.', '-']);
+    match (parts.next(), parts.next()) {
+        (Some(major), Some(minor)) => Ok(format!("{major}.{minor}")),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("kernel release {release:?} has no major.minor"),
+        )),
     }
 }
 
@@ -230,7 +377,9 @@ pub fn xlated(fd: i32) -> io::Result<Vec<u64>> {
         attr.info.bpf_fd = fd as u32;
         attr.info.info_len = std::mem::size_of_val(&info) as u32;
         attr.info.info = &mut info as *mut _ as u64;
-        bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+        // SAFETY: the kernel writes at most `info_len` bytes into `info` and at most
+        // `xlated_prog_len` bytes into `insns`, the sizes of both.
+        unsafe { bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr) }?;
         Ok(info)
     };
     let len = info_of(&mut [])?.xlated_prog_len as usize / 8;

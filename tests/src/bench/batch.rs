@@ -150,7 +150,8 @@ fn dump_batch(fd: BorrowedFd<'_>, bufs: &mut Buffers, n: u32) -> Result<DumpStat
                 size,
                 Flags::default(),
             );
-            match sys::bpf(bpf_cmd::BPF_MAP_LOOKUP_BATCH, &mut attr) {
+            // SAFETY: `bufs` holds `size` keys and values and both tokens, alive past the call.
+            match unsafe { sys::bpf(bpf_cmd::BPF_MAP_LOOKUP_BATCH, &mut attr) } {
                 Ok(_) => break (attr_count(&attr), false),
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
                     break (attr_count(&attr), true)
@@ -196,23 +197,20 @@ fn dump_entries(fd: BorrowedFd<'_>, n: u32) -> Result<()> {
 }
 
 fn walk_entries(fd: BorrowedFd<'_>) -> Result<u64> {
-    let (mut key, mut next, mut value) = (0u64, 0u64, 0u64);
+    let elems = sys::Elems::of(fd).context("map info")?;
+    let (mut key, mut next, mut value) = ([0u8; 8], [0u8; 8], [0u8; 8]);
     let mut seen = 0u64;
     loop {
         // The first call passes a NULL key: the kernel answers with the first key.
-        let prev = if seen == 0 {
-            0
-        } else {
-            &key as *const u64 as u64
-        };
-        let next_ptr = &mut next as *mut u64 as u64;
-        match sys::elem_cmd(bpf_cmd::BPF_MAP_GET_NEXT_KEY, fd, prev, next_ptr, 0) {
-            Ok(_) => {}
+        let prev = (seen > 0).then_some(&key[..]);
+        match elems.next_key(prev, &mut next) {
+            Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(seen),
             Err(e) => return Err(e).context("BPF_MAP_GET_NEXT_KEY"),
         }
-        let (k, v) = (&next as *const u64 as u64, &mut value as *mut u64 as u64);
-        sys::elem_cmd(bpf_cmd::BPF_MAP_LOOKUP_ELEM, fd, k, v, 0).context("BPF_MAP_LOOKUP_ELEM")?;
+        elems
+            .lookup(Some(&next), &mut value, 0)
+            .context("BPF_MAP_LOOKUP_ELEM")?;
         std::hint::black_box(value);
         key = next;
         seen += 1;

@@ -421,7 +421,9 @@ impl<F: AsFd> BatchMap<F> {
             count,
             flags,
         );
-        let res = sys::bpf(op.cmd(), &mut attr);
+        // SAFETY: `keys` and `values` were just sized for `count` entries of this map's
+        // layout and the tokens for its token length; all outlive the call.
+        let res = unsafe { sys::bpf(op.cmd(), &mut attr) };
         let got = attr_count(&attr);
         let end = match res {
             Ok(_) => false,
@@ -497,7 +499,8 @@ impl<F: AsFd> BatchMap<F> {
     }
 
     fn write(&self, cmd: bpf_cmd, attr: &mut bpf_attr, count: u32) -> Result<u32, BatchError> {
-        match sys::bpf(cmd, attr) {
+        // SAFETY: the callers encode `count` entries of the buffers they checked.
+        match unsafe { sys::bpf(cmd, attr) } {
             // count 0 returns before writing the count back: it is still 0.
             Ok(_) => Ok(attr_count(attr).min(count)),
             Err(e) => Err(BatchError::from_errno(

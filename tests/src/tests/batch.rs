@@ -175,20 +175,18 @@ fn pin_for_lru() {
 }
 
 fn elem_update(fd: BorrowedFd<'_>, key: &[u8], value: &[u8], flags: u64) -> io::Result<()> {
-    let (key, value) = (key.as_ptr() as u64, value.as_ptr() as u64);
-    sys::elem_cmd(bpf_cmd::BPF_MAP_UPDATE_ELEM, fd, key, value, flags).map(drop)
+    sys::Elems::of(fd)?.update(Some(key), value, flags)
 }
 
 fn elem_delete(fd: BorrowedFd<'_>, key: &[u8]) -> io::Result<()> {
-    // DELETE_ELEM's last field is `key`: the value pointer must stay 0 (CHECK_ATTR).
-    sys::elem_cmd(bpf_cmd::BPF_MAP_DELETE_ELEM, fd, key.as_ptr() as u64, 0, 0).map(drop)
+    sys::Elems::of(fd)?.delete(Some(key))
 }
 
 fn elem_lookup(fd: BorrowedFd<'_>, key: &[u8], stride: usize) -> Option<Vec<u8>> {
     let mut v = vec![0u8; stride];
-    let (key, value) = (key.as_ptr() as u64, v.as_mut_ptr() as u64);
-    match sys::elem_cmd(bpf_cmd::BPF_MAP_LOOKUP_ELEM, fd, key, value, 0) {
-        Ok(_) => Some(v),
+    let elems = sys::Elems::of(fd).expect("map info");
+    match elems.lookup(Some(key), &mut v, 0) {
+        Ok(()) => Some(v),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
         Err(e) => panic!("lookup: {e}"),
     }
@@ -196,10 +194,9 @@ fn elem_lookup(fd: BorrowedFd<'_>, key: &[u8], stride: usize) -> Option<Vec<u8>>
 
 fn elem_next_key(fd: BorrowedFd<'_>, key: Option<&[u8]>, key_size: usize) -> Option<Vec<u8>> {
     let mut next = vec![0u8; key_size];
-    let key = key.map_or(0, |k| k.as_ptr() as u64);
-    let next_ptr = next.as_mut_ptr() as u64;
-    match sys::elem_cmd(bpf_cmd::BPF_MAP_GET_NEXT_KEY, fd, key, next_ptr, 0) {
-        Ok(_) => Some(next),
+    let elems = sys::Elems::of(fd).expect("map info");
+    match elems.next_key(key, &mut next) {
+        Ok(()) => Some(next),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
         Err(e) => panic!("get_next_key: {e}"),
     }
@@ -612,8 +609,9 @@ fn nonzero_byte_after_batch_flags_gives_einval() {
         )
     };
     let mut good = encode();
+    // SAFETY: `out`, `keys` and `values` hold the 4 entries the attr asks for.
     assert!(
-        sys::bpf(bpf_cmd::BPF_MAP_LOOKUP_BATCH, &mut good).is_ok(),
+        unsafe { sys::bpf(bpf_cmd::BPF_MAP_LOOKUP_BATCH, &mut good) }.is_ok(),
         "the clean attr works"
     );
     let mut bad = encode();
@@ -623,7 +621,9 @@ fn nonzero_byte_after_batch_flags_gives_einval() {
             .add(BATCH_ATTR_END)
             .write(1)
     };
-    let e = sys::bpf(bpf_cmd::BPF_MAP_LOOKUP_BATCH, &mut bad).expect_err("tail byte accepted");
+    // SAFETY: as for `good`.
+    let e = unsafe { sys::bpf(bpf_cmd::BPF_MAP_LOOKUP_BATCH, &mut bad) };
+    let e = e.expect_err("tail byte accepted");
     assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
 }
 
@@ -680,7 +680,8 @@ fn map_without_batch_support_gives_enotsupp(which: Unsupported) {
                 4,
                 f,
             );
-            let e = sys::bpf(cmd, &mut attr).expect_err("batch write accepted");
+            // SAFETY: `keys` and `values` hold the 4 entries the attr names; writes only read.
+            let e = unsafe { sys::bpf(cmd, &mut attr) }.expect_err("batch write accepted");
             assert_eq!(e.raw_os_error(), Some(sys::ENOTSUPP), "{cmd:?}: {e}");
         }
     }

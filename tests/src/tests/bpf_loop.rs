@@ -5,9 +5,11 @@
 //!
 //! Paths: since 6.0 the verifier inlines a `bpf_loop` call whose callback is constant and whose
 //! flags are provably 0 (`inline_bpf_loop`), checking the bound in BPF instructions; otherwise
-//! the helper in `kernel/bpf/bpf_iter.c` runs. `loop_inlined`, `loop_const*`, `loop_null_ctx`
-//! and `loop_nested` pass the constant 0 (inlined path); `loop_helper` reads its flags from a
-//! map (helper path). `constant_zero_flags_are_inlined` checks this split.
+//! the helper in `kernel/bpf/bpf_iter.c` runs. `loop_inlined`, `loop_const*`, `loop_null_ctx`,
+//! `loop_nested` and `loop_deepest` pass the constant 0 (inlined path); `loop_helper`,
+//! `loop_null_ctx_helper` and `loop_nested_helper` read their flags from a map (helper path).
+//! `constant_zero_flags_are_inlined` checks this split. The programs pass `nr_loops` as the
+//! whole 64-bit register, so the two paths' treatment of its upper half is visible.
 //!
 //! Every test requires what the object needs (read from it) before loading anything, and the
 //! inlining feature where it asserts inlining: without `bpf_loop` the object
@@ -205,11 +207,49 @@ fn callback_returning_1_at_i_stops_the_loop_and_returns_i_plus_1(path: Path, i: 
     Ok(())
 }
 
-/// Inlined path (every level passes the constant flags 0).
-#[test]
-fn nested_loops_run_every_inner_iteration() -> Result<()> {
+/// `nr_loops` with bits above the low 32 set. The helper drops them: `BPF_CALL_4(bpf_loop,
+/// u32, nr_loops, ...)` in kernel/bpf/bpf_iter.c casts the 64-bit R1 to `u32`, so it runs the
+/// low half's count. The inlined loop keeps them: `inline_bpf_loop` in kernel/bpf/verifier.c
+/// checks the bound with the 64-bit `BPF_JMP_IMM(BPF_JLE, BPF_REG_1, BPF_MAX_LOOPS, 2)` and
+/// sets the zero-extended `BPF_MOV32_IMM(BPF_REG_0, -E2BIG)`. The same call thus loops on one
+/// path and fails on the other (same source in v6.1, v6.12 and mainline; the programs pass
+/// the whole register through `bpfvm_ebpf::bpf_loop_wide`). Flags are 0 on both paths.
+#[test_case(1 << 32 | 5, 5; "2 pow 32 plus 5")]
+#[test_case(1 << 32, 0; "2 pow 32")]
+#[test_case(u64::MAX, u32::MAX; "u64 max")]
+fn nr_loops_upper_half_is_dropped_by_the_helper_but_e2big_when_inlined(
+    nr_loops: u64,
+    low: u32,
+) -> Result<()> {
     crate::require_object!(object::BPF_LOOP);
-    let out = run_raw(PROG_NESTED, [0, 0, NO_STOP])?;
+    crate::require!(Feature::BpfLoopInlining);
+    let outcome = |prog| -> Result<Outcome> {
+        let out = run_raw(prog, [nr_loops, 0, NO_STOP])?;
+        Ok(Outcome {
+            ret: out[OUT_RET as usize] as i64,
+            calls: out[OUT_CALLS as usize],
+            sum: out[OUT_SUM as usize],
+        })
+    };
+    // The low half alone, as the helper sees it (u32::MAX is past BPF_MAX_LOOPS: E2BIG).
+    let helper = if low > BPF_MAX_LOOPS {
+        called(E2BIG, 0)
+    } else {
+        called(i64::from(low), u64::from(low))
+    };
+    assert_eq!(outcome(PROG_HELPER)?, helper, "helper path");
+    let inlined = called(E2BIG as i32 as u32 as i64, 0);
+    assert_eq!(outcome(PROG_INLINED)?, inlined, "inlined path");
+    Ok(())
+}
+
+/// Every level passes the constant flags 0 (inlined path) or flags from the map (helper
+/// path: `bpf_loop` in kernel/bpf/bpf_iter.c calls each callback, which calls the helper).
+#[test_case(PROG_NESTED; "inlined")]
+#[test_case(PROG_NESTED_HELPER; "helper")]
+fn nested_loops_run_every_inner_iteration(prog: &str) -> Result<()> {
+    crate::require_object!(object::BPF_LOOP);
+    let out = run_raw(prog, [0, 0, NO_STOP])?;
     let [outer, mid, inner] = NESTED.map(u64::from);
     assert_eq!(out[OUT_RET as usize], outer, "outer bpf_loop's return");
     assert_eq!(out[OUT_OUTER_CALLS as usize], outer);
@@ -223,25 +263,122 @@ fn nested_loops_run_every_inner_iteration() -> Result<()> {
     Ok(())
 }
 
-/// Inlined path; the callback counts in the map since it has no context.
-#[test_case(0; "0 loops")]
-#[test_case(500; "500 loops")]
-fn null_context_is_accepted_and_passed_to_the_callback(n: u32) -> Result<()> {
+/// `ARG_PTR_TO_STACK_OR_NULL` (`bpf_loop_proto` in kernel/bpf/bpf_iter.c) admits NULL, and
+/// the callback gets it as its `ctx` (R2 = the caller's R3: `set_loop_callback_state` in
+/// kernel/bpf/verifier.c, `callback(i, callback_ctx, ...)` in the helper). The callback counts
+/// in the map since it has no context, and records the `ctx` it got; with no loops it never
+/// runs, so the slot keeps its marker.
+#[test_case(PROG_NULL_CTX, 0; "inlined 0 loops")]
+#[test_case(PROG_NULL_CTX, 500; "inlined 500 loops")]
+#[test_case(PROG_NULL_CTX_HELPER, 0; "helper 0 loops")]
+#[test_case(PROG_NULL_CTX_HELPER, 500; "helper 500 loops")]
+fn null_context_is_accepted_and_passed_to_the_callback(prog: &str, n: u32) -> Result<()> {
     crate::require_object!(object::BPF_LOOP);
-    let out = run_raw(PROG_NULL_CTX, [u64::from(n), 0, NO_STOP])?;
+    let out = run_raw(prog, [u64::from(n), 0, NO_STOP])?;
     assert_eq!(out[OUT_RET as usize], u64::from(n));
     assert_eq!(out[OUT_CALLS as usize], u64::from(n));
+    let ctx = if n == 0 { UNWRITTEN } else { 0 };
+    assert_eq!(out[OUT_CTX as usize], ctx, "the ctx the callback got");
     Ok(())
+}
+
+/// The program and seven nested callbacks, eight frames: `MAX_CALL_FRAMES` on the 6.1 and 6.12
+/// pins (include/linux/bpf_verifier.h), and the innermost callback runs.
+/// `nested_callbacks_past_max_call_frames_are_rejected` has the chains one frame deeper.
+#[test]
+fn max_call_frames_of_nested_callbacks_load_and_run() -> Result<()> {
+    crate::require_object!(object::BPF_LOOP);
+    let out = run_raw(PROG_DEEPEST, [0, 0, NO_STOP])?;
+    assert_eq!(out[OUT_RET as usize], 1, "the outer bpf_loop(1, ...)");
+    assert_eq!(out[OUT_CALLS as usize], 1, "the innermost callback ran");
+    Ok(())
+}
+
+/// Programs the verifier must refuse (kernel/bpf/verifier.c), each with the log line that names
+/// the reason:
+/// - `ctx` a map value: `check_func_arg` checks `ARG_PTR_TO_STACK_OR_NULL` against
+///   `stack_ptr_types` ("R3 type=map_value expected=fp");
+/// - the callback a scalar: `ARG_PTR_TO_FUNC` against `func_ptr_types` ("R2 type=scalar
+///   expected=func");
+/// - a callback that reads R3: `set_loop_callback_state` marks R3-R5 `NOT_INIT`, so
+///   `check_reg_arg` says "R3 !read_ok".
+#[test_case(PROG_REJECT_CTX_NOT_STACK, &["R3 type=map_value expected=fp"]; "ctx not stack")]
+#[test_case(PROG_REJECT_CALLBACK_NOT_SUBPROG, &["R2 type=scalar expected=func"]; "callback not a subprogram")]
+#[test_case(PROG_REJECT_CALLBACK_READS_R3, &["R3 !read_ok"]; "callback reads r3")]
+fn verifier_rejects(prog: &str, lines: &[&str]) -> Result<()> {
+    crate::require_object!(REJECT);
+    let log = rejection_log(prog)?;
+    for want in lines {
+        assert!(
+            log.lines().any(|l| l.contains(want)),
+            "{prog}: no {want:?} in\n{log}"
+        );
+    }
+    Ok(())
+}
+
+/// `MAX_CALL_FRAMES` per pinned kernel (`major.minor`): 8 in include/linux/bpf_verifier.h of
+/// v6.1 and v6.12; the 7.2 pin accepts 16 frames and rejects 17 ("the call stack of 17 frames
+/// is too deep"), so its limit is 16 (measured: `cargo xtask vm-test --kernel 7.2`, chains of
+/// 10, 11 and 13 frames load).
+const MAX_CALL_FRAMES: [(&str, u32); 3] = [("6.1", 8), ("6.12", 8), ("7.2", 16)];
+
+/// Each `bpf_loop` callback is a call frame: entering one from frame `curframe` when
+/// `curframe + 1 >= MAX_CALL_FRAMES` fails with "the call stack of {curframe + 2} frames is
+/// too deep" (`__check_func_call` in 6.1, `setup_func_entry` in 6.12 and later, both in
+/// kernel/bpf/verifier.c). Chains of 9, 16 and 17 frames load exactly where they fit the
+/// kernel's limit, and the others fail naming the first frame too many. A kernel outside the
+/// table gets the limit its 9-frame chain shows (8 if rejected, else 16).
+#[test]
+fn nested_callbacks_past_max_call_frames_are_rejected() -> Result<()> {
+    crate::require_object!(REJECT);
+    let kernel = sys::kernel_major_minor()?;
+    let load = |prog: &str| -> Result<Option<String>> {
+        let mut ebpf = object::load(REJECT)?;
+        Ok(object::load_program::<SocketFilter>(&mut ebpf, prog)
+            .err()
+            .map(|e| format!("{e:#}")))
+    };
+    let limit = match MAX_CALL_FRAMES.iter().find(|(k, _)| *k == kernel) {
+        Some(&(_, limit)) => limit,
+        None if load(PROG_REJECT_FRAMES[0].1)?.is_some() => 8,
+        None => 16,
+    };
+    let too_deep = format!("the call stack of {} frames is too deep", limit + 1);
+    for (frames, prog) in PROG_REJECT_FRAMES {
+        match load(prog)? {
+            None => assert!(
+                frames <= limit,
+                "{prog}: {frames} frames loaded, limit {limit}"
+            ),
+            Some(log) => {
+                assert!(
+                    frames > limit,
+                    "{prog}: {frames} frames rejected, limit {limit}\n{log}"
+                );
+                assert!(
+                    log.lines().any(|l| l.contains(&too_deep)),
+                    "{prog}: no {too_deep:?} in\n{log}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The error (with the verifier log) of loading `prog` from the reject object.
+fn rejection_log(prog: &str) -> Result<String> {
+    let mut ebpf = object::load(REJECT)?;
+    let Err(e) = object::load_program::<SocketFilter>(&mut ebpf, prog) else {
+        bail!("the verifier accepted {prog}");
+    };
+    Ok(format!("{e:#}"))
 }
 
 #[test]
 fn verifier_rejects_callback_returning_other_than_0_or_1() -> Result<()> {
     crate::require_object!(REJECT);
-    let mut ebpf = object::load(REJECT)?;
-    let Err(e) = object::load_program::<SocketFilter>(&mut ebpf, PROG_REJECT) else {
-        bail!("the verifier accepted a callback that returns its index");
-    };
-    let log = format!("{e:#}");
+    let log = rejection_log(PROG_REJECT)?;
     // The callback returns a zero-extended u32. 6.1 logs
     // "At callback return the register R0 has value (0x0; 0xffffffff) should have been in (0x0; 0x1)"
     // and 6.18 "At callback return the register R0 has smin=0 smax=4294967295 should have been in [0, 1]":
@@ -284,23 +421,27 @@ fn constant_zero_flags_are_inlined() -> Result<()> {
     let helper =
         sys::helper_call_imm("bpf_loop")?.context("no bpf_loop address in /proc/kallsyms")?;
     let mut ebpf = object::load(object::BPF_LOOP)?;
-    for (prog, inlined) in [
-        (PROG_HELPER, false),
-        (PROG_INLINED, true),
-        (PROG_CONST, true),
-        (PROG_CONST_TOO_MANY, true),
-        (PROG_NULL_CTX, true),
-        (PROG_NESTED, true),
-        (PROG_STACK_CHECK, true),
+    // How many `bpf_loop` calls stay helper calls.
+    for (prog, helper_calls) in [
+        (PROG_HELPER, 1),
+        (PROG_INLINED, 0),
+        (PROG_CONST, 0),
+        (PROG_CONST_TOO_MANY, 0),
+        (PROG_NULL_CTX, 0),
+        (PROG_NULL_CTX_HELPER, 1),
+        (PROG_NESTED, 0),
+        (PROG_NESTED_HELPER, 3),
+        (PROG_DEEPEST, 0),
+        (PROG_STACK_CHECK, 0),
         // Two callbacks reach one call: `update_loop_inline_state` clears `fit_for_inline`.
-        (PROG_RUNTIME_CALLBACK, false),
+        (PROG_RUNTIME_CALLBACK, 1),
     ] {
         let p: &mut SocketFilter = object::load_program(&mut ebpf, prog)?;
         let calls = sys::xlated(p.fd()?.as_fd().as_raw_fd())?
             .iter()
             .filter(|&&i| sys::is_helper_call(i, helper))
             .count();
-        assert_eq!(calls == 0, inlined, "{prog}: {calls} calls of the helper");
+        assert_eq!(calls, helper_calls, "{prog}: calls of the helper");
     }
     Ok(())
 }

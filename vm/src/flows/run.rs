@@ -62,9 +62,10 @@ pub(crate) fn prepare(opts: &VmOptions, events: &Events) -> Result<Prepared> {
     })?;
     let expected = Expectation::for_pin(&pin)?;
     events.step("checking host tools");
-    let tools = provision::ensure(events)?;
-    events.step(format!("kernel {} ({})", pin.version, pin.description));
-    let tree = kernels::fetch(&pin, events)?;
+    let (tools, tree) = provision::ensure_alongside(events, || {
+        events.step(format!("kernel {} ({})", pin.version, pin.description));
+        kernels::fetch(&pin, events)
+    })?;
     finish_prepare(opts, tools, tree, Some(pin.release), expected, events)
 }
 

@@ -235,6 +235,17 @@ pub(crate) fn run_logged(cmd: &mut Command, shown: &str, log: &Path) -> Result<(
 
 /// Makes sure everything is installed (installing what is missing) and returns where it is.
 pub fn ensure(events: &Events) -> Result<Tools> {
+    ensure_alongside(events, || Ok(())).map(|(tools, ())| tools)
+}
+
+/// [`ensure`], running `alongside` (a kernel fetch: network and decompression) in a second
+/// thread once the Debian packages are in, while this one builds and installs the tools
+/// (pip and cargo: mostly CPU). On a fresh machine the two overlap instead of adding up.
+/// Both poll the same interrupt flag; the first error wins, after both have stopped.
+pub fn ensure_alongside<T: Send>(
+    events: &Events,
+    alongside: impl FnOnce() -> Result<T> + Send,
+) -> Result<(Tools, T)> {
     let l = Layout::new();
     events.step("provisioning host tools");
     let nightly = nightly_has_rust_src();
@@ -264,6 +275,18 @@ pub fn ensure(events: &Events) -> Result<Tools> {
         events.note(format!("Debian packages: installed {}", missing.join(" ")));
     }
 
+    std::thread::scope(|s| {
+        let other = s.spawn(alongside);
+        let tools = install_tools(&l, nightly, events);
+        let other = other
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        Ok((tools?, other?))
+    })
+}
+
+/// virtme-ng, virtiofsd and bpf-linker, each installed unless present.
+fn install_tools(l: &Layout, nightly: bool, events: &Events) -> Result<Tools> {
     // virtme-ng.
     let virtme = l.virtme_venv();
     if virtme.present() {
@@ -281,7 +304,7 @@ pub fn ensure(events: &Events) -> Result<Tools> {
     }
 
     // virtiofsd.
-    if cargo_installed(&l, "virtiofsd", "virtiofsd", VIRTIOFSD_VERSION) {
+    if cargo_installed(l, "virtiofsd", "virtiofsd", VIRTIOFSD_VERSION) {
         events.note(format!(
             "virtiofsd {VIRTIOFSD_VERSION}: present in {}",
             l.tools.display()
@@ -289,7 +312,7 @@ pub fn ensure(events: &Events) -> Result<Tools> {
     } else {
         events.step(format!("building virtiofsd {VIRTIOFSD_VERSION} (~1.5 min)"));
         cargo_install(
-            &l,
+            l,
             events,
             "virtiofsd",
             &[],
@@ -300,7 +323,7 @@ pub fn ensure(events: &Events) -> Result<Tools> {
 
     // bpf-linker: always built against Debian's LLVM 22 (the same LLVM as rustc-web 1.96 and
     // rustup's 1.95+ compilers), whichever route builds the objects.
-    if cargo_installed(&l, "bpf-linker", "bpf-linker", BPF_LINKER_VERSION) {
+    if cargo_installed(l, "bpf-linker", "bpf-linker", BPF_LINKER_VERSION) {
         events.note(format!(
             "bpf-linker {BPF_LINKER_VERSION}: present in {}",
             l.tools.display()
@@ -310,7 +333,7 @@ pub fn ensure(events: &Events) -> Result<Tools> {
             "building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (~1.5 min)"
         ));
         cargo_install(
-            &l,
+            l,
             events,
             "bpf-linker",
             &[("LLVM_PREFIX", LLVM_PREFIX.to_string())],

@@ -82,8 +82,16 @@ pub struct LoopRow {
     pub calls_per_trigger: u32,
     /// Loop iterations, M ops/s.
     pub throughput: Stat,
-    /// 1000 / mean throughput.
+    /// Per producer, as the kernel's bench: 1000 / mean throughput * producers.
     pub ns_per_op: f64,
+    /// `flags` came from a map value (the verifier cannot inline the call); false: constant
+    /// zero flags, bpf_loop_bench.c's program.
+    #[serde(default)]
+    pub flags_from_map: bool,
+    /// `bpf_loop` helper calls left in the verified program (0: inlined); None when the
+    /// guest could not tell (kallsyms hides addresses) or the report predates the field.
+    #[serde(default)]
+    pub helper_calls: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -135,6 +135,11 @@ pub mod bench {
     pub const HASHMAP_WITH_BLOOM: &str = "hashmap_with_bloom";
     /// `bpf_loop(NR_LOOPS, empty callback)`, `OUTER` times per trigger.
     pub const BPF_LOOP: &str = "bpf_loop_bench";
+    /// The same loops with `flags` read from the CPU's slot ([`LOOP_FLAGS`], always 0): the
+    /// verifier cannot prove them zero, so it leaves the `bpf_loop` helper call in place and
+    /// the helper calls the callback through a pointer (kernel/bpf/verifier.c,
+    /// `loop_flag_is_zero`, `update_loop_inline_state`, `inline_bpf_loop`).
+    pub const BPF_LOOP_HELPER: &str = "bpf_loop_helper_bench";
 
     /// The bloom filter (user space creates it with the size, value size and hash count it
     /// wants, and hands it to the loader by pin path).
@@ -164,6 +169,8 @@ pub mod bench {
     pub const CURSOR: usize = 4;
     /// Index: probes made by [`BLOOM_FP`].
     pub const PROBES: usize = 5;
+    /// Index: the flags [`BPF_LOOP_HELPER`] passes to `bpf_loop` (never written: 0).
+    pub const LOOP_FLAGS: usize = 6;
     /// A slot is one 64-byte cache line, so two CPUs never share one.
     pub const SLOT_LEN: usize = 8;
 

@@ -12,8 +12,13 @@
 //! `bloom_hashmap_lookup` does.
 #![no_std]
 #![no_main]
+// The BPF target has no `AtomicU64::fetch_add` (no compare-and-swap), but LLVM lowers an
+// atomic add whose result is unused to BPF's `lock +=`, as clang does `__sync_add_and_fetch`.
+#![allow(internal_features)]
+#![feature(core_intrinsics)]
 
 use core::ffi::c_void;
+use core::intrinsics::{atomic_xadd, AtomicOrdering};
 
 use aya_ebpf::{
     btf_maps::{Array, BloomFilter, HashMap},
@@ -25,7 +30,8 @@ use aya_ebpf::{
     programs::FEntryContext,
 };
 use bpfvm_common::bench::{
-    lane, probe, CURSOR, DROPS, ERRORS, FALSE_HITS, HASHMAP_PROBES, HITS, MAX_CPUS, MAX_OUTER,
+    lane, probe, CURSOR, DROPS, ERRORS, FALSE_HITS, HASHMAP_PROBES, HITS, LOOP_FLAGS, MAX_CPUS,
+    MAX_OUTER,
     MAX_VALUE_SIZE, PROBES, RAND_BYTES, RAND_MASK, SLOT_LEN,
 };
 
@@ -257,26 +263,48 @@ unsafe extern "C" fn empty_cb(_i: u32, _ctx: *mut c_void) -> i64 {
     0
 }
 
-/// As bpf_loop_bench.c: `OUTER` calls of `bpf_loop(NR_LOOPS, empty)` per trigger (the kernel
-/// makes 1000; fewer for long loops keeps one run short under emulation).
-#[fentry(function = "__x64_sys_getpgid")]
-pub fn bpf_loop_bench(_ctx: FEntryContext) -> u32 {
+/// As bpf_loop_bench.c: `OUTER` calls of `bpf_loop(NR_LOOPS, empty, NULL, flags)` per trigger
+/// (the kernel makes 1000; fewer for long loops keeps one run short under emulation), each
+/// call's iterations added to this CPU's hits with an atomic add (`__sync_add_and_fetch` there).
+#[inline(always)]
+fn loops(flags_from_map: bool) -> u32 {
     let Some(s) = slot() else {
         return 0;
+    };
+    // SAFETY: a valid map value of this CPU.
+    let hits = unsafe { &mut (*s)[HITS] } as *mut u64;
+    // A map value is unknown to the verifier: the call cannot be inlined.
+    let flags = if flags_from_map {
+        // SAFETY: as above.
+        unsafe { core::ptr::read_volatile(&(*s)[LOOP_FLAGS]) }
+    } else {
+        0
     };
     let nr = global(&NR_LOOPS);
     let outer = global(&OUTER);
     let mut i = 0;
     while i < MAX_OUTER && i < outer {
         // SAFETY: a static callback without context.
-        let done = unsafe { bpf_loop(nr, empty_cb as *mut c_void, core::ptr::null_mut(), 0) };
+        let done = unsafe { bpf_loop(nr, empty_cb as *mut c_void, core::ptr::null_mut(), flags) };
         if done > 0 {
-            // SAFETY: a valid map value of this CPU.
-            unsafe { (*s)[HITS] += done as u64 };
+            // SAFETY: `hits` points into the map value; the result is unused (see the top).
+            unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(hits, done as u64) };
         }
         i += 1;
     }
     0
+}
+
+/// Constant zero flags: the verifier inlines the loop (on the pins that run it).
+#[fentry(function = "__x64_sys_getpgid")]
+pub fn bpf_loop_bench(_ctx: FEntryContext) -> u32 {
+    loops(false)
+}
+
+/// Flags from a map: the helper runs, calling the callback indirectly.
+#[fentry(function = "__x64_sys_getpgid")]
+pub fn bpf_loop_helper_bench(_ctx: FEntryContext) -> u32 {
+    loops(true)
 }
 
 #[cfg(not(test))]

@@ -19,6 +19,8 @@ use crate::sys::{self, bpf_cmd, bpf_map_type, MapAttr};
 /// Entries per call the preallocated buffers hold at least: an ENOSPC retry doubles the
 /// buffer until a whole hash bucket fits, and buckets are far smaller than this.
 const MIN_CAPACITY: u32 = 1024;
+/// `BPF_F_ZERO_SEED` (include/uapi/linux/bpf.h, since 5.0; needs CAP_SYS_ADMIN).
+const ZERO_SEED: u32 = 1 << 6;
 
 pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<BatchRow>) -> Result<()> {
     let n = plan.batch_entries;
@@ -27,7 +29,10 @@ pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<BatchRow>) -> Res
         key_size: 8,
         value_size: 8,
         max_entries: n,
-        map_flags: 0,
+        // A fixed hash seed: the same buckets in every boot. With a random one (the default,
+        // `htab_map_alloc`'s get_random_u32) the bucket sizes, so the calls and ENOSPC
+        // retries of a small-buffer dump, differ from boot to boot.
+        map_flags: ZERO_SEED,
         map_extra: 0,
     })
     .context("create the hash map")?;
@@ -42,14 +47,24 @@ pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<BatchRow>) -> Res
         let mut batch_runs = Vec::new();
         let mut entry_runs = Vec::new();
         let (mut batch_speeds, mut entry_speeds) = (Vec::new(), Vec::new());
-        // Warm-up: one untimed dump of each.
-        let mut last = dump_batch(fd.as_fd(), &mut bufs, n)?;
-        dump_entries(fd.as_fd(), n)?;
-        for rep in 0..plan.batch_reps.max(1) {
+        let mut last = DumpStats::default();
+        if plan.batch_warmup {
+            last = dump_batch(fd.as_fd(), &mut bufs, n)?;
+            dump_entries(fd.as_fd(), n)?;
+        }
+        for rep in 0..plan.batch_reps.max(plan.entry_reps).max(1) {
             let batch_first = rep % 2 == 0;
             for batch in [batch_first, !batch_first] {
+                let reps = if batch {
+                    plan.batch_reps
+                } else {
+                    plan.entry_reps
+                };
+                if rep >= reps.max(1) {
+                    continue;
+                }
                 // The host's speed over the dump: the mean of the reference on both sides.
-                let before = reference_speed();
+                let before = plan.sampling.reference.then(reference_speed);
                 let t = Instant::now();
                 if batch {
                     last = dump_batch(fd.as_fd(), &mut bufs, n)?;
@@ -58,11 +73,13 @@ pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<BatchRow>) -> Res
                     dump_entries(fd.as_fd(), n)?;
                     entry_runs.push(t.elapsed().as_nanos() as u64);
                 }
-                let speed = (before + reference_speed()) / 2.0;
-                if batch {
-                    batch_speeds.push(speed);
-                } else {
-                    entry_speeds.push(speed);
+                if let Some(before) = before {
+                    let speed = (before + reference_speed()) / 2.0;
+                    if batch {
+                        batch_speeds.push(speed);
+                    } else {
+                        entry_speeds.push(speed);
+                    }
                 }
             }
         }

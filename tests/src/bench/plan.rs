@@ -45,8 +45,12 @@ pub struct Plan {
     pub nr_loops: Vec<u32>,
     pub batch_entries: u32,
     pub batch_buffers: Vec<u32>,
-    /// Dumps per buffer size (each one batch dump and one get_next_key dump).
+    /// Timed batch dumps per buffer size.
     pub batch_reps: u32,
+    /// Timed get_next_key dumps per buffer size (the first `entry_reps` repetitions have one).
+    pub entry_reps: u32,
+    /// One untimed dump of each method per buffer size first.
+    pub batch_warmup: bool,
 }
 
 /// The thread's buffer sizes (004: BPF_MAP_DUMP), in entries.
@@ -80,6 +84,8 @@ impl Plan {
                 batch_entries: 100_000,
                 batch_buffers: vec![230],
                 batch_reps: 1,
+                entry_reps: 1,
+                batch_warmup: true,
             },
             "quick" => Self {
                 groups,
@@ -94,11 +100,14 @@ impl Plan {
                 fp_probes: 200_000,
                 hashmap_entries: 100_000,
                 hashmap_hash_funcs: vec![3],
-                nr_loops: vec![1, 1000, 10_000, 1_000_000],
+                // Each in both variants (inlined and helper).
+                nr_loops: vec![1, 1000, 1_000_000],
                 batch_entries: 100_000,
                 // The headline buffers and the smallest (the most calls).
                 batch_buffers: vec![1, 230, 100_000],
                 batch_reps: 3,
+                entry_reps: 3,
+                batch_warmup: true,
             },
             "full" => Self {
                 groups,
@@ -115,23 +124,28 @@ impl Plan {
                 batch_entries: 100_000,
                 batch_buffers: BATCH_BUFFERS.to_vec(),
                 batch_reps: 3,
+                entry_reps: 3,
+                batch_warmup: true,
             },
             other => bail!("unknown plan `{other}` (smoke, quick, full)"),
         })
     }
 
     /// The guest clock counts instructions (the host's `-icount`): a sample repeats to
-    /// 0.01 % (smoke samples of 6.1 under TCG, within and across boots), so one warm-up and
-    /// three short samples with no reference loop, and one timed dump per buffer, measure what
-    /// longer runs would. Three, not two: the boot's figure is their median, and one sample in
-    /// 36 of a quick run read 33 % low (kernel work on the one vCPU during it, most likely).
+    /// 0.01 % (smoke samples of 6.1 under TCG, within and across boots), and anything else the
+    /// one vCPU does during a sample (a timer, a kworker) only adds instructions to it, so the
+    /// host takes the boot's least count (`bench::model::boot_value`): three short samples
+    /// and no warm-up, no reference loop (its speed is a constant of this clock), three timed
+    /// batch dumps and one get_next_key dump per buffer without warm-up dumps.
     pub fn for_instruction_clock(&mut self) {
-        let interval = self.sampling.interval.min(Duration::from_millis(50));
+        let interval = self.sampling.interval.min(Duration::from_millis(20));
         self.sampling = Sampling {
             reference: false,
-            ..Sampling::new(interval, 1, 3)
+            ..Sampling::new(interval, 0, 3)
         };
-        self.batch_reps = 1;
+        self.batch_reps = 3;
+        self.entry_reps = 1;
+        self.batch_warmup = false;
     }
 
     pub fn has(&self, g: Group) -> bool {
@@ -148,7 +162,8 @@ impl Plan {
                 + self.hashmap_hash_funcs.len();
         }
         if self.has(Group::BpfLoop) {
-            n += self.nr_loops.len();
+            // Inlined and helper.
+            n += 2 * self.nr_loops.len();
         }
         if self.has(Group::Batch) {
             n += self.batch_buffers.len();
@@ -164,7 +179,7 @@ mod unit {
     #[test]
     fn units_count_every_measured_configuration() {
         let p = Plan::named("quick", vec![]).unwrap();
-        assert_eq!(p.units(), 3 + 1 + 4 + 3);
+        assert_eq!(p.units(), 3 + 1 + 2 * 3 + 3);
         let p = Plan::named("quick", vec![Group::Batch]).unwrap();
         assert_eq!(p.units(), 3);
     }
@@ -173,11 +188,17 @@ mod unit {
     fn the_instruction_clock_shortens_sampling() {
         let mut p = Plan::named("full", vec![]).unwrap();
         p.for_instruction_clock();
-        assert_eq!(p.sampling.interval, Duration::from_millis(50));
+        assert_eq!(p.sampling.interval, Duration::from_millis(20));
         assert_eq!(
-            (p.sampling.warmup, p.sampling.samples, p.batch_reps),
-            (1, 3, 1)
+            (
+                p.sampling.warmup,
+                p.sampling.samples,
+                p.batch_reps,
+                p.entry_reps
+            ),
+            (0, 3, 3, 1)
         );
+        assert!(!p.batch_warmup);
         assert!(!p.sampling.reference);
     }
 

@@ -1,6 +1,6 @@
 //! Loading the bench object: its globals, a hand-made bloom filter and values array in place
 //! of the object's, fentry programs on getpgid, and the per-CPU stats slots.
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -133,6 +133,23 @@ pub fn detach(ebpf: &mut Ebpf, name: &str, link: FEntryLinkId) -> Result<()> {
         .try_into()
         .map_err(|e| object::program_error(name, e))?;
     p.detach(link).map_err(|e| object::program_error(name, e))
+}
+
+/// How many calls of the helper whose call `imm` is (`sys::helper_call_imm`) the loaded
+/// program `name` kept after the verifier's rewrites: 0 when it inlined them.
+pub fn helper_calls(ebpf: &Ebpf, name: &str, imm: i32) -> Result<u32> {
+    let p: &FEntry = ebpf
+        .program(name)
+        .with_context(|| format!("no program `{name}`"))?
+        .try_into()
+        .map_err(|e| object::program_error(name, e))?;
+    let fd = p.fd().map_err(|e| object::program_error(name, e))?;
+    let insns = sys::xlated(fd.as_fd().as_raw_fd())
+        .with_context(|| format!("read the verified instructions of `{name}`"))?;
+    Ok(insns
+        .iter()
+        .filter(|&&i| sys::is_helper_call(i, imm))
+        .count() as u32)
 }
 
 /// Attaches `name`, runs `f`, detaches.

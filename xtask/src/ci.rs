@@ -151,20 +151,24 @@ pub(crate) fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
         "examples/map-test: cargo test through bpfvm exec, bpfvm test on 6.1 and 6.12",
         &mut || own_crate(&sh),
     );
-    step("bench-vm --smoke", &mut || {
-        let opts = bpfvm_host::bench::BenchOptions::new(
-            vm_options(kernel, Duration::from_secs(1800)),
-            bpfvm_host::bench::Size::Smoke,
-        );
-        let (report, dir) = bpfvm_host::bench::bench_vm(&opts, events)?;
-        if !report.ok() {
-            bail!(
-                "the benchmark smoke run failed; see {}",
-                dir.join("report.md").display()
+    step(
+        "bench-vm --smoke, against the committed instruction counts",
+        &mut || {
+            let opts = bpfvm_host::bench::BenchOptions::new(
+                vm_options(kernel, Duration::from_secs(1800)),
+                bpfvm_host::bench::Size::Smoke,
             );
-        }
-        Ok(())
-    });
+            let (report, dir) = bpfvm_host::bench::bench_vm(&opts, events)?;
+            if !report.ok() {
+                bail!(
+                    "the benchmark smoke run failed; see {}",
+                    dir.join("report.md").display()
+                );
+            }
+            // Under TCG: a change that adds instructions to a measured path fails here.
+            bpfvm_host::bench::check_against_reference(&report, events)
+        },
+    );
     results
 }
 

@@ -11,6 +11,12 @@
 //!
 //! The comparison also fails, naming why, when it cannot vouch for B: a row that one report
 //! lacks, a row with no interval, an invalid boot or a benchmark error in either report.
+//!
+//! Instruction mode: reports timed by the instruction clock (`Clock::Icount`) with one boot
+//! per mode (the smoke run `cargo xtask ci` compares with a committed report) have no
+//! interval; a row-mode then compares the two counts themselves (`Row::exact`). A boot's count
+//! is its least over repetitions (`model::boot_value`), which repeats across boots to within
+//! the figures the README gives, so a threshold above that flags added instructions.
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -32,6 +38,9 @@ pub struct Row {
     pub b: Option<f64>,
     /// B's time against A's (above 1: B is slower), simultaneous interval.
     pub cost: Option<Ci>,
+    /// The cost is the ratio of two instruction counts (one boot a side, instruction clock),
+    /// not an interval: `lo` and `hi` equal the ratio.
+    pub exact: bool,
     pub regressed: bool,
 }
 
@@ -255,7 +264,8 @@ pub fn compare(a: &BenchReport, b: &BenchReport, threshold_pct: f64) -> Result<C
             });
         }
     }
-    let (rows, row_confidence) = judge(&measured, threshold_pct, measured.len());
+    let exact_counts = a.clock == model::Clock::Icount;
+    let (rows, row_confidence) = judge(&measured, threshold_pct, measured.len(), exact_counts);
     for r in rows.iter().filter(|r| r.cost.is_none()) {
         problems.push(format!(
             "{}: no interval (fewer than 2 valid boots in A or B)",
@@ -272,14 +282,35 @@ pub fn compare(a: &BenchReport, b: &BenchReport, threshold_pct: f64) -> Result<C
 }
 
 /// The rows with their simultaneous intervals over a family of `family` row-modes, and the
-/// level of each interval.
-fn judge(measured: &[Measured], threshold_pct: f64, family: usize) -> (Vec<Row>, f64) {
+/// level of each interval. With `exact_counts` (the instruction clock) a row-mode without an
+/// interval compares its two counts (medians over boots) instead.
+fn judge(
+    measured: &[Measured],
+    threshold_pct: f64,
+    family: usize,
+    exact_counts: bool,
+) -> (Vec<Row>, f64) {
     let confidence = 1.0 - (1.0 - FAMILY_CONFIDENCE) / family.max(1) as f64;
     let limit = 1.0 + threshold_pct / 100.0;
     let rows = measured
         .iter()
         .map(|m| {
-            let cost = stats::cost_at(&m.b_rel, &m.a_rel, m.better, confidence);
+            let interval = stats::cost_at(&m.b_rel, &m.a_rel, m.better, confidence);
+            let counts = match (exact_counts, median(&m.a_rel), median(&m.b_rel)) {
+                (true, Some(a), Some(b)) if interval.is_none() && a > 0.0 && b > 0.0 => {
+                    let ratio = match m.better {
+                        Better::Lower => b / a,
+                        Better::Higher => a / b,
+                    };
+                    Some(Ci {
+                        ratio,
+                        lo: ratio,
+                        hi: ratio,
+                    })
+                }
+                _ => None,
+            };
+            let cost = interval.or(counts);
             Row {
                 key: m.key.clone(),
                 mode: m.mode,
@@ -287,6 +318,7 @@ fn judge(measured: &[Measured], threshold_pct: f64, family: usize) -> (Vec<Row>,
                 a: median(&m.a),
                 b: median(&m.b),
                 cost,
+                exact: counts.is_some(),
                 regressed: cost.is_some_and(|c| c.lo > limit),
             }
         })
@@ -298,6 +330,14 @@ fn verdict(r: &Row, threshold_pct: f64) -> String {
     let ci = |c: Ci| format!("CI {}..{}", stats::pct(c.lo), stats::pct(c.hi));
     match r.cost {
         None => "no interval: fewer than 2 valid boots".into(),
+        Some(c) if r.exact && r.regressed => format!(
+            "**regression**: B's count {:+.2} % off A's, beyond +{threshold_pct} %",
+            (c.ratio - 1.0) * 100.0
+        ),
+        Some(c) if r.exact => format!(
+            "counts differ by {:+.2} % (one boot a side: no interval)",
+            (c.ratio - 1.0) * 100.0
+        ),
         Some(c) if r.regressed => format!(
             "**regression**: B slower by {} % ({}), all of it beyond +{threshold_pct} %",
             stats::pct(c.ratio),
@@ -374,6 +414,63 @@ mod tests {
 
     fn recorded() -> BenchReport {
         serde_json::from_str(RECORDED).unwrap()
+    }
+
+    /// The recorded instruction-clock quick run A cut to its first boot of each mode: what
+    /// a smoke run under TCG looks like to the comparison.
+    fn one_boot_a_side(json: &str) -> BenchReport {
+        let mut r: BenchReport = serde_json::from_str(json).unwrap();
+        let first_on = r
+            .runs
+            .iter()
+            .position(|x| x.mode == Mode::Retpoline)
+            .unwrap();
+        let first_off = r.runs.iter().position(|x| x.mode == Mode::Off).unwrap();
+        r.runs = vec![r.runs[first_on].clone(), r.runs[first_off].clone()];
+        r
+    }
+
+    const ICOUNT_A: &str = include_str!("../../tests/data/bench-6.1-quick-icount-a.json");
+    const ICOUNT_B: &str = include_str!("../../tests/data/bench-6.1-quick-icount-b.json");
+
+    #[test]
+    fn instruction_mode_compares_the_counts_of_one_boot_a_side() {
+        let a = one_boot_a_side(ICOUNT_A);
+        // Another run of identical code, its own first boots.
+        let b = one_boot_a_side(ICOUNT_B);
+        let c = compare(&a, &b, 3.0).unwrap();
+        assert!(
+            c.rows.iter().all(|r| r.exact),
+            "every row-mode compares counts"
+        );
+        assert!(c.passed(), "{:?} {:?}", c.problems, c.regressed());
+        let md = markdown("A", "B", &c);
+        assert!(md.contains("one boot a side: no interval"), "{md}");
+    }
+
+    #[test]
+    fn instruction_mode_flags_a_row_with_2_percent_more_instructions() {
+        let a = one_boot_a_side(ICOUNT_A);
+        let mut b = a.clone();
+        // 2 % more instructions per lookup: 2 % less throughput.
+        let key = "bloom lookup k=3 entries=50000 value=8B";
+        scale(&mut b, key, Mode::Off, 1.0 / 1.02);
+        let c = compare(&a, &b, 1.0).unwrap();
+        assert_eq!(
+            c.regressed(),
+            vec![format!("{key} (spectre_v2=off)")],
+            "only that row-mode"
+        );
+        assert!(markdown("A", "B", &c).contains("+2.00 % off A's"));
+    }
+
+    #[test]
+    fn wall_clock_reports_with_one_boot_a_side_still_have_no_interval() {
+        let mut a = one_boot_a_side(ICOUNT_A);
+        a.clock = model::Clock::Wall;
+        let c = compare(&a, &a, 5.0).unwrap();
+        assert!(!c.passed());
+        assert!(c.rows.iter().all(|r| r.cost.is_none() && !r.exact));
     }
 
     #[test]
@@ -536,7 +633,12 @@ mod tests {
                     }
                 })
                 .collect();
-            let (rows, _) = judge(&measured, threshold_pct, family.unwrap_or(measured.len()));
+            let (rows, _) = judge(
+                &measured,
+                threshold_pct,
+                family.unwrap_or(measured.len()),
+                false,
+            );
             if rows.iter().any(|r| r.regressed) {
                 alarms += 1;
             }

@@ -159,6 +159,72 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
     Ok((report, out_dir))
 }
 
+/// The committed instruction-clock smoke report of `kernel` that `cargo xtask ci` compares its
+/// own smoke run with (README: Benchmarks, "Refreshing the committed reference").
+pub fn reference_path(kernel: &str) -> PathBuf {
+    crate::paths::workspace_root()
+        .join("vm/tests/data")
+        .join(format!("bench-reference-{kernel}-smoke.json"))
+}
+
+/// The slowdown in instructions that fails `ci`'s comparison with the committed reference.
+/// See the README for the counts' repeatability across boots it sits above.
+pub const REFERENCE_THRESHOLD_PCT: f64 = 1.0;
+
+/// `cargo xtask ci`'s check of a smoke run: under the instruction clock, no row-mode may
+/// count more than [`REFERENCE_THRESHOLD_PCT`] above the committed reference of its kernel.
+/// A wall-clock run (KVM) or a kernel without a committed reference is not compared (said
+/// in a note); a reference of another kernel release is an error saying how to refresh it.
+pub fn check_against_reference(report: &BenchReport, events: &Events) -> Result<()> {
+    if report.clock != Clock::Icount {
+        events.note(
+            "bench: wall-clock figures (KVM) are not compared with the committed instruction \
+             counts",
+        );
+        return Ok(());
+    }
+    let path = reference_path(&report.kernel);
+    if !path.exists() {
+        events.note(format!(
+            "bench: no committed reference for kernel {} ({}): not compared",
+            report.kernel,
+            path.display()
+        ));
+        return Ok(());
+    }
+    let reference = compare::load(&path)?;
+    let refresh = format!(
+        "if the change is meant, refresh it: cargo xtask bench-vm --smoke --kernel {k} && cp \
+         target/bench-vm/{k}-smoke/report.json {}",
+        path.display(),
+        k = report.kernel
+    );
+    if reference.release != report.release {
+        bail!(
+            "{} was measured on kernel {}, this run on {}: {refresh}",
+            path.display(),
+            reference.release,
+            report.release
+        );
+    }
+    let c = compare::compare(&reference, report, REFERENCE_THRESHOLD_PCT)?;
+    if !c.passed() {
+        let mut why = c.regressed();
+        why.extend(c.problems.iter().cloned());
+        bail!(
+            "the smoke run counts differ from {} beyond {REFERENCE_THRESHOLD_PCT} %: {}\n{}\n{refresh}",
+            path.display(),
+            why.join("; "),
+            compare::markdown(&path.display().to_string(), "this run", &c)
+        );
+    }
+    events.note(format!(
+        "bench: instruction counts within {REFERENCE_THRESHOLD_PCT} % of {}",
+        path.display()
+    ));
+    Ok(())
+}
+
 /// Where an interrupted run leaves its boots, inside the output directory.
 const INTERRUPTED: &str = "interrupted";
 

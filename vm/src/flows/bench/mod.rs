@@ -167,9 +167,10 @@ pub fn reference_path(kernel: &str) -> PathBuf {
         .join(format!("bench-reference-{kernel}-smoke.json"))
 }
 
-/// The slowdown in instructions that fails `ci`'s comparison with the committed reference.
-/// See the README for the counts' repeatability across boots it sits above.
-pub const REFERENCE_THRESHOLD_PCT: f64 = 1.0;
+/// The extra instructions that fail `ci`'s comparison with the committed reference. The
+/// smoke run's rows repeat across boots to 0.05 % except its one get_next_key dump, which
+/// has no repetition to take the least of and read up to 1.2 % apart (README, Benchmarks).
+pub const REFERENCE_THRESHOLD_PCT: f64 = 3.0;
 
 /// `cargo xtask ci`'s check of a smoke run: under the instruction clock, no row-mode may
 /// count more than [`REFERENCE_THRESHOLD_PCT`] above the committed reference of its kernel.
@@ -553,6 +554,36 @@ mod tests {
         );
         assert_eq!(progress("bench: something"), None);
         assert_eq!(progress("bpfvm-bench-progress x 16 y"), None);
+    }
+
+    #[test]
+    fn the_committed_reference_passes_against_itself_and_fails_with_5_percent_more() {
+        let reference = compare::load(&reference_path("6.1")).unwrap();
+        assert_eq!(reference.clock, Clock::Icount);
+        check_against_reference(&reference, &Events::silent()).unwrap();
+        let mut slower = reference.clone();
+        for run in &mut slower.runs {
+            for l in &mut run.results.bpf_loop {
+                l.throughput.samples.iter_mut().for_each(|x| *x /= 1.05);
+            }
+        }
+        let e = check_against_reference(&slower, &Events::silent()).unwrap_err();
+        let e = format!("{e:#}");
+        assert!(e.contains("bpf_loop nr_loops=100 (spectre_v2=off)"), "{e}");
+        assert!(
+            e.contains("refresh it: cargo xtask bench-vm --smoke --kernel 6.1"),
+            "{e}"
+        );
+        let mut other = reference.clone();
+        other.release = "6.1.0-99-cloud-amd64".into();
+        let e = format!(
+            "{:#}",
+            check_against_reference(&other, &Events::silent()).unwrap_err()
+        );
+        assert!(
+            e.contains("was measured on kernel 6.1.0-57-cloud-amd64"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! `cargo xtask bench-vm`: boots the kernel alternately with `spectre_v2=retpoline` and
-//! `spectre_v2=off`, several times each (boots are the unit of replication), runs the guest
-//! benchmark binary (`tests/src/bin/bench.rs`) in each, and writes
+//! `cargo xtask bench-vm`: boots the kernel with `spectre_v2=retpoline` and `spectre_v2=off`
+//! in ABBA order (`model::schedule`), several times each (boots are the unit of replication),
+//! runs the guest benchmark binary (`tests/src/bin/bench.rs`) in each, and writes
 //! `target/bench-vm/<kernel>/{report.json,report.md,*.svg}` (`--smoke`: `<kernel>-smoke/`).
 //!
 //! Layers: `model` (the report and its figures) and `stats` know nothing of rendering;

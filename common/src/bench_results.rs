@@ -141,6 +141,10 @@ pub struct Results {
     /// Benchmark groups this kernel cannot run, with the reason (a missing feature).
     #[serde(default)]
     pub skipped: Vec<String>,
+    /// Every file of /sys/devices/system/cpu/vulnerabilities/ as `name: line`, sorted by name
+    /// (the mitigations this boot ran with, not only spectre_v2's).
+    #[serde(default)]
+    pub vulnerabilities: Vec<String>,
 }
 
 #[cfg(test)]

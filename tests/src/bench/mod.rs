@@ -46,7 +46,10 @@ impl Progress {
 /// Runs every group of `plan` the kernel supports ([`Group::needs`]) (the others are recorded in `skipped`); a
 /// group that fails is recorded in `errors` and the others run.
 pub fn run(plan: &Plan) -> Results {
-    let mut results = Results::default();
+    let mut results = Results {
+        vulnerabilities: vulnerabilities(),
+        ..Results::default()
+    };
     let mut plan = plan.clone();
     plan.groups.retain(|group| {
         let missing = plan::needs(*group)
@@ -70,4 +73,26 @@ pub fn run(plan: &Plan) -> Results {
         }
     }
     results
+}
+
+/// Every file of /sys/devices/system/cpu/vulnerabilities/ as `name: line`, sorted; a file that
+/// cannot be read says why in its line.
+fn vulnerabilities() -> Vec<String> {
+    const DIR: &str = "/sys/devices/system/cpu/vulnerabilities";
+    let mut names: Vec<String> = match std::fs::read_dir(DIR) {
+        Ok(d) => d
+            .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+            .collect(),
+        Err(e) => return vec![format!("{DIR}: {e}")],
+    };
+    names.sort();
+    names
+        .into_iter()
+        .map(|n| {
+            let line = std::fs::read_to_string(format!("{DIR}/{n}"))
+                .map(|l| l.trim().to_string())
+                .unwrap_or_else(|e| format!("unreadable ({e})"));
+            format!("{n}: {line}")
+        })
+        .collect()
 }

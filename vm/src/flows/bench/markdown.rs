@@ -230,6 +230,33 @@ fn runs_table(s: &mut String, r: &BenchReport) {
         }
     }
     s.push('\n');
+    vulnerabilities(s, r);
+}
+
+/// Each line of /sys/devices/system/cpu/vulnerabilities/ the boots read, with the boots that
+/// read it (reports before the field have none).
+fn vulnerabilities(s: &mut String, r: &BenchReport) {
+    let mut lines: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (i, run) in r.runs.iter().enumerate() {
+        for l in &run.results.vulnerabilities {
+            match lines.iter_mut().find(|(x, _)| x == l) {
+                Some((_, boots)) => boots.push(i + 1),
+                None => lines.push((l, vec![i + 1])),
+            }
+        }
+    }
+    if lines.is_empty() {
+        return;
+    }
+    lines.sort();
+    s.push_str(
+        "### /sys/devices/system/cpu/vulnerabilities/ per boot\n\n| line | boots |\n|---|---|\n",
+    );
+    for (l, boots) in lines {
+        let boots: Vec<String> = boots.iter().map(|b| b.to_string()).collect();
+        writeln!(s, "| {l} | {} |", boots.join(", ")).unwrap();
+    }
+    s.push('\n');
 }
 
 /// Both false-positive definitions, each beside its own reference.
@@ -351,6 +378,33 @@ pub fn calls_per_entry(x: &BatchRow) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_vulnerabilities_line_is_listed_with_the_boots_that_read_it() {
+        let mut r: BenchReport =
+            serde_json::from_str(include_str!("../../tests/data/bench-6.1-quick.json")).unwrap();
+        for (i, run) in r.runs.iter_mut().enumerate() {
+            let v2 = if i % 2 == 0 {
+                "Mitigation: Retpolines"
+            } else {
+                "Vulnerable"
+            };
+            run.results.vulnerabilities =
+                vec!["mds: Not affected".into(), format!("spectre_v2: {v2}")];
+        }
+        let md = render(&r);
+        let n = r.runs.len();
+        let all: Vec<String> = (1..=n).map(|b| b.to_string()).collect();
+        assert!(
+            md.contains(&format!("| mds: Not affected | {} |", all.join(", "))),
+            "{md}"
+        );
+        let odd: Vec<String> = (1..=n).step_by(2).map(|b| b.to_string()).collect();
+        assert!(md.contains(&format!(
+            "| spectre_v2: Mitigation: Retpolines | {} |",
+            odd.join(", ")
+        )));
+    }
 
     #[test]
     fn the_recorded_report_renders_headlines_verdicts_and_both_fp_definitions() {

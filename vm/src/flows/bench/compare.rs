@@ -586,6 +586,28 @@ mod tests {
         assert!(!c.passed());
     }
 
+    #[test]
+    fn two_least_count_runs_of_identical_code_pass_at_1_percent_with_exact_headlines() {
+        // Runs B and C of the README: the least-count method, fixed hash seed, both
+        // bpf_loop variants.
+        let load = |json: &str| -> BenchReport { serde_json::from_str(json).unwrap() };
+        let b = load(include_str!(
+            "../../tests/data/bench-6.1-quick-icount-least-b.json"
+        ));
+        let c = load(include_str!(
+            "../../tests/data/bench-6.1-quick-icount-least-c.json"
+        ));
+        let cmp = compare(&b, &c, 1.0).unwrap();
+        assert_eq!(cmp.rows.len(), 40);
+        assert!(cmp.passed(), "{:?} {:?}", cmp.regressed(), cmp.problems);
+        for r in [&b, &c] {
+            for f in model::figures(r).iter().filter(|f| f.headline) {
+                let hw = f.cost().unwrap().half_width_pct();
+                assert!(hw < 0.05, "{}: ±{hw} %", f.key);
+            }
+        }
+    }
+
     /// Draws from N(0, 1) (Box-Muller).
     fn normal(rng: &mut TestRng) -> f64 {
         let u = |rng: &mut TestRng| ((rng.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;

@@ -15,7 +15,8 @@ use bpfvm_common::bench_results::{Results, Stat};
 pub enum Size {
     /// One size per benchmark, one boot per mode (CI: the code cannot rot).
     Smoke,
-    /// The headline rows and a few more, 5 boots per mode, in 10 minutes under TCG.
+    /// The headline rows and a few more: 3 boots per mode under the instruction clock (TCG),
+    /// 5 under the wall clock (KVM).
     Quick,
     /// The threads' whole tables.
     Full,

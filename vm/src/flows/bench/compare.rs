@@ -430,8 +430,8 @@ mod tests {
         r
     }
 
-    const ICOUNT_A: &str = include_str!("../../tests/data/bench-6.1-quick-icount-a.json");
-    const ICOUNT_B: &str = include_str!("../../tests/data/bench-6.1-quick-icount-b.json");
+    const ICOUNT_A: &str = include_str!("../../../tests/data/bench-6.1-quick-icount-a.json");
+    const ICOUNT_B: &str = include_str!("../../../tests/data/bench-6.1-quick-icount-b.json");
 
     #[test]
     fn instruction_mode_compares_the_counts_of_one_boot_a_side() {
@@ -592,10 +592,10 @@ mod tests {
         // bpf_loop variants.
         let load = |json: &str| -> BenchReport { serde_json::from_str(json).unwrap() };
         let b = load(include_str!(
-            "../../tests/data/bench-6.1-quick-icount-least-b.json"
+            "../../../tests/data/bench-6.1-quick-icount-least-b.json"
         ));
         let c = load(include_str!(
-            "../../tests/data/bench-6.1-quick-icount-least-c.json"
+            "../../../tests/data/bench-6.1-quick-icount-least-c.json"
         ));
         let cmp = compare(&b, &c, 1.0).unwrap();
         assert_eq!(cmp.rows.len(), 40);

@@ -382,7 +382,7 @@ mod tests {
     #[test]
     fn every_vulnerabilities_line_is_listed_with_the_boots_that_read_it() {
         let mut r: BenchReport =
-            serde_json::from_str(include_str!("../../tests/data/bench-6.1-quick.json")).unwrap();
+            serde_json::from_str(include_str!("../../../tests/data/bench-6.1-quick.json")).unwrap();
         for (i, run) in r.runs.iter_mut().enumerate() {
             let v2 = if i % 2 == 0 {
                 "Mitigation: Retpolines"

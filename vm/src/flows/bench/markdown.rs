@@ -97,15 +97,18 @@ pub fn render(r: &BenchReport) -> String {
             table = f.table;
             writeln!(
                 s,
-                "## {} ({})\n\n| parameters | retpoline | off | cost (95 % CI) | ± | verdict | thread |\n|---|---|---|---|---|---|---|",
+                "## {} ({})\n\n| parameters | retpoline | off | cost (95 % CI) | ± | raw cost (95 % CI) | verdict | thread |\n|---|---|---|---|---|---|---|---|",
                 f.table, f.unit
             )
             .unwrap();
         }
         let (cost, hw) = ci_cells(f);
+        let raw = f.raw_cost().map_or("-".into(), |c| {
+            format!("{:.3} ({:.3}..{:.3})", c.ratio, c.lo, c.hi)
+        });
         writeln!(
             s,
-            "| {} | {} | {} | {cost} | {hw} | {} | {} |",
+            "| {} | {} | {} | {cost} | {hw} | {raw} | {} | {} |",
             f.params,
             boots(&f.values.on),
             boots(&f.values.off),
@@ -198,12 +201,14 @@ fn runs_table(s: &mut String, r: &BenchReport) {
         "## Boots\n\n*other CPUs*: CPUs' worth of time other processes used on the host during \
          the boot (host busy time from /proc/stat minus this run's own). A boot above the busy \
          threshold is repeated and left out of the statistics.\n\n\
-         | # | mode | valid | counted | other CPUs | load 1m | spectre_v2 | wall s |\n|---|---|---|---|---|---|---|---|\n",
+         *ref. speed*: the guest's reference loop (M iterations/s), median over the boot's \
+         measurements (wall clock; none under the instruction clock, where it is a constant).\n\n\
+         | # | mode | valid | counted | other CPUs | load 1m | spectre_v2 | ref. speed | wall s |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     for (i, run) in r.runs.iter().enumerate() {
         writeln!(
             s,
-            "| {} | {} | {} | {} | {:.2} | {:.2} | {} | {:.0} |",
+            "| {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {:.0} |",
             i + 1,
             run.mode.name(),
             if run.valid {
@@ -219,18 +224,41 @@ fn runs_table(s: &mut String, r: &BenchReport) {
             run.host.other_cpus,
             run.host.loadavg_1m,
             run.spectre_v2.as_deref().unwrap_or("-"),
+            median(&reference_speeds(&run.results)).map_or("-".into(), num),
             run.wall_time_s
         )
         .unwrap();
         for e in &run.results.errors {
-            writeln!(s, "|  | error | {e} | | | | | |").unwrap();
+            writeln!(s, "|  | error | {e} | | | | | | |").unwrap();
         }
         for skip in &run.results.skipped {
-            writeln!(s, "|  | skipped | {skip} | | | | | |").unwrap();
+            writeln!(s, "|  | skipped | {skip} | | | | | | |").unwrap();
         }
     }
     s.push('\n');
     vulnerabilities(s, r);
+}
+
+/// Every reference-loop speed one boot measured (samples and dumps).
+fn reference_speeds(r: &bpfvm_common::bench_results::Results) -> Vec<f64> {
+    let stats = r
+        .bloom
+        .iter()
+        .flat_map(|b| [&b.lookup, &b.update])
+        .chain(
+            r.bloom_hashmap
+                .iter()
+                .flat_map(|h| [&h.without_bloom, &h.with_bloom]),
+        )
+        .chain(r.bpf_loop.iter().map(|l| &l.throughput));
+    stats
+        .flat_map(|s| s.speeds.iter().copied())
+        .chain(
+            r.batch
+                .iter()
+                .flat_map(|b| b.batch_speeds.iter().chain(&b.entry_speeds).copied()),
+        )
+        .collect()
 }
 
 /// Each line of /sys/devices/system/cpu/vulnerabilities/ the boots read, with the boots that
@@ -415,6 +443,19 @@ mod tests {
         assert!(md.contains("| bloom lookup k=3 entries=50000 value=8B | "));
         assert!(md.contains("| bpf_loop nr_loops=1000000 | "));
         assert!(md.contains("| batch dump buffer=230 | "));
+        assert!(md.contains("raw cost (95 % CI)"));
+        // The recorded wall-clock report has reference speeds: every boot shows one.
+        let boots = md
+            .split("## Boots")
+            .nth(1)
+            .unwrap()
+            .split("\n\n")
+            .nth(2)
+            .unwrap();
+        assert!(
+            boots.lines().skip(2).all(|l| !l.contains("| - |")),
+            "{boots}"
+        );
         assert!(md.contains("retpoline costs") || md.contains("no difference resolved"));
         assert!(md.contains("F/(N+F)") && md.contains("| F/N |"));
         // The plots render from the same report.

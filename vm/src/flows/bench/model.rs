@@ -291,6 +291,13 @@ impl Figure {
     pub fn cost(&self) -> Option<stats::Ci> {
         stats::cost(&self.relative.on, &self.relative.off, self.better)
     }
+
+    /// The same from the raw figures (the cells), not normalised by the reference speed: shown
+    /// beside the cost, so a verdict that only the normalisation makes is visible. The two
+    /// are one under the instruction clock.
+    pub fn raw_cost(&self) -> Option<stats::Ci> {
+        stats::cost(&self.values.on, &self.values.off, self.better)
+    }
 }
 
 /// A boot's figure from its samples. Wall clock: their median (robust to one sample hit by a

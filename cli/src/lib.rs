@@ -2,6 +2,9 @@
 //! the exit status of a command run in the guest, and the signal handlers that stop a VM on
 //! Ctrl-C. `bpfvm-host` stays free of clap.
 #![warn(unreachable_pub)]
+
+pub mod github;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;

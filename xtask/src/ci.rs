@@ -82,9 +82,10 @@ pub(crate) fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
             Some(dir),
         )
     });
-    step("actionlint (.github/workflows)", &mut || {
-        crate::lint::actionlint(&sh, events)
-    });
+    step(
+        "actionlint (workflows, action.yml), shellcheck (ci/)",
+        &mut || crate::lint::actionlint(&sh, events),
+    );
     step("host tests", &mut || {
         cargo(&["test", "--workspace", "--exclude", "bpfvm-tests"], None)
     });

@@ -73,6 +73,17 @@ enum Cmd {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Build a BPF crate of yours (aya-ebpf, `#![no_std]`, a `[[bin]]` per object) for
+    /// bpfel-unknown-none with the toolchain `bpfvm setup` provisions (-Z build-std=core,
+    /// bpf-linker); prints the directory holding the objects. For a build script:
+    /// README, "Your own BPF programs".
+    BuildEbpf {
+        /// The BPF crate's directory.
+        dir: PathBuf,
+        /// Where to build. Default: <dir>/target.
+        #[arg(long)]
+        target_dir: Option<PathBuf>,
+    },
     /// For GitHub Actions: append a markdown summary of the reports (each kernel's verdict,
     /// the failures, the matrix) to $GITHUB_STEP_SUMMARY, and print an `::error` annotation at
     /// the file:line of each failing test's panic. Exits 0 when the reports say tests failed.
@@ -196,6 +207,24 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
             Ok(exit_if(
                 !reports.is_empty() && reports.iter().all(|r| r.ok()),
             ))
+        }
+        Cmd::BuildEbpf { dir, target_dir } => {
+            // Absolute: cargo runs in `dir`, where a relative target would mean another place.
+            let dir = std::path::absolute(&dir).with_context(|| format!("{}", dir.display()))?;
+            if !dir.join("Cargo.toml").is_file() {
+                anyhow::bail!(
+                    "{} has no Cargo.toml: pass the directory of your BPF crate (e.g. ebpf)",
+                    dir.display()
+                );
+            }
+            let target = match target_dir {
+                Some(t) => std::path::absolute(&t).with_context(|| format!("{}", t.display()))?,
+                None => dir.join("target"),
+            };
+            let tools = bpfvm_host::provision::ensure(&events)?;
+            let objects = bpfvm_host::build::build_ebpf_crate(&tools.ebpf, &dir, &target, &events)?;
+            bpfvm_host::ui::print_stdout(&objects.display().to_string());
+            Ok(ExitCode::SUCCESS)
         }
         Cmd::GithubSummary {
             dirs,

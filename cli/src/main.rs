@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use bpfvm::{github, VmArgs};
 use bpfvm_host::crate_test::{self, CrateTestOptions};
 use bpfvm_host::output::{Events, Output};
+use bpfvm_host::vng::ShellEnding;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -72,6 +73,15 @@ enum Cmd {
         /// cargo test's arguments: cargo's, then `--` and the test binaries'.
         #[arg(last = true)]
         args: Vec<String>,
+    },
+    /// An interactive root shell in the guest, in the current directory (shared, writable),
+    /// for debugging by hand; `exit` or Ctrl-D powers the VM off.
+    Shell {
+        #[command(flatten)]
+        vm: VmArgs,
+        /// Seconds before the VM is killed. Default: none.
+        #[arg(long)]
+        timeout: Option<u64>,
     },
     /// Build a BPF crate of yours (aya-ebpf, `#![no_std]`, a `[[bin]]` per object) for
     /// bpfel-unknown-none with the toolchain `bpfvm setup` provisions (-Z build-std=core,
@@ -207,6 +217,27 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
             Ok(exit_if(
                 !reports.is_empty() && reports.iter().all(|r| r.ok()),
             ))
+        }
+        Cmd::Shell { vm, timeout } => {
+            // The shell's deadline is `timeout` alone (vm_shell passes it on); a zero one is
+            // refused as for every run.
+            let opts = vm.options(timeout.unwrap_or(u64::MAX / 4));
+            let ending = bpfvm_host::interactive::vm_shell(
+                &opts,
+                timeout.map(std::time::Duration::from_secs),
+                &events,
+            )?;
+            match ending {
+                ShellEnding::Exited(status) if status.success() => Ok(ExitCode::SUCCESS),
+                ShellEnding::Exited(status) => {
+                    anyhow::bail!("the VM ended with {status}")
+                }
+                ShellEnding::Timeout(t) => anyhow::bail!(
+                    "the shell was still running after {} s (--timeout); the VM was killed",
+                    t.as_secs()
+                ),
+                ShellEnding::Interrupted => Ok(ExitCode::FAILURE),
+            }
         }
         Cmd::BuildEbpf { dir, target_dir } => {
             // Absolute: cargo runs in `dir`, where a relative target would mean another place.

@@ -2,6 +2,9 @@
 //! the exit status of a command run in the guest, and the signal handlers that stop a VM on
 //! Ctrl-C. `bpfvm-host` stays free of clap.
 #![warn(unreachable_pub)]
+
+pub mod github;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -20,13 +23,14 @@ pub struct VmArgs {
     /// A pinned kernel version (see `kernels list`), `all` (vm-test, soak, bpfvm test), a
     /// comma-separated list (bpfvm test), or the path of a kernel image you built (e.g.
     /// arch/x86/boot/bzImage).
-    #[arg(long, default_value = "6.1")]
+    #[arg(long, env = "BPFVM_KERNEL", default_value = "6.1")]
     pub kernel: String,
     /// Modules for a kernel image you built: the INSTALL_MOD_PATH of `make modules_install`.
     #[arg(long)]
     pub modules: Option<PathBuf>,
-    /// auto (KVM if a probe boots under it, else TCG), kvm or tcg.
-    #[arg(long, default_value_t = Choice::Auto)]
+    /// auto (KVM if a probe boots under it, else TCG), kvm (an error where KVM does not
+    /// work) or tcg.
+    #[arg(long, env = "BPFVM_ACCEL", default_value_t = Choice::Auto)]
     pub accel: Choice,
     /// Extra kernel command line (repeatable).
     #[arg(long)]

@@ -3,12 +3,14 @@
 //! are those of `cargo xtask` (the `bpfvm-host` library).
 #![warn(unreachable_pub)]
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
-use bpfvm::VmArgs;
+use anyhow::{Context, Result};
+use bpfvm::{github, VmArgs};
 use bpfvm_host::crate_test::{self, CrateTestOptions};
 use bpfvm_host::output::{Events, Output};
+use bpfvm_host::vng::ShellEnding;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -71,6 +73,45 @@ enum Cmd {
         /// cargo test's arguments: cargo's, then `--` and the test binaries'.
         #[arg(last = true)]
         args: Vec<String>,
+    },
+    /// An interactive root shell in the guest, in the current directory (shared, writable),
+    /// for debugging by hand; `exit` or Ctrl-D powers the VM off.
+    Shell {
+        #[command(flatten)]
+        vm: VmArgs,
+        /// Seconds before the VM is killed. Default: none.
+        #[arg(long)]
+        timeout: Option<u64>,
+    },
+    /// Build a BPF crate of yours (aya-ebpf, `#![no_std]`, a `[[bin]]` per object) for
+    /// bpfel-unknown-none with the toolchain `bpfvm setup` provisions (-Z build-std=core,
+    /// bpf-linker); prints the directory holding the objects. For a build script:
+    /// README, "Your own BPF programs".
+    BuildEbpf {
+        /// The BPF crate's directory.
+        dir: PathBuf,
+        /// Where to build. Default: <dir>/target.
+        #[arg(long)]
+        target_dir: Option<PathBuf>,
+    },
+    /// For GitHub Actions: append a markdown summary of the reports (each kernel's verdict,
+    /// the failures, the matrix) to $GITHUB_STEP_SUMMARY, and print an `::error` annotation at
+    /// the file:line of each failing test's panic. Exits 0 when the reports say tests failed.
+    GithubSummary {
+        /// Directories of reports: `bpfvm test`'s (with matrix.json) or one kernel's (with
+        /// report.json). Default: `bpfvm test`'s for the crate in the current directory.
+        dirs: Vec<PathBuf>,
+        /// The checkout's root, which annotation paths are relative to. Default:
+        /// $GITHUB_WORKSPACE, else the current directory.
+        #[arg(long)]
+        repo: Option<PathBuf>,
+        /// Where the crate's workspace root is in the checkout (panic paths are relative to
+        /// it). Default: from `cargo metadata` in the current directory.
+        #[arg(long)]
+        prefix: Option<PathBuf>,
+        /// The file the summary is appended to. Default: $GITHUB_STEP_SUMMARY, else stdout.
+        #[arg(long)]
+        summary: Option<PathBuf>,
     },
 }
 
@@ -177,7 +218,116 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
                 !reports.is_empty() && reports.iter().all(|r| r.ok()),
             ))
         }
+        Cmd::Shell { vm, timeout } => {
+            // The shell's deadline is `timeout` alone (vm_shell passes it on); a zero one is
+            // refused as for every run.
+            let opts = vm.options(timeout.unwrap_or(u64::MAX / 4));
+            let ending = bpfvm_host::interactive::vm_shell(
+                &opts,
+                timeout.map(std::time::Duration::from_secs),
+                &events,
+            )?;
+            match ending {
+                ShellEnding::Exited(status) if status.success() => Ok(ExitCode::SUCCESS),
+                ShellEnding::Exited(status) => {
+                    anyhow::bail!("the VM ended with {status}")
+                }
+                ShellEnding::Timeout(t) => anyhow::bail!(
+                    "the shell was still running after {} s (--timeout); the VM was killed",
+                    t.as_secs()
+                ),
+                ShellEnding::Interrupted => Ok(ExitCode::FAILURE),
+            }
+        }
+        Cmd::BuildEbpf { dir, target_dir } => {
+            // Absolute: cargo runs in `dir`, where a relative target would mean another place.
+            let dir = std::path::absolute(&dir).with_context(|| format!("{}", dir.display()))?;
+            if !dir.join("Cargo.toml").is_file() {
+                anyhow::bail!(
+                    "{} has no Cargo.toml: pass the directory of your BPF crate (e.g. ebpf)",
+                    dir.display()
+                );
+            }
+            let target = match target_dir {
+                Some(t) => std::path::absolute(&t).with_context(|| format!("{}", t.display()))?,
+                None => dir.join("target"),
+            };
+            let tools = bpfvm_host::provision::ensure(&events)?;
+            let objects = bpfvm_host::build::build_ebpf_crate(&tools.ebpf, &dir, &target, &events)?;
+            bpfvm_host::ui::print_stdout(&objects.display().to_string());
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::GithubSummary {
+            dirs,
+            repo,
+            prefix,
+            summary,
+        } => {
+            github_summary(dirs, repo, prefix, summary, &events)?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+fn github_summary(
+    dirs: Vec<PathBuf>,
+    repo: Option<PathBuf>,
+    prefix: Option<PathBuf>,
+    summary: Option<PathBuf>,
+    events: &Events,
+) -> Result<()> {
+    let cwd = std::env::current_dir().context("the current directory")?;
+    let repo = repo
+        .or_else(|| std::env::var_os("GITHUB_WORKSPACE").map(PathBuf::from))
+        .unwrap_or_else(|| cwd.clone());
+    let repo = std::path::absolute(&repo).with_context(|| format!("{}", repo.display()))?;
+    let needs_cargo = dirs.is_empty() || prefix.is_none();
+    let cargo = if needs_cargo {
+        Some(crate_test::cargo_dirs(events)?)
+    } else {
+        None
+    };
+    let dirs = match (dirs.is_empty(), &cargo) {
+        (true, Some(c)) => vec![c.target.join(crate_test::REPORTS)],
+        _ => dirs,
+    };
+    let prefix = match (prefix, &cargo) {
+        (Some(p), _) => p,
+        (None, Some(c)) => c
+            .workspace_root
+            .strip_prefix(&repo)
+            .map(PathBuf::from)
+            .unwrap_or_default(),
+        (None, None) => PathBuf::new(),
+    };
+    let mut reports = Vec::new();
+    for d in &dirs {
+        reports.extend(github::load(d)?);
+    }
+    let paths = github::Paths {
+        prefix,
+        repo: Some(repo),
+    };
+    let md = github::step_summary(&reports, &paths);
+    match summary.or_else(|| std::env::var_os("GITHUB_STEP_SUMMARY").map(PathBuf::from)) {
+        Some(file) => {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&file)
+                .with_context(|| format!("opening {}", file.display()))?;
+            f.write_all(md.as_bytes())
+                .with_context(|| format!("writing {}", file.display()))?;
+        }
+        None => bpfvm_host::ui::print_stdout(&md),
+    }
+    // Written as they are (print_stdout would defuse them): each is one line whose guest
+    // text `github::escape_data` made inert.
+    let mut out = std::io::stdout().lock();
+    for line in github::annotations(&reports, &paths) {
+        writeln!(out, "{line}").context("writing the annotations")?;
+    }
+    Ok(())
 }
 
 /// The pins and tools are read from the checkout `bpfvm` was installed from (so that a

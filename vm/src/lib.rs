@@ -20,7 +20,7 @@ mod support;
 pub mod ui;
 
 pub use domain::{custom, expect, kernels, options};
-pub use flows::{bench, crate_test, exec, run};
+pub use flows::{bench, crate_test, exec, interactive, run};
 pub use machine::{accel, build, guest, provision, vng};
 pub use results::{health, report};
 pub use support::{fs, guest_files, output, paths, proc, shell, wait};

@@ -55,10 +55,10 @@ pub(crate) fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
             &["fmt", "--manifest-path", "ebpf/Cargo.toml", "--", "--check"],
             None,
         )?;
-        cargo(
-            &["fmt", "--manifest-path", EXAMPLE_MANIFEST, "--", "--check"],
-            None,
-        )
+        for manifest in [EXAMPLE_MANIFEST, EXAMPLE_EBPF_MANIFEST] {
+            cargo(&["fmt", "--manifest-path", manifest, "--", "--check"], None)?;
+        }
+        Ok(())
     });
     let mut ebpf_dir = None;
     step("setup and BPF objects", &mut || {
@@ -82,9 +82,10 @@ pub(crate) fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
             Some(dir),
         )
     });
-    step("actionlint (.github/workflows)", &mut || {
-        crate::lint::actionlint(&sh, events)
-    });
+    step(
+        "actionlint (workflows, action.yml), shellcheck (ci/)",
+        &mut || crate::lint::actionlint(&sh, events),
+    );
     step("host tests", &mut || {
         cargo(&["test", "--workspace", "--exclude", "bpfvm-tests"], None)
     });
@@ -175,6 +176,8 @@ pub(crate) fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
 /// The example crate a user would write, outside the workspace (README: "Testing your own
 /// crate").
 const EXAMPLE_MANIFEST: &str = "examples/map-test/Cargo.toml";
+/// Its BPF program, a workspace of its own.
+const EXAMPLE_EBPF_MANIFEST: &str = "examples/map-test/ebpf/Cargo.toml";
 
 /// Tests the example crate as its README tells a user: `bpfvm` on PATH, plain `cargo test`
 /// through the runner its `.cargo/config.toml` names (6.1), then `bpfvm test` on two pins.

@@ -64,10 +64,40 @@ pub(crate) fn actionlint_args(shellcheck: &Path, files: &[PathBuf]) -> Vec<Strin
     a
 }
 
-/// Checks every workflow in `.github/workflows/` with actionlint (installed on first use); the
-/// error quotes its findings.
+/// Checks every workflow in `.github/workflows/` with actionlint (installed on first use), and
+/// with them `action.yml` (the workflow uses it as `./`: actionlint reads its metadata and
+/// checks the inputs passed); then the scripts in `ci/` they and the action run, with the same
+/// pinned shellcheck (actionlint checks `run:` in workflows, not in an action's steps). The
+/// error quotes the findings.
 pub(crate) fn actionlint(sh: &Shell, events: &Events) -> Result<()> {
-    lint_dir(sh, &workflows_dir(), events)
+    lint_dir(sh, &workflows_dir(), events)?;
+    let v = venv()?;
+    if !v.present() {
+        return Ok(());
+    }
+    let root = workspace_root();
+    let _cwd = sh.push_dir(&root);
+    let mut scripts: Vec<String> = std::fs::read_dir(root.join("ci"))?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".sh"))
+        .map(|n| format!("ci/{n}"))
+        .collect();
+    scripts.sort();
+    let shellcheck = v.dir.join("bin/shellcheck");
+    let count = scripts.len();
+    let out = cmd!(sh, "{shellcheck} {scripts...}")
+        .ignore_status()
+        .output()
+        .context("starting shellcheck")?;
+    if !out.status.success() {
+        bail!(
+            "shellcheck found problems in ci/:\n{}{}",
+            String::from_utf8_lossy(&out.stdout).trim_end(),
+            String::from_utf8_lossy(&out.stderr).trim_end()
+        );
+    }
+    events.note(format!("shellcheck: {} script(s) in ci/ clean", count));
+    Ok(())
 }
 
 fn lint_dir(sh: &Shell, dir: &Path, events: &Events) -> Result<()> {

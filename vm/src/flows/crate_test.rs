@@ -51,7 +51,7 @@ pub fn crate_test(opts: &CrateTestOptions, events: &Events) -> Result<(Vec<Repor
     let allow = health::allow::load(&health::allow::path())?;
     let (binaries, target) = build_tests(&opts.cargo_args, events)?;
     let built = start.elapsed();
-    let out = target.join("bpfvm-test");
+    let out = target.join(REPORTS);
     crate::paths::check_target_dir(&out)?;
     let mut reports = Vec::new();
     for kernel in &opts.kernels {
@@ -95,16 +95,36 @@ fn build_tests(cargo_args: &[String], events: &Events) -> Result<(Vec<CrateBinar
             args.join(" ")
         );
     }
+    Ok((binaries, cargo_dirs(events)?.target))
+}
+
+/// The directories cargo uses for the crate in the current directory.
+pub struct CargoDirs {
+    pub target: PathBuf,
+    pub workspace_root: PathBuf,
+}
+
+/// `cargo metadata`'s target directory and workspace root for the current directory.
+pub fn cargo_dirs(events: &Events) -> Result<CargoDirs> {
     let meta = cargo(
         &["metadata", "--format-version", "1", "--no-deps"].map(String::from),
         events,
     )?;
     let meta: serde_json::Value = serde_json::from_str(&meta).context("cargo metadata's JSON")?;
-    let target = meta["target_directory"]
-        .as_str()
-        .context("cargo metadata gave no target_directory")?;
-    Ok((binaries, PathBuf::from(target)))
+    let dir = |key: &str| {
+        meta[key]
+            .as_str()
+            .map(PathBuf::from)
+            .with_context(|| format!("cargo metadata gave no {key}"))
+    };
+    Ok(CargoDirs {
+        target: dir("target_directory")?,
+        workspace_root: dir("workspace_root")?,
+    })
 }
+
+/// The reports' directory under the crate's target directory.
+pub const REPORTS: &str = "bpfvm-test";
 
 /// Runs cargo (the user's, from PATH) in the current directory; its stdout, or an error with
 /// the compiler's errors and the tail of its stderr.

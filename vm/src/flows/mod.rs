@@ -2,4 +2,5 @@
 pub mod bench;
 pub mod crate_test;
 pub mod exec;
+pub mod interactive;
 pub mod run;

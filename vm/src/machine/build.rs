@@ -69,11 +69,27 @@ pub fn ebpf_command(tc: &EbpfToolchain, target_dir: &Path, path: &str) -> EbpfCo
 /// Builds `ebpf/` and returns the directory with one object per feature
 /// (`target/ebpf/bpfel-unknown-none/release`).
 pub fn build_ebpf(tc: &EbpfToolchain, events: &Events) -> Result<PathBuf> {
-    events.step("building BPF objects (ebpf/)");
+    build_ebpf_crate(
+        tc,
+        &workspace_root().join("ebpf"),
+        &target_dir().join("ebpf"),
+        events,
+    )
+}
+
+/// Builds the BPF crate in `crate_dir` (this repository's `ebpf/`, or a user's through
+/// `bpfvm build-ebpf`) into `target` and returns the directory with its objects
+/// (`<target>/bpfel-unknown-none/release`); the build's output goes to `<target>/build.log`.
+pub fn build_ebpf_crate(
+    tc: &EbpfToolchain,
+    crate_dir: &Path,
+    target: &Path,
+    events: &Events,
+) -> Result<PathBuf> {
+    events.step(format!("building BPF objects ({})", crate_dir.display()));
     events.note(tc.describe());
-    let target = target_dir().join("ebpf");
     let path = std::env::var("PATH").unwrap_or_default();
-    let c = ebpf_command(tc, &target, &path);
+    let c = ebpf_command(tc, target, &path);
     // Show the command without the (long) inherited PATH.
     let shown_env: Vec<(&str, String)> = c
         .env
@@ -87,17 +103,18 @@ pub fn build_ebpf(tc: &EbpfToolchain, events: &Events) -> Result<PathBuf> {
         })
         .collect();
     let shown = format!(
-        "cd ebpf && {}",
+        "cd {} && {}",
+        shell::quote(&crate_dir.display().to_string()),
         shell::display(&shown_env, &c.program, &c.args)
     );
     events.command(&shown);
     let mut cmd = Command::new(&c.program);
     scrub_cargo_env(&mut cmd);
-    cmd.args(&c.args).current_dir(workspace_root().join("ebpf"));
+    cmd.args(&c.args).current_dir(crate_dir);
     for (k, v) in &c.env {
         cmd.env(k, v);
     }
-    std::fs::create_dir_all(&target)?;
+    std::fs::create_dir_all(target)?;
     run_logged(&mut cmd, &shown, &target.join("build.log"))?;
     let dir = target.join(BPF_TARGET).join("release");
     let objects = list_objects(&dir)?;

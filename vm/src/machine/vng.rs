@@ -245,6 +245,68 @@ pub fn run(
     })
 }
 
+/// How an interactive shell ([`shell`]) ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShellEnding {
+    /// vng exited (the shell ended and the guest powered off) with this status.
+    Exited(std::process::ExitStatus),
+    /// The timeout struck; the VM was killed.
+    Timeout(Duration),
+    /// SIGTERM or SIGHUP reached bpfvm; the VM was killed.
+    Interrupted,
+}
+
+/// Boots the VM with a root shell on this process's terminal instead of `spec.script` (vng
+/// starts one when given nothing to run) and `spec.rwdir` writable; waits for it to end, or
+/// kills it at `timeout` or on an interrupt. The terminal is the guest's meanwhile (its
+/// Ctrl-C too), and gets its settings back whatever happened (`proc::Group::spawn_on_terminal`).
+pub fn shell(
+    spec: &VmSpec,
+    timeout: Option<Duration>,
+    vng: &Path,
+    path_prefix: &[PathBuf],
+    events: &Events,
+) -> Result<ShellEnding> {
+    let args = shell_args(spec)?;
+    events.command(format!("{} {}", vng.display(), crate::shell::join(&args)));
+    let mut cmd = Command::new(vng);
+    cmd.args(&args).env("PATH", path_with(path_prefix));
+    let mut group = Group::spawn_on_terminal(&mut cmd).with_context(|| {
+        format!(
+            "cannot start {} (run `bpfvm setup` to install virtme-ng)",
+            vng.display()
+        )
+    })?;
+    let start = Instant::now();
+    let ending = loop {
+        if let Some(status) = group.try_wait()? {
+            break ShellEnding::Exited(status);
+        }
+        if proc::interrupted() {
+            break ShellEnding::Interrupted;
+        }
+        if let Some(t) = timeout.filter(|t| start.elapsed() > *t) {
+            break ShellEnding::Timeout(t);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    group.finish();
+    Ok(ending)
+}
+
+/// The vng command line of [`shell`]: [`vng_args`] without the guest script (vng then gives a
+/// shell) and without `--verbose` (the console would write over the shell).
+fn shell_args(spec: &VmSpec) -> Result<Vec<String>> {
+    let mut args = vng_args(spec)?;
+    let exec = args
+        .iter()
+        .position(|a| a == "--exec")
+        .unwrap_or(args.len());
+    args.truncate(exec);
+    args.retain(|a| a != "--verbose");
+    Ok(args)
+}
+
 /// The vng command line.
 ///
 /// vng 1.42 joins its `virtme-run` command line as a string and runs it with `/bin/sh -c`
@@ -377,6 +439,17 @@ mod tests {
             .position(|a| a == "--qemu-opts=-icount")
             .unwrap();
         assert_eq!(args[at + 1], "--qemu-opts=shift=0,sleep=off");
+    }
+
+    #[test]
+    fn a_shell_runs_no_script_and_keeps_the_console_off_the_terminal() {
+        let args = shell_args(&spec(crate::accel::Kind::Tcg)).unwrap();
+        assert!(
+            !args.iter().any(|a| a == "--exec" || a == "--verbose"),
+            "{args:?}"
+        );
+        assert_eq!(args[args.len() - 2], "--run");
+        assert!(args.iter().any(|a| a.starts_with("--rwdir=")));
     }
 
     #[test]

@@ -77,6 +77,8 @@ pub struct Group {
     exited: Option<ExitStatus>,
     pub lines: Receiver<(Stream, String)>,
     finished: bool,
+    /// The terminal handed to the group ([`Group::spawn_on_terminal`]), taken back on kill.
+    terminal: Option<Terminal>,
 }
 
 impl Group {
@@ -118,6 +120,39 @@ impl Group {
             exited: None,
             lines: rx,
             finished: false,
+            terminal: None,
+        })
+    }
+
+    /// Spawns `cmd` as the leader of a new process group on this process's terminal, for an
+    /// interactive VM: stdin, stdout and stderr are inherited and, when this process is in
+    /// the foreground of a terminal on stdin, the group is made its foreground (so the VM
+    /// reads it and gets its Ctrl-C, and this process does not); [`Group::kill`] gives the
+    /// terminal back with the settings it had (qemu leaves it raw when killed). Dies with
+    /// the runner as [`Group::spawn`]'s do.
+    pub fn spawn_on_terminal(cmd: &mut Command) -> std::io::Result<Self> {
+        become_subreaper();
+        let mut cmd = dies_with_us(cmd);
+        let terminal = Terminal::foreground();
+        let child = cmd
+            .process_group(0)
+            .stdin(Stdio::inherit())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let pid = child.id() as i32;
+        if let Some(t) = &terminal {
+            t.hand_to(pid);
+        }
+        // Nothing is piped: the receiver is disconnected from the start.
+        let (_, lines) = mpsc::sync_channel(0);
+        Ok(Self {
+            child,
+            pid,
+            exited: None,
+            lines,
+            finished: false,
+            terminal,
         })
     }
 
@@ -149,6 +184,9 @@ impl Group {
                 _ => {}
             }
         }
+        if let Some(t) = self.terminal.take() {
+            t.take_back();
+        }
     }
 
     /// Kills leftovers and collects what is left in the pipes, for at most a few seconds (a
@@ -174,6 +212,52 @@ impl Drop for Group {
         if !self.finished {
             self.kill();
         }
+    }
+}
+
+/// The terminal on stdin while this process is its foreground group, and its settings then.
+struct Terminal {
+    settings: libc::termios,
+    ours: libc::pid_t,
+}
+
+impl Terminal {
+    /// `Some` when stdin is a terminal whose foreground group is ours.
+    fn foreground() -> Option<Self> {
+        // SAFETY: plain queries on fd 0 with a zeroed out-parameter termios.
+        unsafe {
+            let ours = libc::getpgrp();
+            if libc::isatty(0) != 1 || libc::tcgetpgrp(0) != ours {
+                return None;
+            }
+            let mut settings: libc::termios = std::mem::zeroed();
+            (libc::tcgetattr(0, &mut settings) == 0).then_some(Self { settings, ours })
+        }
+    }
+
+    /// Makes `pgid` the foreground group; SIGCONT wakes it if it touched the terminal before
+    /// (it was stopped with SIGTTIN or SIGTTOU then).
+    fn hand_to(&self, pgid: libc::pid_t) {
+        set_foreground(pgid);
+        // SAFETY: killpg on the group we just started.
+        unsafe { libc::killpg(pgid, libc::SIGCONT) };
+    }
+
+    /// Our group in the foreground again, with the settings it had.
+    fn take_back(self) {
+        set_foreground(self.ours);
+        // SAFETY: tcsetattr on fd 0 with the settings tcgetattr gave.
+        unsafe { libc::tcsetattr(0, libc::TCSANOW, &self.settings) };
+    }
+}
+
+/// tcsetpgrp from a group that may be in the background, where it would raise SIGTTOU.
+fn set_foreground(pgid: libc::pid_t) {
+    // SAFETY: SIGTTOU is ignored around the call and its old disposition restored.
+    unsafe {
+        let old = libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+        libc::tcsetpgrp(0, pgid);
+        libc::signal(libc::SIGTTOU, old);
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bpfvm_host::health::Health;
 use bpfvm_host::options::Choice;
-use bpfvm_host::options::VmOptions;
+use bpfvm_host::options::{defaults, VmOptions};
 use bpfvm_host::output::Events;
 use bpfvm_host::vng::{Ending, RunOutcome};
 use clap::Args;
@@ -35,10 +35,10 @@ pub struct VmArgs {
     /// Extra kernel command line (repeatable).
     #[arg(long)]
     pub append: Vec<String>,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = defaults::CPUS)]
     pub cpus: u32,
     /// Guest memory, qemu syntax.
-    #[arg(long, default_value = "2G")]
+    #[arg(long, default_value = defaults::MEMORY)]
     pub memory: String,
     /// Do not boot again when a TCG boot panics or hangs before the guest script starts.
     #[arg(long)]

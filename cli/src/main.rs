@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use bpfvm::{github, VmArgs};
 use bpfvm_host::crate_test::{self, CrateTestOptions};
+use bpfvm_host::options::defaults;
 use bpfvm_host::output::{Events, Output};
 use bpfvm_host::vng::ShellEnding;
 use clap::{Parser, Subcommand};
@@ -44,7 +45,7 @@ enum Cmd {
         #[command(flatten)]
         vm: VmArgs,
         /// Seconds before the VM is killed.
-        #[arg(long, default_value_t = 600)]
+        #[arg(long, default_value_t = defaults::RUN_TIMEOUT_S)]
         timeout: u64,
         /// Also pass this host variable (repeatable); RUST_BACKTRACE, RUST_LOG, RUST_TEST_*
         /// and CARGO_* always pass.
@@ -65,7 +66,7 @@ enum Cmd {
         #[command(flatten)]
         vm: VmArgs,
         /// Seconds before each VM is killed.
-        #[arg(long, default_value_t = 2400)]
+        #[arg(long, default_value_t = defaults::TEST_TIMEOUT_S)]
         timeout: u64,
         /// Also pass this host variable (repeatable), as for `exec`.
         #[arg(long = "env", value_name = "NAME")]

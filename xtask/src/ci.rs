@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
-use bpfvm_host::options::Choice;
-use bpfvm_host::options::VmOptions;
+use bpfvm_host::options::{defaults, VmOptions};
 use bpfvm_host::output::Events;
 use bpfvm_host::paths::workspace_root;
 use bpfvm_host::run::{self, TestOptions};
@@ -138,7 +137,7 @@ pub(crate) fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
     );
     step("vm-test", &mut || {
         let opts = TestOptions {
-            vm: vm_options(kernel, Duration::from_secs(2400)),
+            vm: VmOptions::new(kernel, Duration::from_secs(defaults::TEST_TIMEOUT_S)),
             filter: None,
         };
         let (report, dir) = run::vm_test(&opts, events)?;
@@ -156,7 +155,7 @@ pub(crate) fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
         "bench-vm --smoke, against the committed instruction counts",
         &mut || {
             let opts = bpfvm_host::bench::BenchOptions::new(
-                vm_options(kernel, Duration::from_secs(1800)),
+                VmOptions::new(kernel, Duration::from_secs(1800)),
                 bpfvm_host::bench::Size::Smoke,
             );
             let (report, dir) = bpfvm_host::bench::bench_vm(&opts, events)?;
@@ -199,20 +198,6 @@ fn own_crate(sh: &Shell) -> Result<()> {
         .run()
         .context("bpfvm test --kernel 6.1,6.12")?;
     Ok(())
-}
-
-fn vm_options(kernel: &str, timeout: Duration) -> VmOptions {
-    VmOptions {
-        kernel: kernel.to_string(),
-        modules: None,
-        accel: Choice::Auto,
-        append: vec![],
-        timeout,
-        cpus: 2,
-        memory: "2G".into(),
-        retry: true,
-        qemu_opts: vec![],
-    }
 }
 
 /// Runs cargo in the workspace with the output shown; fails on a non-zero exit.

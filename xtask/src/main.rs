@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use bpfvm::VmArgs;
 use bpfvm_host::bench::{BenchOptions, Group, Size};
+use bpfvm_host::options::defaults;
 use bpfvm_host::run::TestOptions;
 use clap::{Parser, Subcommand};
 
@@ -58,7 +59,7 @@ enum Cmd {
         #[command(flatten)]
         vm: VmArgs,
         /// Seconds before the VM is killed.
-        #[arg(long, default_value_t = 600)]
+        #[arg(long, default_value_t = defaults::RUN_TIMEOUT_S)]
         timeout: u64,
         /// A kernel splat while the command runs is printed but does not make the exit
         /// status non-zero.
@@ -71,7 +72,7 @@ enum Cmd {
     /// The project's whole check as CI runs it: rustfmt, clippy, host tests, the guest suite.
     Ci {
         /// The kernel the guest steps boot.
-        #[arg(long, default_value = "6.1")]
+        #[arg(long, default_value = defaults::KERNEL)]
         kernel: String,
     },
     /// Build and run the test suite in the guest; exits non-zero on any failure.
@@ -79,7 +80,7 @@ enum Cmd {
         #[command(flatten)]
         vm: VmArgs,
         /// Seconds before the VM is killed.
-        #[arg(long, default_value_t = 2400)]
+        #[arg(long, default_value_t = defaults::TEST_TIMEOUT_S)]
         timeout: u64,
         /// Run only tests whose name contains this (not empty: leave the option out to run all).
         #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
@@ -91,7 +92,7 @@ enum Cmd {
         #[command(flatten)]
         vm: VmArgs,
         /// Seconds before each VM is killed.
-        #[arg(long, default_value_t = 7200)]
+        #[arg(long, default_value_t = defaults::BENCH_TIMEOUT_S)]
         timeout: u64,
         /// A subset that fits in 10 minutes under TCG (the default).
         #[arg(long, conflicts_with_all = ["full", "smoke"])]
@@ -126,14 +127,14 @@ enum Cmd {
     },
     /// Time a warm `vm-test` phase by phase against a bare virtme-ng boot, alternated.
     BenchSuite {
-        #[arg(long, default_value = "6.1")]
+        #[arg(long, default_value = defaults::KERNEL)]
         kernel: String,
         /// Runs of each (after one untimed warm-up).
         #[arg(long, default_value_t = 3)]
         runs: usize,
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = defaults::CPUS)]
         cpus: u32,
-        #[arg(long, default_value = "2G")]
+        #[arg(long, default_value = defaults::MEMORY)]
         memory: String,
     },
     /// Boot each kernel many times under `vm-run -- true` with the host kept busy; counts

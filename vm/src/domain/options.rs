@@ -24,6 +24,39 @@ pub struct VmOptions {
     pub qemu_opts: Vec<String>,
 }
 
+/// The defaults every command that boots a VM starts from (the CLIs' option defaults, `ci`'s
+/// runs): one place, so `cargo xtask` and `bpfvm` agree.
+pub mod defaults {
+    /// The pin a command boots when none is named.
+    pub const KERNEL: &str = "6.1";
+    pub const CPUS: u32 = 2;
+    /// Guest memory, qemu syntax.
+    pub const MEMORY: &str = "2G";
+    /// Seconds for one command (`vm-run`, `bpfvm exec`).
+    pub const RUN_TIMEOUT_S: u64 = 600;
+    /// Seconds for a whole suite in one boot (`vm-test`, `bpfvm test`).
+    pub const TEST_TIMEOUT_S: u64 = 2400;
+    /// Seconds for each benchmark boot (`bench-vm`).
+    pub const BENCH_TIMEOUT_S: u64 = 7200;
+}
+
+impl VmOptions {
+    /// `kernel` with every other option at its default and `timeout`.
+    pub fn new(kernel: &str, timeout: Duration) -> Self {
+        VmOptions {
+            kernel: kernel.to_string(),
+            modules: None,
+            accel: Choice::Auto,
+            append: vec![],
+            timeout,
+            cpus: defaults::CPUS,
+            memory: defaults::MEMORY.into(),
+            retry: true,
+            qemu_opts: vec![],
+        }
+    }
+}
+
 /// What the user asked for with `--accel`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Choice {

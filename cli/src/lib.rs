@@ -17,6 +17,33 @@ use bpfvm_host::vng::{Ending, RunOutcome};
 use clap::Args;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
+/// `setup`'s options, the same for `bpfvm` and `cargo xtask`.
+#[derive(Args, Debug, Clone)]
+pub struct SetupArgs {
+    /// Only report what is present and what is missing.
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// `setup`: installs what is missing, or with `--check` lists what is present and missing
+/// (non-zero exit when something is missing).
+pub fn setup(args: &SetupArgs, events: &Events) -> anyhow::Result<ExitCode> {
+    if !args.check {
+        bpfvm_host::provision::ensure(events)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let items = bpfvm_host::provision::check();
+    for i in &items {
+        let mark = if i.present { "ok     " } else { "MISSING" };
+        bpfvm_host::ui::print_stdout(&format!("{mark} {:<28} {}", i.name, i.detail));
+    }
+    Ok(if items.iter().all(|i| i.present) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
 /// The options of every command that boots a VM.
 #[derive(Args, Debug, Clone)]
 pub struct VmArgs {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use bpfvm::{github, VmArgs};
+use bpfvm::{github, SetupArgs, VmArgs};
 use bpfvm_host::crate_test::{self, CrateTestOptions};
 use bpfvm_host::options::defaults;
 use bpfvm_host::output::{Events, Output};
@@ -31,11 +31,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Install what is missing (Debian packages, virtme-ng, virtiofsd, the eBPF toolchain).
-    Setup {
-        /// Only report what is present and what is missing.
-        #[arg(long)]
-        check: bool,
-    },
+    Setup(SetupArgs),
     /// Show the pinned kernels and what is cached.
     Kernels,
     /// Run a command as root in the guest from the current directory: its exit status, stdout
@@ -139,18 +135,7 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
     check_checkout()?;
     let events = bpfvm_host::ui::terminal(verbose);
     match cmd {
-        Cmd::Setup { check: true } => {
-            let items = bpfvm_host::provision::check();
-            for i in &items {
-                let mark = if i.present { "ok     " } else { "MISSING" };
-                bpfvm_host::ui::print_stdout(&format!("{mark} {:<28} {}", i.name, i.detail));
-            }
-            Ok(exit_if(items.iter().all(|i| i.present)))
-        }
-        Cmd::Setup { check: false } => {
-            bpfvm_host::provision::ensure(&events)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Cmd::Setup(args) => bpfvm::setup(&args, &events),
         Cmd::Kernels => {
             for pin in bpfvm_host::kernels::pins()? {
                 let cached = bpfvm_host::kernels::cached(&pin)

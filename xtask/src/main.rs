@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use bpfvm::VmArgs;
+use bpfvm::{SetupArgs, VmArgs};
 use bpfvm_host::bench::{BenchOptions, Group, Size};
 use bpfvm_host::options::defaults;
 use bpfvm_host::run::TestOptions;
@@ -42,11 +42,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Install what is missing (Debian packages, virtme-ng, virtiofsd, the eBPF toolchain).
-    Setup {
-        /// Only report what is present and what is missing.
-        #[arg(long)]
-        check: bool,
-    },
+    Setup(SetupArgs),
     /// Kernel pins (`kernels/*.toml`) and the download cache.
     Kernels {
         #[command(subcommand)]
@@ -185,18 +181,7 @@ fn main() -> ExitCode {
 fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
     bpfvm_host::paths::check_env()?;
     match cmd {
-        Cmd::Setup { check: true } => {
-            let items = bpfvm_host::provision::check();
-            for i in &items {
-                let mark = if i.present { "ok     " } else { "MISSING" };
-                outln!("{mark} {:<28} {}", i.name, i.detail);
-            }
-            Ok(exit_if(items.iter().all(|i| i.present)))
-        }
-        Cmd::Setup { check: false } => {
-            bpfvm_host::provision::ensure(events)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Cmd::Setup(args) => bpfvm::setup(&args, events),
         Cmd::Kernels { cmd } => kernels(cmd, events),
         Cmd::Ci { kernel } => {
             let results = ci::run(&kernel, events);

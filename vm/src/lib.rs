@@ -5,7 +5,7 @@
 //!
 //! | layer | modules | what they are |
 //! | --- | --- | --- |
-//! | `flows` | `run`, `exec`, `crate_test`, `bench` | a command from start to end: prepare, build, boot, judge, write |
+//! | `flows` | `run`, `exec`, `crate_test`, `interactive`, `bench` | a command from start to end: prepare, build, boot, judge, write |
 //! | `results` | `report`, `health` | the guest's files and kernel log turned into verdicts and rendered |
 //! | `machine` | `provision`, `build`, `accel`, `guest`, `vng` | what installs, builds and boots |
 //! | `domain` | `options`, `kernels`, `custom`, `expect` | the user's input checked, pins, kernel trees, expectations |

@@ -10,13 +10,13 @@ use test_case::test_case;
 #[test_case(Hash, 230 ; "hash_buffer_230")]
 #[test_case(PercpuHash, 7 ; "percpu_hash_buffer_7")]
 #[test_case(LruHash, 7 ; "lru_hash_buffer_7")]
-fn concurrent_deletes_return_entries_once_or_not_at_all(kind: Kind, buffer: u32) {
+fn concurrent_deletes_return_entries_once_or_not_at_all(kind: Kind, buffer: u32) -> Result<()> {
     crate::require!(Feature::Batch(kind.map_type()));
     const N: u32 = 3000;
     const ROUNDS: usize = 3;
     for round in 0..ROUNDS {
-        let m = Arc::new(TestMap::new(kind, 4, 8, 4096));
-        let inserted = m.fill(N);
+        let m = Arc::new(TestMap::new(kind, 4, 8, 4096)?);
+        let inserted = m.fill(N)?;
         // Delete keys with i % 3 != 0, in a scrambled order.
         let mut doomed: Vec<u32> = (0..N).filter(|i| i % 3 != 0).collect();
         let mut x = 0x2545_f491_4f6c_dd1du64 ^ round as u64;
@@ -36,17 +36,19 @@ fn concurrent_deletes_return_entries_once_or_not_at_all(kind: Kind, buffer: u32)
                 }
             })
         };
-        let b = m.batch();
+        let b = m.batch()?;
         let mut got = Contents::new();
         let mut dump = b.dump(buffer);
         start.wait();
         // Each entry is new or a duplicate (a panic), so the dump cannot outlast N entries.
         for entry in &mut dump {
-            let (k, v) = entry.unwrap_or_else(|e| panic!("dump during deletes: {e}"));
+            let (k, v) = entry.context("dump during deletes")?;
             assert_eq!(inserted.get(&k), Some(&v), "unknown key or wrong value");
             assert!(got.insert(k.clone(), v).is_none(), "{k:?} returned twice");
         }
-        deleter.join().expect("deleter thread");
+        deleter
+            .join()
+            .map_err(|_| anyhow::anyhow!("the deleter thread panicked"))?;
         let stats = dump.stats();
         eprintln!(
             "{kind:?} buffer {buffer} round {round}: {} returned, {stats:?}",
@@ -60,4 +62,5 @@ fn concurrent_deletes_return_entries_once_or_not_at_all(kind: Kind, buffer: u32)
             );
         }
     }
+    Ok(())
 }

@@ -15,22 +15,22 @@ const MORE_THAN_MAX_ENTRIES: u32 = MAX_ENTRIES + MAX_ENTRIES / 2 + 1;
 fn dump_equals_contents(
     #[values(Hash, PercpuHash, LruHash, LruPercpuHash, Array, PercpuArray)] kind: Kind,
     #[values(1, 2, 7, 230, MAX_ENTRIES, MORE_THAN_MAX_ENTRIES)] buffer: u32,
-) {
+) -> Result<()> {
     crate::require!(Feature::Batch(kind.map_type()));
-    let m = TestMap::new(kind, 4, 8, MAX_ENTRIES);
+    let m = TestMap::new(kind, 4, 8, MAX_ENTRIES)?;
     let n = if kind.is_array() {
         MAX_ENTRIES
     } else {
         MAX_ENTRIES * 8 / 10
     };
-    let expected = m.fill(n);
-    let walk = m.walk();
+    let expected = m.fill(n)?;
+    let walk = m.walk()?;
     assert_eq!(
         walk, expected,
         "get_next_key + lookup walk differs from what was inserted"
     );
 
-    let (got, stats) = dump_all(&m.batch(), buffer);
+    let (got, stats) = dump_all(&m.batch()?, buffer)?;
     eprintln!("{kind:?} buffer {buffer}: {stats:?}");
     assert_eq!(got.len(), expected.len(), "entries dumped");
     assert_eq!(got, walk, "batch dump differs from the walk");
@@ -46,27 +46,29 @@ fn dump_equals_contents(
             "a buffer of the whole map always fits"
         );
     }
+    Ok(())
 }
 
 #[test_case(Hash ; "hash")]
 #[test_case(PercpuHash ; "percpu_hash")]
 #[test_case(LruHash ; "lru_hash")]
 #[test_case(LruPercpuHash ; "lru_percpu_hash")]
-fn empty_map_gives_enoent_with_count_0(kind: Kind) {
+fn empty_map_gives_enoent_with_count_0(kind: Kind) -> Result<()> {
     crate::require!(Feature::Batch(kind.map_type()));
-    let m = TestMap::new(kind, 4, 8, 64);
-    let b = m.batch();
+    let m = TestMap::new(kind, 4, 8, 64)?;
+    let b = m.batch()?;
     let r = b
         .lookup_batch(None, 16, Flags::default())
-        .expect("lookup batch");
+        .context("lookup batch")?;
     assert!(r.end, "an empty map must end at once (ENOENT)");
     assert!(r.next.is_none());
     assert_eq!(r.entries.len(), 0);
     let r = b
         .lookup_and_delete_batch(None, 16, Flags::default())
-        .expect("lookup and delete");
+        .context("lookup and delete")?;
     assert!(r.end && r.entries.is_empty());
     assert_eq!(b.dump(1).count(), 0);
+    Ok(())
 }
 
 #[test_case(Hash ; "hash")]
@@ -75,48 +77,50 @@ fn empty_map_gives_enoent_with_count_0(kind: Kind) {
 #[test_case(LruPercpuHash ; "lru_percpu_hash")]
 #[test_case(Array ; "array")]
 #[test_case(PercpuArray ; "percpu_array")]
-fn count_0_gives_success_and_nothing(kind: Kind) {
+fn count_0_gives_success_and_nothing(kind: Kind) -> Result<()> {
     crate::require!(Feature::Batch(kind.map_type()));
-    let m = TestMap::new(kind, 4, 8, 64);
-    let before = m.fill(40);
-    let b = m.batch();
+    let m = TestMap::new(kind, 4, 8, 64)?;
+    let before = m.fill(40)?;
+    let b = m.batch()?;
     let r = b
         .lookup_batch(None, 0, Flags::default())
-        .expect("lookup batch, count 0");
+        .context("lookup batch, count 0")?;
     assert!(!r.end, "count 0 returns success, not ENOENT");
     assert!(r.entries.is_empty());
     if !kind.is_array() {
         let r = b
             .lookup_and_delete_batch(None, 0, Flags::default())
-            .expect("lookup+delete, count 0");
+            .context("lookup+delete, count 0")?;
         assert!(!r.end && r.entries.is_empty());
         assert_eq!(b.delete_batch(&[], Flags::default()), Ok(0));
     }
     assert_eq!(b.update_batch(&[], &[], Flags::default()), Ok(0));
-    let after = m.walk();
+    let after = m.walk()?;
     if kind.is_array() {
         assert_eq!(after.len(), 64);
         assert!(before.iter().all(|(k, v)| after.get(k) == Some(v)));
     } else {
         assert_eq!(after, before, "count 0 changed the map");
     }
+    Ok(())
 }
 
 #[test_case(10_000, 100, 64 ; "percent_1")]
 #[test_case(10_000, 1_000, 64 ; "percent_10")]
 #[test_case(10_000, 5_000, 64 ; "percent_50")]
 #[test_case(131_072, 100_000, 4_096 ; "entries_100000")]
-fn partially_filled_hash_dumps_completely(max_entries: u32, n: u32, buffer: u32) {
+fn partially_filled_hash_dumps_completely(max_entries: u32, n: u32, buffer: u32) -> Result<()> {
     crate::require!(Feature::Batch(bpf_map_type::BPF_MAP_TYPE_HASH));
-    let m = TestMap::new(Hash, 4, 8, max_entries);
-    let expected = m.fill(n);
-    let (got, stats) = dump_all(&m.batch(), buffer);
+    let m = TestMap::new(Hash, 4, 8, max_entries)?;
+    let expected = m.fill(n)?;
+    let (got, stats) = dump_all(&m.batch()?, buffer)?;
     eprintln!("{n} of {max_entries}, buffer {buffer}: {stats:?}");
     assert_eq!(got.len(), n as usize);
     assert!(
         got == expected,
         "dumped contents differ from what was inserted"
     );
+    Ok(())
 }
 
 #[test_case(Hash, 4, 4 ; "hash_key_4_value_4")]
@@ -136,16 +140,21 @@ fn partially_filled_hash_dumps_completely(max_entries: u32, n: u32, buffer: u32)
 #[test_case(Array, 4, 64 ; "array_key_4_value_64")]
 #[test_case(PercpuArray, 4, 4 ; "percpu_array_key_4_value_4")]
 #[test_case(PercpuArray, 4, 64 ; "percpu_array_key_4_value_64")]
-fn key_and_value_sizes_dump_completely(kind: Kind, key_size: usize, value_size: usize) {
+fn key_and_value_sizes_dump_completely(
+    kind: Kind,
+    key_size: usize,
+    value_size: usize,
+) -> Result<()> {
     crate::require!(Feature::Batch(kind.map_type()));
-    let m = TestMap::new(kind, key_size, value_size, 256);
-    let expected = m.fill(if kind.is_array() { 256 } else { 200 });
-    let (got, _) = dump_all(&m.batch(), 7);
+    let m = TestMap::new(kind, key_size, value_size, 256)?;
+    let expected = m.fill(if kind.is_array() { 256 } else { 200 })?;
+    let (got, _) = dump_all(&m.batch()?, 7)?;
     assert_eq!(got.len(), expected.len());
     assert!(
         got == expected,
         "dumped contents differ from what was inserted"
     );
+    Ok(())
 }
 
 /// The last batch is ENOENT and may carry entries: a hash map ends in the call that reaches the
@@ -153,15 +162,15 @@ fn key_and_value_sizes_dump_completely(kind: Kind, key_size: usize, value_size: 
 /// exactly max_entries succeeds, and the next call returns ENOENT with nothing).
 #[test_case(Hash ; "hash")]
 #[test_case(Array ; "array")]
-fn last_batch_gives_enoent_with_entries(kind: Kind) {
+fn last_batch_gives_enoent_with_entries(kind: Kind) -> Result<()> {
     crate::require!(Feature::Batch(kind.map_type()));
-    let m = TestMap::new(kind, 4, 8, 100);
+    let m = TestMap::new(kind, 4, 8, 100)?;
     let n = if kind.is_array() { 100 } else { 60 };
-    m.fill(n);
-    let b = m.batch();
+    m.fill(n)?;
+    let b = m.batch()?;
     let r = b
         .lookup_batch(None, 200, Flags::default())
-        .expect("lookup batch");
+        .context("lookup batch")?;
     assert!(r.end, "one call larger than the map must end (ENOENT)");
     assert_eq!(
         r.entries.len(),
@@ -171,16 +180,17 @@ fn last_batch_gives_enoent_with_entries(kind: Kind) {
     if kind.is_array() {
         let r = b
             .lookup_batch(None, 100, Flags::default())
-            .expect("lookup batch");
+            .context("lookup batch")?;
         assert!(
             !r.end && r.entries.len() == 100,
             "exactly max_entries: success"
         );
         let r = b
             .lookup_batch(r.next.as_ref(), 100, Flags::default())
-            .expect("lookup batch");
+            .context("lookup batch")?;
         assert!(r.end && r.entries.is_empty(), "then ENOENT with count 0");
     }
+    Ok(())
 }
 
 /// A full hash map (one more key is E2BIG) read with `count = max_entries`: one call returns
@@ -190,16 +200,16 @@ fn last_batch_gives_enoent_with_entries(kind: Kind) {
 /// free lists, `bpf_lru_pop_free`).
 #[test_case(Hash ; "hash")]
 #[test_case(PercpuHash ; "percpu_hash")]
-fn full_hash_map_drains_with_one_batch_of_max_entries(kind: Kind) {
+fn full_hash_map_drains_with_one_batch_of_max_entries(kind: Kind) -> Result<()> {
     crate::require!(Feature::Batch(kind.map_type()));
     const MAX: u32 = 1000;
-    let m = TestMap::new(kind, 4, 8, MAX);
-    let expected = m.fill(MAX);
+    let m = TestMap::new(kind, 4, 8, MAX)?;
+    let expected = m.fill(MAX)?;
     let e = m
         .update(&m.key(MAX), &m.value(MAX), BPF_ANY)
         .expect_err("insert into a full map");
     assert_eq!(e.raw_os_error(), Some(libc::E2BIG), "the map is full");
-    let b = m.batch();
+    let b = m.batch()?;
     let collect = |r: crate::maps::batch::LookupBatch| -> Contents {
         (0..r.entries.len())
             .map(|i| (r.entries.key(i).to_vec(), r.entries.value(i).to_vec()))
@@ -207,7 +217,7 @@ fn full_hash_map_drains_with_one_batch_of_max_entries(kind: Kind) {
     };
     let r = b
         .lookup_batch(None, MAX, Flags::default())
-        .expect("lookup batch of max_entries");
+        .context("lookup batch of max_entries")?;
     assert!(r.end, "one call of max_entries reaches the end (ENOENT)");
     assert_eq!(r.entries.len(), MAX as usize);
     assert!(
@@ -216,12 +226,13 @@ fn full_hash_map_drains_with_one_batch_of_max_entries(kind: Kind) {
     );
     let r = b
         .lookup_and_delete_batch(None, MAX, Flags::default())
-        .expect("lookup and delete batch of max_entries");
+        .context("lookup and delete batch of max_entries")?;
     assert!(r.end, "one call of max_entries reaches the end (ENOENT)");
     assert_eq!(r.entries.len(), MAX as usize);
     assert!(
         collect(r) == expected,
         "drained entries differ from the map"
     );
-    assert!(m.walk().is_empty(), "map not empty after the drain");
+    assert!(m.walk()?.is_empty(), "map not empty after the drain");
+    Ok(())
 }

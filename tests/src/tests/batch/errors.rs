@@ -10,10 +10,11 @@ enum Cmd {
     Delete,
 }
 
-fn run_cmd(m: &TestMap, cmd: Cmd, flags: Flags) -> Result<u32, BatchError> {
-    let b = m.batch();
+/// Runs `cmd` on keys 0..4; the outer error is a setup failure, the inner the batch's answer.
+fn run_cmd(m: &TestMap, cmd: Cmd, flags: Flags) -> Result<Result<u32, BatchError>> {
+    let b = m.batch()?;
     let ids = 0..4;
-    match cmd {
+    Ok(match cmd {
         Cmd::Lookup => b
             .lookup_batch(None, 4, flags)
             .map(|r| r.entries.len() as u32),
@@ -22,7 +23,7 @@ fn run_cmd(m: &TestMap, cmd: Cmd, flags: Flags) -> Result<u32, BatchError> {
             .map(|r| r.entries.len() as u32),
         Cmd::Update => b.update_batch(&keys_of(m, ids.clone()), &values_of(m, ids), flags),
         Cmd::Delete => b.delete_batch(&keys_of(m, ids), flags),
-    }
+    })
 }
 
 /// `batch.flags` must be 0, but only the hash tables' lookup paths check it
@@ -31,10 +32,10 @@ fn run_cmd(m: &TestMap, cmd: Cmd, flags: Flags) -> Result<u32, BatchError> {
 #[test_case(Hash, Cmd::LookupAndDelete ; "hash_lookup_and_delete")]
 #[test_case(PercpuHash, Cmd::Lookup ; "percpu_hash_lookup")]
 #[test_case(LruHash, Cmd::LookupAndDelete ; "lru_hash_lookup_and_delete")]
-fn nonzero_flags_gives_einval(kind: Kind, cmd: Cmd) {
+fn nonzero_flags_gives_einval(kind: Kind, cmd: Cmd) -> Result<()> {
     crate::require!(Feature::Batch(kind.map_type()));
-    let m = TestMap::new(kind, 4, 8, 64);
-    let before = m.fill(10);
+    let m = TestMap::new(kind, 4, 8, 64)?;
+    let before = m.fill(10)?;
     for flags in [1, 2, 4, 1 << 63] {
         let r = run_cmd(
             &m,
@@ -43,13 +44,14 @@ fn nonzero_flags_gives_einval(kind: Kind, cmd: Cmd) {
                 elem_flags: 0,
                 flags,
             },
-        );
+        )?;
         assert!(
             matches!(r, Err(BatchError::Invalid { .. })),
             "{cmd:?} with flags {flags:#x}: {r:?}"
         );
     }
-    assert_eq!(m.walk(), before, "a rejected batch changed the map");
+    assert_eq!(m.walk()?, before, "a rejected batch changed the map");
+    Ok(())
 }
 
 /// The generic implementations (`generic_map_lookup_batch` for arrays,
@@ -59,10 +61,10 @@ fn nonzero_flags_gives_einval(kind: Kind, cmd: Cmd) {
 #[test_case(Array, Cmd::Update ; "array_update")]
 #[test_case(Hash, Cmd::Update ; "hash_update")]
 #[test_case(Hash, Cmd::Delete ; "hash_delete")]
-fn nonzero_flags_are_ignored_by_generic_batch_ops(kind: Kind, cmd: Cmd) {
+fn nonzero_flags_are_ignored_by_generic_batch_ops(kind: Kind, cmd: Cmd) -> Result<()> {
     crate::require!(Feature::Batch(kind.map_type()));
-    let m = TestMap::new(kind, 4, 8, 64);
-    m.fill(10);
+    let m = TestMap::new(kind, 4, 8, 64)?;
+    m.fill(10)?;
     let r = run_cmd(
         &m,
         cmd,
@@ -70,11 +72,12 @@ fn nonzero_flags_are_ignored_by_generic_batch_ops(kind: Kind, cmd: Cmd) {
             elem_flags: 0,
             flags: 1,
         },
-    );
+    )?;
     assert_eq!(r, Ok(4), "{kind:?} {cmd:?} with flags 1");
     if matches!(cmd, Cmd::Delete) {
-        assert_eq!(m.walk().len(), 6, "the 4 keys were deleted");
+        assert_eq!(m.walk()?.len(), 6, "the 4 keys were deleted");
     }
+    Ok(())
 }
 
 #[test_case(Cmd::Lookup, BPF_NOEXIST ; "lookup_noexist")]
@@ -87,10 +90,10 @@ fn nonzero_flags_are_ignored_by_generic_batch_ops(kind: Kind, cmd: Cmd) {
 #[test_case(Cmd::Update, BPF_F_LOCK ; "update_f_lock_without_spin_lock")]
 #[test_case(Cmd::Delete, BPF_NOEXIST ; "delete_noexist")]
 #[test_case(Cmd::Delete, BPF_F_LOCK ; "delete_f_lock_without_spin_lock")]
-fn elem_flags_other_than_f_lock_give_einval(cmd: Cmd, elem_flags: u64) {
+fn elem_flags_other_than_f_lock_give_einval(cmd: Cmd, elem_flags: u64) -> Result<()> {
     crate::require!(Feature::Batch(bpf_map_type::BPF_MAP_TYPE_HASH));
-    let m = TestMap::new(Hash, 4, 8, 64);
-    let before = m.fill(10);
+    let m = TestMap::new(Hash, 4, 8, 64)?;
+    let before = m.fill(10)?;
     let r = run_cmd(
         &m,
         cmd,
@@ -98,19 +101,20 @@ fn elem_flags_other_than_f_lock_give_einval(cmd: Cmd, elem_flags: u64) {
             elem_flags,
             flags: 0,
         },
-    );
+    )?;
     assert!(
         matches!(r, Err(BatchError::Invalid { .. })),
         "{cmd:?} with elem_flags {elem_flags:#x}: {r:?}"
     );
-    assert_eq!(m.walk(), before, "a rejected batch changed the map");
+    assert_eq!(m.walk()?, before, "a rejected batch changed the map");
+    Ok(())
 }
 
 #[test]
-fn nonzero_byte_after_batch_flags_gives_einval() {
+fn nonzero_byte_after_batch_flags_gives_einval() -> Result<()> {
     crate::require!(Feature::Batch(bpf_map_type::BPF_MAP_TYPE_HASH));
-    let m = TestMap::new(Hash, 4, 8, 64);
-    m.fill(10);
+    let m = TestMap::new(Hash, 4, 8, 64)?;
+    m.fill(10)?;
     let mut keys = [0u8; 4 * 4];
     let mut values = [0u8; 8 * 4];
     let mut out = 0u64;
@@ -142,6 +146,7 @@ fn nonzero_byte_after_batch_flags_gives_einval() {
     let e = unsafe { sys::bpf(bpf_cmd::BPF_MAP_LOOKUP_BATCH, &mut bad) };
     let e = e.expect_err("tail byte accepted");
     assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+    Ok(())
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -155,7 +160,7 @@ enum Unsupported {
 /// buffers on 5.10, 6.1, 6.12, 6.18).
 #[test_case(Unsupported::BloomFilter ; "bloom_filter")]
 #[test_case(Unsupported::RingBuf ; "ring_buffer")]
-fn map_without_batch_support_gives_enotsupp(which: Unsupported) {
+fn map_without_batch_support_gives_enotsupp(which: Unsupported) -> Result<()> {
     crate::require!(Feature::Batch(bpf_map_type::BPF_MAP_TYPE_HASH));
     let (map_type, key_size, value_size, max_entries) = match which {
         Unsupported::BloomFilter => {
@@ -174,8 +179,8 @@ fn map_without_batch_support_gives_enotsupp(which: Unsupported) {
         map_flags: 0,
         map_extra: 0,
     })
-    .unwrap_or_else(|e| panic!("create {map_type:?}: {e}"));
-    let b = BatchMap::new(&fd).expect("layout");
+    .with_context(|| format!("create {map_type:?}"))?;
+    let b = BatchMap::new(&fd).context("layout")?;
     let f = Flags::default();
     assert_eq!(
         b.lookup_batch(None, 4, f).err(),
@@ -202,16 +207,17 @@ fn map_without_batch_support_gives_enotsupp(which: Unsupported) {
             assert_eq!(e.raw_os_error(), Some(sys::ENOTSUPP), "{cmd:?}: {e}");
         }
     }
+    Ok(())
 }
 
 /// Arrays implement lookup and update batches only: deleting is not an array operation.
 #[test_case(Array ; "array")]
 #[test_case(PercpuArray ; "percpu_array")]
-fn array_delete_batches_give_enotsupp(kind: Kind) {
+fn array_delete_batches_give_enotsupp(kind: Kind) -> Result<()> {
     crate::require!(Feature::Batch(kind.map_type()));
-    let m = TestMap::new(kind, 4, 8, 16);
-    let before = m.fill(16);
-    let b = m.batch();
+    let m = TestMap::new(kind, 4, 8, 16)?;
+    let before = m.fill(16)?;
+    let b = m.batch()?;
     assert_eq!(
         b.lookup_and_delete_batch(None, 4, Flags::default()).err(),
         Some(BatchError::NotSupported)
@@ -220,5 +226,6 @@ fn array_delete_batches_give_enotsupp(kind: Kind) {
         b.delete_batch(&keys_of(&m, 0..4), Flags::default()),
         Err(BatchError::NotSupported)
     );
-    assert_eq!(m.walk(), before);
+    assert_eq!(m.walk()?, before);
+    Ok(())
 }

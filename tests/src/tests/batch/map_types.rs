@@ -14,7 +14,7 @@ fn lpm_key(prefix: u32, addr: [u8; 4]) -> Vec<u8> {
 /// no lookup-and-delete batch (ENOTSUPP). Besides the selftest's /32 prefixes, a /24 and a /16
 /// covering them, so the walk crosses inner nodes.
 #[test]
-fn lpm_trie_batch_ops_write_read_and_delete_every_prefix() {
+fn lpm_trie_batch_ops_write_read_and_delete_every_prefix() -> Result<()> {
     use bpf_map_type::BPF_MAP_TYPE_LPM_TRIE;
     crate::require!(Feature::Batch(BPF_MAP_TYPE_LPM_TRIE));
     const MAX: u32 = 10;
@@ -32,21 +32,21 @@ fn lpm_trie_batch_ops_write_read_and_delete_every_prefix() {
         4,
         MAX,
         aya_obj::generated::BPF_F_NO_PREALLOC,
-    );
-    let b = m.batch();
+    )?;
+    let b = m.batch()?;
     let all_keys: Vec<u8> = expected.keys().flatten().copied().collect();
     let all_values: Vec<u8> = expected.values().flatten().copied().collect();
     for step in 1..=MAX {
         let written = b
             .update_batch(&all_keys, &all_values, Flags::default())
-            .expect("update batch");
+            .context("update batch")?;
         assert_eq!(written, MAX);
         assert_eq!(
-            m.walk(),
+            m.walk()?,
             expected,
             "get_next_key + lookup walk after the update"
         );
-        let (got, stats) = dump_all(&b, step);
+        let (got, stats) = dump_all(&b, step)?;
         assert_eq!(got, expected, "lookup batches of {step}");
         assert_eq!(stats.enospc_retries, 0, "key tokens never give ENOSPC");
         assert_eq!(
@@ -57,14 +57,15 @@ fn lpm_trie_batch_ops_write_read_and_delete_every_prefix() {
         for chunk in all_keys.chunks(8 * step as usize) {
             let n = b
                 .delete_batch(chunk, Flags::default())
-                .expect("delete batch");
+                .context("delete batch")?;
             assert_eq!(n as usize, chunk.len() / 8);
         }
         assert!(
-            m.walk().is_empty(),
+            m.walk()?.is_empty(),
             "trie not empty after deleting every prefix"
         );
     }
+    Ok(())
 }
 
 /// A map of maps filled by an update batch of inner map fds.
@@ -79,7 +80,7 @@ struct MapOfMaps {
 /// `map_tests/map_in_map_batch_ops.c`: ten inner maps (`inner_type`, each holding its own id
 /// at key 0), put into an outer map with one update batch of their fds: keys 9 down to 0 for
 /// an array of maps, 1000 down to 991 for a hash of maps.
-fn map_of_maps(outer_type: bpf_map_type, inner_type: bpf_map_type) -> MapOfMaps {
+fn map_of_maps(outer_type: bpf_map_type, inner_type: bpf_map_type) -> Result<MapOfMaps> {
     const N: u32 = 10;
     sys::raise_memlock();
     let attr = |map_type: bpf_map_type, max_entries| sys::MapAttr {
@@ -92,16 +93,16 @@ fn map_of_maps(outer_type: bpf_map_type, inner_type: bpf_map_type) -> MapOfMaps 
     };
     let inner: Vec<OwnedFd> = (0..N)
         .map(|_| {
-            let fd = sys::map_create(&attr(inner_type, 1)).expect("create inner map");
-            let id = sys::map_info(fd.as_fd()).expect("inner map info").id;
+            let fd = sys::map_create(&attr(inner_type, 1)).context("create inner map")?;
+            let id = sys::map_info(fd.as_fd()).context("inner map info")?.id;
             elem_update(fd.as_fd(), &0u32.to_ne_bytes(), &id.to_ne_bytes(), BPF_ANY)
-                .expect("store the inner map's id");
-            fd
+                .context("store the inner map's id")?;
+            Ok(fd)
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let mut create = sys::map_create_attr(&attr(outer_type, N));
     create.__bindgen_anon_1.inner_map_fd = inner[0].as_raw_fd() as u32;
-    let outer = sys::map_create_from(&mut create).expect("create outer map");
+    let outer = sys::map_create_from(&mut create).context("create outer map")?;
     let base = if outer_type == bpf_map_type::BPF_MAP_TYPE_ARRAY_OF_MAPS {
         9
     } else {
@@ -112,25 +113,25 @@ fn map_of_maps(outer_type: bpf_map_type, inner_type: bpf_map_type) -> MapOfMaps 
         .iter()
         .zip(&inner)
         .map(|(k, fd)| {
-            let id = sys::map_info(fd.as_fd()).expect("inner map info").id;
-            (k.to_ne_bytes().to_vec(), id.to_ne_bytes().to_vec())
+            let id = sys::map_info(fd.as_fd()).context("inner map info")?.id;
+            Ok((k.to_ne_bytes().to_vec(), id.to_ne_bytes().to_vec()))
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let key_bytes: Vec<u8> = keys.iter().flat_map(|k| k.to_ne_bytes()).collect();
     let fds: Vec<u8> = inner
         .iter()
         .flat_map(|fd| (fd.as_raw_fd() as u32).to_ne_bytes())
         .collect();
     let written = BatchMap::new(&outer)
-        .expect("outer layout")
+        .context("outer layout")?
         .update_batch(&key_bytes, &fds, Flags::default())
-        .expect("update batch of inner map fds");
+        .context("update batch of inner map fds")?;
     assert_eq!(written, N);
-    MapOfMaps {
+    Ok(MapOfMaps {
         outer,
         inner,
         expected,
-    }
+    })
 }
 
 /// Batch lookups of a map of maps return each slot's inner map *id* (what
@@ -142,14 +143,17 @@ fn map_of_maps(outer_type: bpf_map_type, inner_type: bpf_map_type) -> MapOfMaps 
 #[test_case(bpf_map_type::BPF_MAP_TYPE_ARRAY_OF_MAPS, bpf_map_type::BPF_MAP_TYPE_HASH ; "array_of_maps_inner_hash")]
 #[test_case(bpf_map_type::BPF_MAP_TYPE_HASH_OF_MAPS, bpf_map_type::BPF_MAP_TYPE_ARRAY ; "hash_of_maps_inner_array")]
 #[test_case(bpf_map_type::BPF_MAP_TYPE_HASH_OF_MAPS, bpf_map_type::BPF_MAP_TYPE_HASH ; "hash_of_maps_inner_hash")]
-fn map_in_map_batches_return_inner_map_ids(outer_type: bpf_map_type, inner_type: bpf_map_type) {
+fn map_in_map_batches_return_inner_map_ids(
+    outer_type: bpf_map_type,
+    inner_type: bpf_map_type,
+) -> Result<()> {
     crate::require!(Feature::Batch(outer_type));
-    let m = map_of_maps(outer_type, inner_type);
-    let b = BatchMap::new(&m.outer).expect("outer layout");
+    let m = map_of_maps(outer_type, inner_type)?;
+    let b = BatchMap::new(&m.outer).context("outer layout")?;
     for buffer in [1, 3, 5, 10] {
         let mut got = Contents::new();
         for entry in b.dump(buffer) {
-            let (k, v) = entry.unwrap_or_else(|e| panic!("dump with buffer {buffer}: {e}"));
+            let (k, v) = entry.with_context(|| format!("dump with buffer {buffer}"))?;
             assert!(got.insert(k.clone(), v).is_none(), "{k:?} returned twice");
         }
         assert_eq!(got, m.expected, "(key, inner map id) with buffer {buffer}");
@@ -158,7 +162,7 @@ fn map_in_map_batches_return_inner_map_ids(outer_type: bpf_map_type, inner_type:
     if outer_type == bpf_map_type::BPF_MAP_TYPE_HASH_OF_MAPS {
         let r = b
             .lookup_and_delete_batch(None, 10, f)
-            .expect("lookup and delete batch");
+            .context("lookup and delete batch")?;
         assert!(
             r.end && r.entries.len() == 10,
             "one batch of 10 drains the map"
@@ -179,6 +183,7 @@ fn map_in_map_batches_return_inner_map_ids(outer_type: bpf_map_type, inner_type:
     }
     // The inner maps stay open until the batches are done.
     drop(m.inner);
+    Ok(())
 }
 
 /// The `spin_lock` object's map: values hold a `bpf_spin_lock` at offset 0.
@@ -222,21 +227,21 @@ fn f_lock_batches_copy_values_but_never_the_lock() -> Result<()> {
     let expected: Contents = (0..n)
         .map(|i| (i.to_ne_bytes().to_vec(), locked_value(i, 0)))
         .collect();
-    let read = |flags: Flags, delete: bool| -> Contents {
+    let read = |flags: Flags, delete: bool| -> Result<Contents> {
         let r = if delete {
             b.lookup_and_delete_batch(None, 64, flags)
         } else {
             b.lookup_batch(None, 64, flags)
         }
-        .unwrap_or_else(|e| panic!("lookup batch ({flags:?}, delete {delete}): {e}"));
+        .with_context(|| format!("lookup batch ({flags:?}, delete {delete})"))?;
         assert!(r.end, "a buffer of max_entries reaches the end");
-        (0..r.entries.len())
+        Ok((0..r.entries.len())
             .map(|i| (r.entries.key(i).to_vec(), r.entries.value(i).to_vec()))
-            .collect()
+            .collect())
     };
-    assert!(read(lock, false) == expected, "locked lookup batch");
+    assert!(read(lock, false)? == expected, "locked lookup batch");
     assert!(
-        read(Flags::default(), false) == expected,
+        read(Flags::default(), false)? == expected,
         "plain lookup batch"
     );
 
@@ -245,16 +250,16 @@ fn f_lock_batches_copy_values_but_never_the_lock() -> Result<()> {
     let mut bumped = expected.clone();
     let v = bumped
         .get_mut(&BUMP_KEY.to_ne_bytes()[..])
-        .expect("key BUMP_KEY");
+        .context("key BUMP_KEY")?;
     let data0 = u64::from_ne_bytes(v[DATA_OFFSET..DATA_OFFSET + 8].try_into()?) + 1;
     v[DATA_OFFSET..DATA_OFFSET + 8].copy_from_slice(&data0.to_ne_bytes());
     assert_eq!(&v[LOCK_OFFSET..LOCK_OFFSET + 4], &[0; 4]);
     assert!(
-        read(lock, true) == bumped,
+        read(lock, true)? == bumped,
         "locked lookup and delete batch after the bump"
     );
     assert!(
-        read(lock, false).is_empty(),
+        read(lock, false)?.is_empty(),
         "map empty after lookup and delete"
     );
     Ok(())

@@ -11,7 +11,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Barrier};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use aya::maps::{MapData, MapFd};
 use aya::programs::SchedClassifier;
 
@@ -69,7 +69,7 @@ struct TestMap {
 type Contents = BTreeMap<Vec<u8>, Vec<u8>>;
 
 impl TestMap {
-    fn new(kind: Kind, key_size: usize, value_size: usize, max_entries: u32) -> Self {
+    fn new(kind: Kind, key_size: usize, value_size: usize, max_entries: u32) -> Result<Self> {
         Self::create(kind.map_type(), key_size, value_size, max_entries, 0)
     }
 
@@ -79,7 +79,7 @@ impl TestMap {
         value_size: usize,
         max_entries: u32,
         flags: u32,
-    ) -> Self {
+    ) -> Result<Self> {
         sys::raise_memlock();
         let obj = aya_obj::Map::new_from_params(
             map_type as u32,
@@ -89,10 +89,10 @@ impl TestMap {
             flags,
         );
         let data = MapData::create(obj, "bpfvm_batch", None)
-            .unwrap_or_else(|e| panic!("create {map_type:?} map: {e}"));
-        let cpus = features::possible_cpus().expect("possible cpus");
+            .with_context(|| format!("create a {map_type:?} map"))?;
+        let cpus = features::possible_cpus().context("possible CPUs")?;
         let layout = Layout::new(map_type as u32, key_size, value_size, max_entries, cpus);
-        Self { data, layout }
+        Ok(Self { data, layout })
     }
 
     fn fd(&self) -> BorrowedFd<'_> {
@@ -100,14 +100,14 @@ impl TestMap {
     }
 
     /// The wrapper under test, with the layout it reads from the kernel.
-    fn batch(&self) -> BatchMap<&MapFd> {
-        let b = BatchMap::new(self.data.fd()).expect("read map layout");
+    fn batch(&self) -> Result<BatchMap<&MapFd>> {
+        let b = BatchMap::new(self.data.fd()).context("read the map's layout")?;
         assert_eq!(
             b.layout(),
             self.layout,
             "layout from BPF_OBJ_GET_INFO_BY_FD"
         );
-        b
+        Ok(b)
     }
 
     /// Key number `i`: `i` as a native u32 (an array index), then a pattern.
@@ -133,14 +133,14 @@ impl TestMap {
     }
 
     /// Inserts keys `0..n` with their values.
-    fn fill(&self, n: u32) -> Contents {
-        pin_for_lru();
+    fn fill(&self, n: u32) -> Result<Contents> {
+        pin_for_lru()?;
         (0..n)
             .map(|i| {
                 let (k, v) = (self.key(i), self.value(i));
                 self.update(&k, &v, BPF_ANY)
-                    .unwrap_or_else(|e| panic!("insert key {i}: {e}"));
-                (k, v)
+                    .with_context(|| format!("insert key {i}"))?;
+                Ok((k, v))
             })
             .collect()
     }
@@ -153,30 +153,32 @@ impl TestMap {
         elem_delete(self.fd(), key)
     }
 
-    fn lookup(&self, key: &[u8]) -> Option<Vec<u8>> {
+    fn lookup(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
         elem_lookup(self.fd(), key, self.layout.value_stride())
     }
 
     /// The reference: a walk with get_next_key + lookup.
-    fn walk(&self) -> Contents {
+    fn walk(&self) -> Result<Contents> {
         let mut out = Contents::new();
         let mut prev: Option<Vec<u8>> = None;
-        while let Some(k) = elem_next_key(self.fd(), prev.as_deref(), self.layout.key_size) {
-            if let Some(v) = self.lookup(&k) {
+        while let Some(k) = elem_next_key(self.fd(), prev.as_deref(), self.layout.key_size)
+            .context("get_next_key")?
+        {
+            if let Some(v) = self.lookup(&k).context("lookup")? {
                 assert!(out.insert(k.clone(), v).is_none(), "walk repeated {k:?}");
             }
             prev = Some(k);
         }
-        out
+        Ok(out)
     }
 }
 
 /// LRU maps keep free elements on per-CPU lists: a thread that migrates while filling can make
 /// the map evict before it is full. Tests run in their own threads, so pinning is local.
-fn pin_for_lru() {
-    if let Err(e) = sys::pin_to_current_cpu() {
-        panic!("pinning this test's thread to its CPU (sched_getcpu, sched_setaffinity): {e}");
-    }
+fn pin_for_lru() -> Result<()> {
+    sys::pin_to_current_cpu()
+        .context("pinning this test's thread to its CPU (sched_getcpu, sched_setaffinity)")?;
+    Ok(())
 }
 
 fn elem_update(fd: BorrowedFd<'_>, key: &[u8], value: &[u8], flags: u64) -> io::Result<()> {
@@ -187,38 +189,45 @@ fn elem_delete(fd: BorrowedFd<'_>, key: &[u8]) -> io::Result<()> {
     sys::Elems::of(fd)?.delete(Some(key))
 }
 
-fn elem_lookup(fd: BorrowedFd<'_>, key: &[u8], stride: usize) -> Option<Vec<u8>> {
+fn elem_lookup(fd: BorrowedFd<'_>, key: &[u8], stride: usize) -> io::Result<Option<Vec<u8>>> {
     let mut v = vec![0u8; stride];
-    let elems = sys::Elems::of(fd).expect("map info");
+    let elems = sys::Elems::of(fd)?;
     match elems.lookup(Some(key), &mut v, 0) {
-        Ok(()) => Some(v),
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
-        Err(e) => panic!("lookup: {e}"),
+        Ok(()) => Ok(Some(v)),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
-fn elem_next_key(fd: BorrowedFd<'_>, key: Option<&[u8]>, key_size: usize) -> Option<Vec<u8>> {
+fn elem_next_key(
+    fd: BorrowedFd<'_>,
+    key: Option<&[u8]>,
+    key_size: usize,
+) -> io::Result<Option<Vec<u8>>> {
     let mut next = vec![0u8; key_size];
-    let elems = sys::Elems::of(fd).expect("map info");
+    let elems = sys::Elems::of(fd)?;
     match elems.next_key(key, &mut next) {
-        Ok(()) => Some(next),
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
-        Err(e) => panic!("get_next_key: {e}"),
+        Ok(()) => Ok(Some(next)),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
 /// Dumps the whole map with the wrapper's iterator; asserts no key comes twice.
-fn dump_all(b: &BatchMap<&MapFd>, buffer: u32) -> (Contents, crate::maps::batch::DumpStats) {
+fn dump_all(
+    b: &BatchMap<&MapFd>,
+    buffer: u32,
+) -> Result<(Contents, crate::maps::batch::DumpStats)> {
     let mut out = Contents::new();
     let mut dump = b.dump(buffer);
     for entry in &mut dump {
-        let (k, v) = entry.unwrap_or_else(|e| panic!("dump with buffer {buffer}: {e}"));
+        let (k, v) = entry.with_context(|| format!("dump with buffer {buffer}"))?;
         assert!(
             out.insert(k.clone(), v).is_none(),
             "dump returned {k:?} twice"
         );
     }
-    (out, dump.stats())
+    Ok((out, dump.stats()))
 }
 
 fn keys_of(m: &TestMap, ids: impl IntoIterator<Item = u32>) -> Vec<u8> {

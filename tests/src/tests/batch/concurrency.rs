@@ -1,6 +1,59 @@
-//! Batches while another thread changes the map.
+//! Batches while another thread changes the map. Each test shows the two threads overlapped:
+//! the changer counts its steps, and the dumping thread samples the count at every entry; a
+//! sample strictly between none and all means the dump ran while the map was changing.
 use super::*;
+use std::sync::atomic::{AtomicU32, Ordering};
 use test_case::test_case;
+
+/// Rounds a concurrency test runs at least, and at most while no round has overlapped.
+const MIN_ROUNDS: usize = 3;
+const MAX_ROUNDS: usize = 20;
+
+/// Counts the rounds in which the dump saw the other thread part-way.
+#[derive(Default)]
+struct Overlap {
+    rounds: usize,
+    overlapped: usize,
+}
+
+impl Overlap {
+    fn record(&mut self, mid: bool) {
+        self.rounds += 1;
+        self.overlapped += usize::from(mid);
+    }
+
+    fn enough(&self) -> bool {
+        self.rounds >= MIN_ROUNDS && self.overlapped > 0
+    }
+
+    /// Fails a test none of whose rounds overlapped: its checks then proved nothing.
+    fn check(&self) -> Result<()> {
+        assert!(
+            self.overlapped > 0,
+            "in {} rounds the dump never saw the other thread part-way",
+            self.rounds
+        );
+        eprintln!("{} of {} rounds overlapped", self.overlapped, self.rounds);
+        Ok(())
+    }
+}
+
+/// Whether the other thread has done some but not all of its `total` steps.
+fn part_way(done: &AtomicU32, total: u32) -> bool {
+    let d = done.load(Ordering::Relaxed);
+    d > 0 && d < total
+}
+
+/// Shuffles `v` with a xorshift seeded by `seed` (deterministic per round).
+fn scramble<T>(v: &mut [T], seed: u64) {
+    let mut x = 0x2545_f491_4f6c_dd1du64 ^ seed;
+    for i in (1..v.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+}
 
 /// Entries deleted during a dump come back once or not at all, survivors exactly once, and the
 /// dump ends. Any error fails, EINTR included: hash batches copy each bucket under its lock
@@ -13,35 +66,36 @@ use test_case::test_case;
 fn concurrent_deletes_return_entries_once_or_not_at_all(kind: Kind, buffer: u32) -> Result<()> {
     crate::require!(Feature::Batch(kind.map_type()));
     const N: u32 = 3000;
-    const ROUNDS: usize = 3;
-    for round in 0..ROUNDS {
+    let mut overlap = Overlap::default();
+    for round in 0..MAX_ROUNDS {
+        if overlap.enough() {
+            break;
+        }
         let m = Arc::new(TestMap::new(kind, 4, 8, 4096)?);
         let inserted = m.fill(N)?;
         // Delete keys with i % 3 != 0, in a scrambled order.
         let mut doomed: Vec<u32> = (0..N).filter(|i| i % 3 != 0).collect();
-        let mut x = 0x2545_f491_4f6c_dd1du64 ^ round as u64;
-        for i in (1..doomed.len()).rev() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            doomed.swap(i, (x % (i as u64 + 1)) as usize);
-        }
-        let start = Arc::new(Barrier::new(2));
+        scramble(&mut doomed, round as u64);
+        let total = doomed.len() as u32;
+        let (start, done) = (Arc::new(Barrier::new(2)), Arc::new(AtomicU32::new(0)));
         let deleter = {
-            let (m, start) = (Arc::clone(&m), Arc::clone(&start));
+            let (m, start, done) = (Arc::clone(&m), Arc::clone(&start), Arc::clone(&done));
             std::thread::spawn(move || {
                 start.wait();
                 for i in doomed {
                     m.delete(&m.key(i)).expect("delete");
+                    done.fetch_add(1, Ordering::Relaxed);
                 }
             })
         };
         let b = m.batch()?;
         let mut got = Contents::new();
         let mut dump = b.dump(buffer);
+        let mut mid = false;
         start.wait();
-        // Each entry is new or a duplicate (a panic), so the dump cannot outlast N entries.
+        // Each entry is new or a duplicate (a failure), so the dump cannot outlast N entries.
         for entry in &mut dump {
+            mid |= part_way(&done, total);
             let (k, v) = entry.context("dump during deletes")?;
             assert_eq!(inserted.get(&k), Some(&v), "unknown key or wrong value");
             assert!(got.insert(k.clone(), v).is_none(), "{k:?} returned twice");
@@ -49,9 +103,11 @@ fn concurrent_deletes_return_entries_once_or_not_at_all(kind: Kind, buffer: u32)
         deleter
             .join()
             .map_err(|_| anyhow::anyhow!("the deleter thread panicked"))?;
+        overlap.record(mid);
         let stats = dump.stats();
         eprintln!(
-            "{kind:?} buffer {buffer} round {round}: {} returned, {stats:?}",
+            "{kind:?} buffer {buffer} round {round}: {} returned, deleter seen part-way: {mid}, \
+             {stats:?}",
             got.len()
         );
         // Keys nobody deleted stay in their buckets: every one is returned.
@@ -62,5 +118,140 @@ fn concurrent_deletes_return_entries_once_or_not_at_all(kind: Kind, buffer: u32)
             );
         }
     }
-    Ok(())
+    overlap.check()
+}
+
+/// An array under concurrent updates: `generic_map_lookup_batch` (kernel/bpf/syscall.c) walks
+/// indices with `array_map_get_next_key` (kernel/bpf/arraymap.c) and copies each value with
+/// `bpf_map_copy_value`. An array's keys never vanish, so every index comes back exactly once
+/// and in order, and each 8-byte value is the old or the new one.
+#[test_case(1 ; "buffer_1")]
+#[test_case(7 ; "buffer_7")]
+#[test_case(230 ; "buffer_230")]
+fn array_dump_during_updates_returns_every_index_once_in_order(buffer: u32) -> Result<()> {
+    crate::require!(Feature::Batch(bpf_map_type::BPF_MAP_TYPE_ARRAY));
+    const N: u32 = 4096;
+    let mut overlap = Overlap::default();
+    for round in 0..MAX_ROUNDS {
+        if overlap.enough() {
+            break;
+        }
+        let m = Arc::new(TestMap::new(Array, 4, 8, N)?);
+        m.fill(N)?;
+        let new_value = |m: &TestMap, i: u32| m.value(i ^ 0x00ff_0000);
+        let mut order: Vec<u32> = (0..N).collect();
+        scramble(&mut order, round as u64);
+        let (start, done) = (Arc::new(Barrier::new(2)), Arc::new(AtomicU32::new(0)));
+        let updater = {
+            let (m, start, done) = (Arc::clone(&m), Arc::clone(&start), Arc::clone(&done));
+            std::thread::spawn(move || {
+                start.wait();
+                for i in order {
+                    m.update(&m.key(i), &new_value(&m, i), BPF_EXIST)
+                        .expect("update");
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        let b = m.batch()?;
+        let mut next = 0u32;
+        let mut mid = false;
+        start.wait();
+        for entry in b.dump(buffer) {
+            mid |= part_way(&done, N);
+            let (k, v) = entry.context("dump during updates")?;
+            assert!(next < N, "the dump returned more than {N} entries");
+            assert_eq!(k, m.key(next), "index {next} out of order or missing");
+            assert!(
+                v == m.value(next) || v == new_value(&m, next),
+                "index {next}: neither the old nor the new value"
+            );
+            next += 1;
+        }
+        updater
+            .join()
+            .map_err(|_| anyhow::anyhow!("the updater thread panicked"))?;
+        assert_eq!(next, N, "indices returned");
+        overlap.record(mid);
+    }
+    overlap.check()
+}
+
+/// An LPM trie under concurrent deletes, on the generic path: `generic_map_lookup_batch` walks
+/// with `trie_get_next_key` (kernel/bpf/lpm_trie.c), which restarts from the first key when the
+/// key it is given is gone (deleted since it was copied), and skips an entry deleted between
+/// get_next_key and the copy ("bpf: skip non exist keys in generic_map_lookup_batch"). So a key
+/// may come back more than once, but each with its own value, every key nobody deleted comes
+/// back, and the dump ends without error (no EINTR).
+#[test_case(1 ; "buffer_1")]
+#[test_case(7 ; "buffer_7")]
+#[test_case(230 ; "buffer_230")]
+fn lpm_dump_during_deletes_returns_every_survivor(buffer: u32) -> Result<()> {
+    use bpf_map_type::BPF_MAP_TYPE_LPM_TRIE;
+    crate::require!(Feature::Batch(BPF_MAP_TYPE_LPM_TRIE));
+    const N: u32 = 2000;
+    let key = |i: u32| {
+        let [_, a, b, c] = i.to_be_bytes();
+        lpm_key(32, [10, a, b, c])
+    };
+    let mut overlap = Overlap::default();
+    for round in 0..MAX_ROUNDS {
+        if overlap.enough() {
+            break;
+        }
+        let m = Arc::new(TestMap::create(
+            BPF_MAP_TYPE_LPM_TRIE,
+            8,
+            4,
+            N,
+            aya_obj::generated::BPF_F_NO_PREALLOC,
+        )?);
+        let inserted: Contents = (0..N).map(|i| (key(i), i.to_ne_bytes().to_vec())).collect();
+        for (k, v) in &inserted {
+            m.update(k, v, BPF_ANY).context("insert a prefix")?;
+        }
+        let mut doomed: Vec<u32> = (0..N).filter(|i| i % 3 != 0).collect();
+        scramble(&mut doomed, round as u64);
+        let total = doomed.len() as u32;
+        let (start, done) = (Arc::new(Barrier::new(2)), Arc::new(AtomicU32::new(0)));
+        let deleter = {
+            let (m, start, done) = (Arc::clone(&m), Arc::clone(&start), Arc::clone(&done));
+            std::thread::spawn(move || {
+                start.wait();
+                for i in doomed {
+                    m.delete(&key(i)).expect("delete");
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        let b = m.batch()?;
+        let mut got = Contents::new();
+        let (mut returned, mut mid) = (0u32, false);
+        start.wait();
+        for entry in b.dump(buffer) {
+            mid |= part_way(&done, total);
+            let (k, v) = entry.context("dump during deletes")?;
+            assert_eq!(inserted.get(&k), Some(&v), "unknown key or wrong value");
+            got.insert(k, v);
+            returned += 1;
+            // Each restart needs a delete of the key just copied: far fewer than N of them.
+            assert!(
+                returned < 20 * N,
+                "the dump has not ended after {returned} entries"
+            );
+        }
+        deleter
+            .join()
+            .map_err(|_| anyhow::anyhow!("the deleter thread panicked"))?;
+        overlap.record(mid);
+        eprintln!(
+            "LPM buffer {buffer} round {round}: {returned} returned ({} distinct), deleter seen \
+             part-way: {mid}",
+            got.len()
+        );
+        for i in (0..N).filter(|i| i % 3 == 0) {
+            assert!(got.contains_key(&key(i)), "surviving prefix {i} missing");
+        }
+    }
+    overlap.check()
 }

@@ -236,3 +236,120 @@ fn full_hash_map_drains_with_one_batch_of_max_entries(kind: Kind) -> Result<()> 
     assert!(m.walk()?.is_empty(), "map not empty after the drain");
     Ok(())
 }
+
+/// The keys of a batch, as native u32 indices (their first 4 bytes).
+fn indices(r: &crate::maps::batch::LookupBatch) -> Vec<u32> {
+    r.entries
+        .iter()
+        .map(|(k, _)| u32::from_ne_bytes(k[..4].try_into().expect("4-byte key prefix")))
+        .collect()
+}
+
+/// A call with `count = 0` copies nothing and writes no `out_batch` (`generic_map_lookup_batch`
+/// and `__htab_map_lookup_and_delete_batch` return before it; the first writes `out_batch` only
+/// `if cp`), so the position is where it was: from the start, the next call still begins at key
+/// 0; from a token, at the key after it. A zero token would resume an array after key 0.
+#[test_case(Array ; "array")]
+#[test_case(PercpuArray ; "percpu_array")]
+#[test_case(Hash ; "hash")]
+fn count_0_leaves_the_resume_position_where_it_was(kind: Kind) -> Result<()> {
+    crate::require!(Feature::Batch(kind.map_type()));
+    // 16 keys in 64 hash buckets: a bucket of more than 8 (ENOSPC for count 8) has
+    // probability about 4e-11.
+    let m = TestMap::new(kind, 4, 8, 64)?;
+    let contents = m.fill(if kind.is_array() { 64 } else { 16 })?;
+    let b = m.batch()?;
+    let f = Flags::default();
+    let nothing = b
+        .lookup_batch(None, 0, f)
+        .context("count 0 from the start")?;
+    assert!(!nothing.end && nothing.entries.is_empty());
+    assert_eq!(nothing.next, None, "nothing read: still at the start");
+    let first = b
+        .lookup_batch(nothing.next.as_ref(), 8, f)
+        .context("count 8 after count 0")?;
+    let whole = indices(&b.lookup_batch(None, 64, f).context("count 64")?);
+    let n = first.entries.len();
+    assert!(n > 0, "count 8 from the start copied nothing");
+    assert_eq!(
+        indices(&first),
+        whole[..n],
+        "resuming after count 0 skipped or repeated keys"
+    );
+    if kind.is_array() {
+        assert_eq!(indices(&first), [0, 1, 2, 3, 4, 5, 6, 7]);
+    }
+    let token = first
+        .next
+        .clone()
+        .context("a token after the first batch")?;
+    let still = b
+        .lookup_batch(Some(&token), 0, f)
+        .context("count 0 from a token")?;
+    assert_eq!(still.next.as_ref(), Some(&token), "count 0 moved the token");
+    let second = b
+        .lookup_batch(still.next.as_ref(), 8, f)
+        .context("count 8 after count 0 from a token")?;
+    let next = &whole[n..(n + second.entries.len()).min(whole.len())];
+    assert!(!next.is_empty(), "count 8 from the token copied nothing");
+    assert_eq!(indices(&second), next, "resuming from the token");
+    for (k, v) in first.entries.iter().chain(second.entries.iter()) {
+        assert_eq!(contents.get(k).map(Vec::as_slice), Some(v), "key {k:?}");
+    }
+    Ok(())
+}
+
+/// `batch.count` as the kernel writes it back never exceeds the request: the generic lookup
+/// copies while `cp < max_count` (`generic_map_lookup_batch`), the hash lookup only buckets that
+/// fit in `max_count - total` (`__htab_map_lookup_and_delete_batch`); an array with enough keys
+/// fills the request exactly. Read from the raw attr, not through the wrapper, which refuses a
+/// larger count ([`crate::maps::batch::copied`]).
+#[test_case(Array ; "array")]
+#[test_case(Hash ; "hash")]
+#[test_case(PercpuHash ; "percpu_hash")]
+fn kernel_count_never_exceeds_the_request(kind: Kind) -> Result<()> {
+    crate::require!(Feature::Batch(kind.map_type()));
+    let m = TestMap::new(kind, 4, 8, 64)?;
+    m.fill(64)?;
+    let l = m.batch()?.layout();
+    for count in [1u32, 3, 7, 20, 64] {
+        let n = count as usize;
+        // Room for one entry more than asked: a kernel that over-reports would write into it.
+        let mut keys = vec![0u8; (n + 1) * l.key_size];
+        let mut values = vec![0u8; (n + 1) * l.value_stride()];
+        let mut out = vec![0u8; l.token_len()];
+        let mut attr = crate::maps::batch::encode_lookup(
+            m.fd().as_raw_fd() as u32,
+            0,
+            out.as_mut_ptr() as u64,
+            keys.as_mut_ptr() as u64,
+            values.as_mut_ptr() as u64,
+            count,
+            Flags::default(),
+        );
+        let r = sys::bpf(bpf_cmd::BPF_MAP_LOOKUP_BATCH, &mut attr);
+        let got = crate::maps::batch::attr_count(&attr);
+        match r {
+            Ok(_) => {}
+            // A count of 64 reaches the end of a 64-entry map: ENOENT with entries.
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            // A hash bucket larger than a small count.
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && !kind.is_array() => {
+                assert_eq!(got, 0, "ENOSPC only with nothing copied");
+                continue;
+            }
+            Err(e) => return Err(e).with_context(|| format!("lookup batch of {count}")),
+        }
+        assert!(got <= count, "count {count}: the kernel reported {got}");
+        assert!(
+            keys[n * l.key_size..].iter().all(|&b| b == 0),
+            "count {count}: the kernel wrote a key past the request"
+        );
+        if kind.is_array() {
+            assert_eq!(got, count, "an array of 64 fills a request of {count}");
+        } else {
+            assert!(got > 0, "count {count}: success with nothing copied");
+        }
+    }
+    Ok(())
+}

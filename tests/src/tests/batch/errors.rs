@@ -1,5 +1,6 @@
 //! Rejected batches: flags, attr tail, map types without batch operations.
 use super::*;
+use std::os::fd::FromRawFd;
 use test_case::test_case;
 
 #[derive(Debug, Clone, Copy)]
@@ -227,5 +228,100 @@ fn array_delete_batches_give_enotsupp(kind: Kind) -> Result<()> {
         Err(BatchError::NotSupported)
     );
     assert_eq!(m.walk()?, before);
+    Ok(())
+}
+
+/// A second fd to the map behind `fd`, opened by id with `open_flags` (`BPF_MAP_GET_FD_BY_ID`,
+/// `bpf_map_get_fd_by_id` in kernel/bpf/syscall.c; `BPF_F_RDONLY` or `BPF_F_WRONLY`).
+fn reopen(fd: BorrowedFd<'_>, open_flags: u32) -> Result<OwnedFd> {
+    let id = sys::map_info(fd).context("map info")?.id;
+    let mut attr = sys::zeroed_attr();
+    attr.__bindgen_anon_6.__bindgen_anon_1.map_id = id;
+    attr.__bindgen_anon_6.open_flags = open_flags;
+    let raw = sys::bpf(bpf_cmd::BPF_MAP_GET_FD_BY_ID, &mut attr)
+        .with_context(|| format!("BPF_MAP_GET_FD_BY_ID {id} with open_flags {open_flags:#x}"))?;
+    // SAFETY: the kernel just returned this fd to us; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw as i32) })
+}
+
+/// Each batch command on `b` over keys 0..4 of `m`: (command, errno or None for success).
+fn errnos(m: &TestMap, b: &BatchMap<&OwnedFd>) -> Vec<(Cmd, Option<i32>)> {
+    let f = Flags::default();
+    let ids = 0..4;
+    let (keys, values) = (keys_of(m, ids.clone()), values_of(m, ids));
+    [
+        (Cmd::Lookup, b.lookup_batch(None, 4, f).map(drop)),
+        (
+            Cmd::LookupAndDelete,
+            b.lookup_and_delete_batch(None, 4, f).map(drop),
+        ),
+        (Cmd::Update, b.update_batch(&keys, &values, f).map(drop)),
+        (Cmd::Delete, b.delete_batch(&keys, f).map(drop)),
+    ]
+    .into_iter()
+    .map(|(cmd, r)| (cmd, r.err().map(|e| e.errno().unwrap_or(0))))
+    .collect()
+}
+
+/// `bpf_map_do_batch` (kernel/bpf/syscall.c) checks the fd's access before any work: a read
+/// needs `FMODE_CAN_READ`, every command but `BPF_MAP_LOOKUP_BATCH` needs `FMODE_CAN_WRITE`
+/// (`map_get_sys_perms`), else EPERM, ahead of the map type's own ENOTSUPP. A `BPF_F_RDONLY` fd
+/// may only look up, a `BPF_F_WRONLY` fd only update and delete; nothing rejected changes the map.
+#[test_case(Hash ; "hash")]
+#[test_case(Array ; "array")]
+fn fd_access_mode_gives_eperm_before_any_work(kind: Kind) -> Result<()> {
+    use aya_obj::generated::{BPF_F_RDONLY, BPF_F_WRONLY};
+    crate::require!(Feature::Batch(kind.map_type()));
+    let m = TestMap::new(kind, 4, 8, 16)?;
+    let before = m.fill(16)?;
+    let eperm = Some(libc::EPERM);
+    let rdonly = reopen(m.fd(), BPF_F_RDONLY)?;
+    let got = errnos(&m, &BatchMap::new(&rdonly)?);
+    assert_eq!(
+        got.iter().map(|(_, e)| *e).collect::<Vec<_>>(),
+        [None, eperm, eperm, eperm],
+        "read-only fd: {got:?}"
+    );
+    assert_eq!(m.walk()?, before, "a read-only fd changed the map");
+    let wronly = reopen(m.fd(), BPF_F_WRONLY)?;
+    let got = errnos(&m, &BatchMap::new(&wronly)?);
+    // Arrays have no delete batch: past the permission check it is ENOTSUPP.
+    let delete = if kind.is_array() {
+        Some(sys::ENOTSUPP)
+    } else {
+        None
+    };
+    assert_eq!(
+        got.iter().map(|(_, e)| *e).collect::<Vec<_>>(),
+        [eperm, eperm, None, delete],
+        "write-only fd: {got:?}"
+    );
+    Ok(())
+}
+
+/// `BPF_MAP_FREEZE` (`map_freeze`, kernel/bpf/syscall.c) makes the map read-only for userspace:
+/// `map_get_sys_perms` drops `FMODE_CAN_WRITE` from every fd once `map->frozen` is set, so
+/// update, delete and lookup-and-delete batches give EPERM on the fd that created the map, and
+/// lookup batches still read everything.
+#[test_case(Hash ; "hash")]
+#[test_case(Array ; "array")]
+fn frozen_map_gives_eperm_for_every_write(kind: Kind) -> Result<()> {
+    crate::require!(Feature::Batch(kind.map_type()));
+    let m = TestMap::new(kind, 4, 8, 16)?;
+    let before = m.fill(16)?;
+    let fd = m.fd().try_clone_to_owned().context("dup the map fd")?;
+    let mut attr = sys::zeroed_attr();
+    attr.__bindgen_anon_2.map_fd = fd.as_raw_fd() as u32;
+    sys::bpf(bpf_cmd::BPF_MAP_FREEZE, &mut attr).context("BPF_MAP_FREEZE")?;
+    let got = errnos(&m, &BatchMap::new(&fd)?);
+    let eperm = Some(libc::EPERM);
+    assert_eq!(
+        got.iter().map(|(_, e)| *e).collect::<Vec<_>>(),
+        [None, eperm, eperm, eperm],
+        "frozen map: {got:?}"
+    );
+    assert_eq!(m.walk()?, before, "a frozen map changed");
+    let (dumped, _) = dump_all(&m.batch()?, 5)?;
+    assert_eq!(dumped, before, "lookup batches of a frozen map");
     Ok(())
 }

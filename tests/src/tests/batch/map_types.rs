@@ -2,11 +2,6 @@
 use super::*;
 use test_case::test_case;
 
-/// An LPM trie key: prefix length, then an IPv4 address (`struct test_lpm_key`).
-fn lpm_key(prefix: u32, addr: [u8; 4]) -> Vec<u8> {
-    prefix.to_ne_bytes().into_iter().chain(addr).collect()
-}
-
 /// `map_tests/lpm_trie_map_batch_ops.c`: LPM tries have the generic batch ops (5.13, the
 /// `generic_map_*_batch` entries of `trie_map_ops` in kernel/bpf/lpm_trie.c): an update batch
 /// writes every prefix, lookup batches of each step from 1 to max_entries return each once

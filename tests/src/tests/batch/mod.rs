@@ -23,6 +23,7 @@ mod concurrency;
 mod dump;
 mod errors;
 mod map_types;
+mod percpu;
 mod tokens;
 mod writes;
 
@@ -236,4 +237,9 @@ fn keys_of(m: &TestMap, ids: impl IntoIterator<Item = u32>) -> Vec<u8> {
 
 fn values_of(m: &TestMap, ids: impl IntoIterator<Item = u32>) -> Vec<u8> {
     ids.into_iter().flat_map(|i| m.value(i)).collect()
+}
+
+/// An LPM trie key: prefix length, then an IPv4 address (`struct test_lpm_key`).
+fn lpm_key(prefix: u32, addr: [u8; 4]) -> Vec<u8> {
+    prefix.to_ne_bytes().into_iter().chain(addr).collect()
 }

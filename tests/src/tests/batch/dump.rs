@@ -327,7 +327,9 @@ fn kernel_count_never_exceeds_the_request(kind: Kind) -> Result<()> {
             count,
             Flags::default(),
         );
-        let r = sys::bpf(bpf_cmd::BPF_MAP_LOOKUP_BATCH, &mut attr);
+        // SAFETY: `keys` and `values` hold `count + 1` entries of this map's layout, `out` a
+        // token; all outlive the call.
+        let r = unsafe { sys::bpf(bpf_cmd::BPF_MAP_LOOKUP_BATCH, &mut attr) };
         let got = crate::maps::batch::attr_count(&attr);
         match r {
             Ok(_) => {}

@@ -218,7 +218,8 @@ fn vm_test(
     })
 }
 
-/// The tests of a vm-test report whose outcome is neither pass nor skip.
+/// The tests of a vm-test report whose outcome is neither pass nor skip: the failed ones
+/// first, then those that died or never ran (after a test process died), each with its outcome.
 fn failed_tests(report: &Path) -> Result<Vec<String>> {
     let text = std::fs::read_to_string(report)
         .with_context(|| format!("no report at {}", report.display()))?;
@@ -227,11 +228,17 @@ fn failed_tests(report: &Path) -> Result<Vec<String>> {
     let tests = json["tests"]
         .as_array()
         .with_context(|| format!("{} has no tests list", report.display()))?;
-    Ok(tests
+    let mut failed: Vec<(bool, String)> = tests
         .iter()
-        .filter(|t| !matches!(t["outcome"].as_str(), Some("pass" | "skip")))
-        .filter_map(|t| t["name"].as_str().map(String::from))
-        .collect())
+        .filter_map(|t| {
+            let outcome = t["outcome"].as_str().unwrap_or("unknown");
+            let name = t["name"].as_str()?;
+            (!matches!(outcome, "pass" | "skip"))
+                .then(|| (outcome != "fail", format!("{name} ({outcome})")))
+        })
+        .collect();
+    failed.sort();
+    Ok(failed.into_iter().map(|(_, name)| name).collect())
 }
 
 /// A detached git worktree of `HEAD`, removed on drop.

@@ -24,6 +24,7 @@ macro_rules! errln {
 mod bench_suite;
 mod ci;
 mod lint;
+mod mutants;
 mod soak;
 
 #[derive(Parser)]
@@ -133,6 +134,13 @@ enum Cmd {
         #[arg(long, default_value = defaults::MEMORY)]
         memory: String,
     },
+    /// Plant each batch wrapper defect of issue 25 in a throw-away worktree of HEAD and run
+    /// `vm-test --filter batch` on it; prints which test caught each. Non-zero exit when a
+    /// mutant survives.
+    Mutants {
+        #[arg(long, default_value = "6.1")]
+        kernel: String,
+    },
     /// Boot each kernel many times under `vm-run -- true` with the host kept busy; counts
     /// failed runs, retried boots and processes left behind. Non-zero exit on any failure.
     Soak {
@@ -183,6 +191,11 @@ fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
     match cmd {
         Cmd::Setup(args) => bpfvm::setup(&args, events),
         Cmd::Kernels { cmd } => kernels(cmd, events),
+        Cmd::Mutants { kernel } => {
+            let outcomes = mutants::run(&kernel, events)?;
+            outln!("{}", mutants::table(&outcomes));
+            Ok(exit_if(mutants::all_caught(&outcomes)))
+        }
         Cmd::Ci { kernel } => {
             let results = ci::run(&kernel, events);
             outln!("{}", ci::summary(&results));

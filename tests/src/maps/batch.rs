@@ -8,7 +8,11 @@
 //!   slots, each `value_size` rounded up to 8 bytes (`bpf_map_value_size()` in the kernel).
 //!
 //! Resume positions are opaque [`Token`]s, as the kernel treats them: a u32 bucket index for
-//! hash maps, the last key for arrays (`generic_map_lookup_batch`). Errnos become a typed
+//! hash maps, the last key for arrays (`generic_map_lookup_batch`). A call that copied nothing
+//! leaves the position where it was: the kernel then writes no `out_batch` (`count` 0 returns
+//! before it in both `generic_map_lookup_batch` and `__htab_map_lookup_and_delete_batch`).
+//! `count` as the kernel writes it back is trusted only up to the request: a larger one is an
+//! error ([`BatchError::Overreported`]), never clamped. Errnos become a typed
 //! [`BatchError`]; the end of the map (`ENOENT` from a lookup, possibly with entries) is not an
 //! error but [`LookupBatch::end`].
 //!
@@ -178,6 +182,10 @@ pub enum BatchError {
     /// kernel does (docs/kernel-behaviour.md).
     #[error("EINTR: an entry vanished during the batch ({processed} processed)")]
     Interrupted { processed: u32 },
+    /// The kernel wrote back a `count` larger than the request: it claims entries the buffers
+    /// had no room for. Never from a correct kernel.
+    #[error("the kernel reported {reported} entries for a request of {requested}")]
+    Overreported { requested: u32, reported: u32 },
     /// Any other errno (`E2BIG`, `ENOMEM`, `EPERM`, `EFAULT`, ...).
     #[error("errno {errno} ({}) ({processed} processed)", io::Error::from_raw_os_error(*errno))]
     Os { errno: i32, processed: u32 },
@@ -215,7 +223,7 @@ impl BatchError {
             Self::NotFound { .. } => libc::ENOENT,
             Self::Interrupted { .. } => libc::EINTR,
             Self::Os { errno, .. } => *errno,
-            Self::BadBuffer { .. } => return None,
+            Self::BadBuffer { .. } | Self::Overreported { .. } => return None,
         })
     }
 
@@ -228,6 +236,7 @@ impl BatchError {
             | Self::NotFound { processed }
             | Self::Interrupted { processed }
             | Self::Os { processed, .. } => *processed,
+            Self::Overreported { reported, .. } => *reported,
             Self::NotSupported | Self::BadBuffer { .. } => 0,
         }
     }
@@ -333,6 +342,18 @@ pub fn attr_count(attr: &bpf_attr) -> u32 {
     unsafe { attr.batch.count }
 }
 
+/// The entries a batch processed: `reported` (`batch.count` as the kernel wrote it back), which
+/// a correct kernel keeps at or below `requested`.
+pub fn copied(requested: u32, reported: u32) -> Result<usize, BatchError> {
+    if reported > requested {
+        return Err(BatchError::Overreported {
+            requested,
+            reported,
+        });
+    }
+    Ok(reported as usize)
+}
+
 /// Which lookup command a batch or a dump uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LookupOp {
@@ -435,10 +456,17 @@ impl<F: AsFd> BatchMap<F> {
                 ))
             }
         };
-        // The kernel writes back the count it copied (never more than asked for).
-        let got = (got as usize).min(n);
+        let got = copied(count, got)?;
         keys.truncate(got * l.key_size);
         values.truncate(got * l.value_stride());
+        let next = if end {
+            None
+        } else if got == 0 {
+            // Nothing copied: the kernel wrote no out_batch, so the position has not moved.
+            from.cloned()
+        } else {
+            Some(Token(out.into()))
+        };
         Ok(LookupBatch {
             entries: Entries {
                 key_size: l.key_size,
@@ -446,7 +474,7 @@ impl<F: AsFd> BatchMap<F> {
                 keys,
                 values,
             },
-            next: (!end).then(|| Token(out.into())),
+            next,
             end,
         })
     }
@@ -502,7 +530,7 @@ impl<F: AsFd> BatchMap<F> {
         // SAFETY: the callers encode `count` entries of the buffers they checked.
         match unsafe { sys::bpf(cmd, attr) } {
             // count 0 returns before writing the count back: it is still 0.
-            Ok(_) => Ok(attr_count(attr).min(count)),
+            Ok(_) => copied(count, attr_count(attr)).map(|n| n as u32),
             Err(e) => Err(BatchError::from_errno(
                 e.raw_os_error().unwrap_or(libc::EIO),
                 attr_count(attr),
@@ -536,7 +564,10 @@ pub struct DumpStats {
 
 /// Dumps a whole map: each call asks for `buffer` entries from the last token. On ENOSPC (a
 /// hash bucket larger than the buffer) it doubles the buffer for that call only and retries
-/// from the same token, counting the retries in [`DumpStats::enospc_retries`]. Any other
+/// from the same token, counting the retries in [`DumpStats::enospc_retries`]. Only an ENOSPC
+/// with nothing copied is retried: `__htab_map_lookup_and_delete_batch` returns ENOSPC only
+/// when `total == 0` (after a partial copy it succeeds with the partial count), so an ENOSPC
+/// that copied entries is a kernel fault and is yielded as the error it is. Any other
 /// error (including EINTR) is yielded once and ends the iteration; the map's state then is
 /// whatever the kernel left.
 pub struct Dump<'m, F: AsFd> {
@@ -595,7 +626,7 @@ impl<'m, F: AsFd> Dump<'m, F> {
                     self.next_index = 0;
                     return Ok(any);
                 }
-                Err(BatchError::NoSpace { .. }) => {
+                Err(BatchError::NoSpace { processed: 0 }) => {
                     self.stats.enospc_retries += 1;
                     // A bucket holds at most max_entries (plus per-CPU extras): doubling
                     // reaches it in a few steps.
@@ -751,6 +782,20 @@ mod unit {
         let tok = Token::from_bytes(&7u32.to_ne_bytes(), 8);
         assert_eq!(tok.as_bytes().len(), 8);
         assert_eq!(tok.bucket(), 7);
+    }
+
+    /// The clamp issue 25 found: `.min(requested)` hid a kernel that over-reports.
+    #[test]
+    fn a_count_above_the_request_is_an_error_not_clamped() {
+        assert_eq!(copied(4, 4), Ok(4));
+        assert_eq!(copied(4, 0), Ok(0));
+        assert_eq!(
+            copied(4, 5),
+            Err(BatchError::Overreported {
+                requested: 4,
+                reported: 5
+            })
+        );
     }
 
     #[test]

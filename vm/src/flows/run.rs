@@ -468,17 +468,8 @@ mod tests {
 
     #[test]
     fn vm_test_boots_twice_the_cpus_with_only_the_asked_ones_online() {
-        let opts = VmOptions {
-            kernel: "6.1".into(),
-            modules: None,
-            accel: crate::options::Choice::Auto,
-            append: vec!["quiet".into()],
-            timeout: Duration::from_secs(60),
-            cpus: 2,
-            memory: "1G".into(),
-            retry: true,
-            qemu_opts: vec![],
-        };
+        let mut opts = VmOptions::new("6.1", Duration::from_secs(60));
+        opts.append = vec!["quiet".into()];
         let vm = with_offline_cpus(&opts);
         assert_eq!(vm.cpus, 4);
         assert_eq!(vm.append, ["quiet", "maxcpus=2"]);

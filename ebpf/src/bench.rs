@@ -31,8 +31,7 @@ use aya_ebpf::{
 };
 use bpfvm_common::bench::{
     lane, probe, CURSOR, DROPS, ERRORS, FALSE_HITS, HASHMAP_PROBES, HITS, LOOP_FLAGS, MAX_CPUS,
-    MAX_OUTER,
-    MAX_VALUE_SIZE, PROBES, RAND_BYTES, RAND_MASK, SLOT_LEN,
+    MAX_OUTER, MAX_VALUE_SIZE, PROBES, RAND_BYTES, RAND_MASK, SLOT_LEN,
 };
 
 /// Replaced at load time by a filter of the benchmarked size (passed in by pin path).

@@ -16,8 +16,8 @@ use crate::health::{self, allow::Allowlist};
 use crate::options::VmOptions;
 use crate::output::Events;
 use crate::provision::tail_lines;
-use crate::report::{self, AccelInfo, KernelInfo, Report, Timings, VmInfo};
-use crate::run::{boot, kernel_health, prepare, with_test_progress, RunDir};
+use crate::report::{self, Report, Timings};
+use crate::run::{boot, kernel_health, prepare, report_of, with_test_progress, RunDir};
 use crate::shell;
 use crate::vng::Ending;
 
@@ -209,26 +209,16 @@ fn test_on(
     let release = report::read_fact(shared, guest::files::RELEASE);
     let mut health = kernel_health(shared, &dir, &outcome, allow, &p.label, &release)?;
     report::apply_kernel_health(&mut tests, &mut health, vm_ok, report_name);
-    let r = Report {
-        kernel: KernelInfo {
-            version: p.label.clone(),
-            pinned_release: p.pinned_release.clone(),
-            release,
-        },
-        accel: AccelInfo::from(&p.accel),
-        cmdline: report::read_fact(shared, guest::files::CMDLINE),
-        spectre_v2: report::read_fact(shared, guest::files::SPECTRE_V2),
-        features: Default::default(),
-        probes: Default::default(),
-        expected_features: None,
-        feature_mismatches: vec![],
-        kernel_splats: health.splats,
-        vm: VmInfo::of(&outcome),
-        // The one build every kernel's run shares.
-        timings: Timings::of(prepared, built, &outcome),
-        summary: report::summarize(&tests),
+    let r = report_of(
+        &p,
+        shared,
+        release,
+        &outcome,
         tests,
-    };
+        health.splats,
+        // The one build every kernel's run shares.
+        Timings::of(prepared, built, &outcome),
+    );
     report::write(&r, &dir)?;
     files.keep(&dir.join("guest"), events);
     if !vm_ok {

@@ -10,13 +10,13 @@ use crate::build;
 use crate::custom;
 use crate::expect::{Expectation, Probe};
 use crate::guest;
-use crate::health::{self, allow::Allowlist, Health};
+use crate::health::{self, allow::Allowlist, Health, Judged};
 use crate::kernels::{self, KernelTree};
 use crate::options::{self, VmOptions};
 use crate::output::{Events, Output, TestProgress};
 use crate::paths::target_dir;
 use crate::provision::{self, Tools};
-use crate::report::{self, AccelInfo, KernelInfo, Outcome, Report, Timings, VmInfo};
+use crate::report::{self, AccelInfo, KernelInfo, Outcome, Report, TestResult, Timings, VmInfo};
 use crate::vng::{self, Ending, RunOutcome, VmSpec};
 
 /// The guest `vm-test` boots: twice the vCPUs, of which only `cpus` are brought online
@@ -327,29 +327,23 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     let release = report::read_fact(shared, guest::files::RELEASE);
     let mut health = kernel_health(shared, &out_dir, &outcome, &allow, &p.label, &release)?;
     report::apply_kernel_health(&mut tests, &mut health, vm_ok, report::display_name);
-    let report = Report {
-        kernel: KernelInfo {
-            version: p.label.clone(),
-            pinned_release: p.pinned_release.clone(),
-            release,
-        },
-        accel: AccelInfo::from(&p.accel),
-        cmdline: report::read_fact(shared, guest::files::CMDLINE),
-        spectre_v2: report::read_fact(shared, guest::files::SPECTRE_V2),
-        features: verdict
-            .probes
-            .iter()
-            .map(|(name, p)| (name.clone(), *p == Probe::Present))
-            .collect(),
-        probes: verdict.probes,
-        expected_features: Some(p.expected.clone()),
-        feature_mismatches: verdict.mismatches,
-        kernel_splats: health.splats,
-        vm: VmInfo::of(&outcome),
-        timings: Timings::of(prepared, built, &outcome),
-        summary: report::summarize(&tests),
+    let mut report = report_of(
+        &p,
+        shared,
+        release,
+        &outcome,
         tests,
-    };
+        health.splats,
+        Timings::of(prepared, built, &outcome),
+    );
+    report.features = verdict
+        .probes
+        .iter()
+        .map(|(name, p)| (name.clone(), *p == Probe::Present))
+        .collect();
+    report.probes = verdict.probes;
+    report.expected_features = Some(p.expected.clone());
+    report.feature_mismatches = verdict.mismatches;
     report::write(&report, &out_dir)?;
     files.keep(&out_dir.join("guest"), events);
     if !vm_ok {
@@ -435,6 +429,38 @@ pub fn vm_test_all(opts: &TestOptions, events: &Events) -> Result<Vec<Report>> {
     )?;
     events.note(format!("combined report: {}", path.display()));
     Ok(reports)
+}
+
+/// The report of one boot's `tests` on `p`'s kernel, with the facts the guest recorded in
+/// `shared`; the probe fields are left empty (vm-test fills them from its verdict).
+pub(crate) fn report_of(
+    p: &Prepared,
+    shared: &Path,
+    release: Option<String>,
+    outcome: &RunOutcome,
+    tests: Vec<TestResult>,
+    kernel_splats: Vec<Judged>,
+    timings: Timings,
+) -> Report {
+    Report {
+        kernel: KernelInfo {
+            version: p.label.clone(),
+            pinned_release: p.pinned_release.clone(),
+            release,
+        },
+        accel: AccelInfo::from(&p.accel),
+        cmdline: report::read_fact(shared, guest::files::CMDLINE),
+        spectre_v2: report::read_fact(shared, guest::files::SPECTRE_V2),
+        features: Default::default(),
+        probes: Default::default(),
+        expected_features: None,
+        feature_mismatches: vec![],
+        kernel_splats,
+        vm: VmInfo::of(outcome),
+        timings,
+        summary: report::summarize(&tests),
+        tests,
+    }
 }
 
 /// Turns libtest's JSON events on the guest's stdout into per-test progress; other guest

@@ -226,12 +226,7 @@ pub fn step_summary(reports: &[Report], paths: &Paths) -> String {
         md.push_str("\n| --- |");
         md.push_str(&" :---: |".repeat(reports.len()));
         md.push('\n');
-        let mut names: Vec<&str> = reports
-            .iter()
-            .flat_map(|r| r.tests.iter().map(|t| t.name.as_str()))
-            .collect();
-        names.sort();
-        names.dedup();
+        let names = bpfvm_host::report::test_names(reports);
         for name in names {
             let _ = write!(md, "| {} |", cell(name));
             for r in reports {

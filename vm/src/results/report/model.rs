@@ -280,3 +280,14 @@ pub fn summarize(tests: &[TestResult]) -> Summary {
         skipped: count(Outcome::Skip),
     }
 }
+
+/// Every test name in `reports`, sorted, each once: the rows of a matrix.
+pub fn test_names(reports: &[Report]) -> Vec<&str> {
+    let mut names: Vec<&str> = reports
+        .iter()
+        .flat_map(|r| r.tests.iter().map(|t| t.name.as_str()))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}

@@ -112,12 +112,7 @@ fn slowest(tests: &[TestResult], n: usize) -> String {
 /// The `--kernel all` matrix: one row per test, one column per kernel, then each kernel's
 /// totals and wall time.
 pub fn matrix_table(reports: &[Report]) -> String {
-    let mut names: Vec<&str> = reports
-        .iter()
-        .flat_map(|r| r.tests.iter().map(|t| t.name.as_str()))
-        .collect();
-    names.sort();
-    names.dedup();
+    let names = super::model::test_names(reports);
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_BORDERS_ONLY);
     let mut header = vec!["test".to_string()];

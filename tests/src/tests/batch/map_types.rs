@@ -90,7 +90,8 @@ fn map_of_maps(outer_type: bpf_map_type, inner_type: bpf_map_type) -> Result<Map
         .map(|_| {
             let fd = sys::map_create(&attr(inner_type, 1)).context("create inner map")?;
             let id = sys::map_info(fd.as_fd()).context("inner map info")?.id;
-            elem_update(fd.as_fd(), &0u32.to_ne_bytes(), &id.to_ne_bytes(), BPF_ANY)
+            sys::Elems::of(fd.as_fd())?
+                .update(Some(&0u32.to_ne_bytes()), &id.to_ne_bytes(), BPF_ANY)
                 .context("store the inner map's id")?;
             Ok(fd)
         })

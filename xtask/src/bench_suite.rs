@@ -3,21 +3,29 @@
 //! alike; each is repeated and reported as min / median / max. A measurement, never a test:
 //! nothing here asserts a duration.
 use std::path::Path;
+use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use bpfvm_host::bench::stats;
-use bpfvm_host::options::Choice;
+use bpfvm_host::options::{defaults, Choice};
 use bpfvm_host::output::Events;
 use bpfvm_host::report::Report;
+use clap::Args;
 use xshell::{cmd, Shell};
 
+/// Time a warm `vm-test` phase by phase against a bare virtme-ng boot, alternated.
+#[derive(Args)]
 pub(crate) struct Options {
-    pub kernel: String,
-    /// Runs of each command (after one untimed warm-up `vm-test`).
-    pub runs: usize,
-    pub cpus: u32,
-    pub memory: String,
+    #[arg(long, default_value = defaults::KERNEL)]
+    kernel: String,
+    /// Runs of each (after one untimed warm-up).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    #[arg(long, default_value_t = defaults::CPUS)]
+    cpus: u32,
+    #[arg(long, default_value = defaults::MEMORY)]
+    memory: String,
 }
 
 /// One alternation: the warm `vm-test`'s phases and wall time, then the bare boot's wall time.
@@ -29,7 +37,7 @@ struct Sample {
 
 const PHASES: [&str; 5] = ["prepare", "build", "boot", "tests", "shutdown"];
 
-pub(crate) fn run(opts: &Options, events: &Events) -> Result<()> {
+pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     if opts.runs == 0 {
         bail!("--runs 0 measures nothing: give at least 1 (3 or more for a spread)");
     }
@@ -94,7 +102,7 @@ pub(crate) fn run(opts: &Options, events: &Events) -> Result<()> {
         "{}",
         table(&samples, &format!("{kernel}, {}", accel.describe()))
     );
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 fn read_report(path: &Path) -> Result<Report> {

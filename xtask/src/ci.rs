@@ -1,9 +1,11 @@
 //! `cargo xtask ci`: the project's whole check, as CI runs it (`.ci/run`). Every step runs even
 //! when an earlier one failed, so one run shows everything that is wrong.
 use std::path::Path;
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use clap::Args;
 use xshell::{cmd, Shell};
 
 use bpfvm_host::options::{defaults, VmOptions};
@@ -12,15 +14,30 @@ use bpfvm_host::paths::workspace_root;
 use bpfvm_host::run::{self, TestOptions};
 use bpfvm_host::{build, provision};
 
+/// The project's whole check as CI runs it: rustfmt, clippy, host tests, the guest suite.
+#[derive(Args)]
+pub(crate) struct Options {
+    /// The kernel the guest steps boot.
+    #[arg(long, default_value = defaults::KERNEL)]
+    kernel: String,
+}
+
+/// Runs every step, prints the summary; fails if any step failed.
+pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
+    let results = steps(&opts.kernel, events);
+    outln!("{}", summary(&results));
+    Ok(crate::exit_if(results.iter().all(|r| r.result.is_ok())))
+}
+
 /// The outcome of one step, for the closing summary.
-pub(crate) struct StepResult {
+struct StepResult {
     pub name: &'static str,
     pub result: Result<()>,
     pub elapsed: Duration,
 }
 
 /// Runs every check; returns each step's result (the caller fails if any failed).
-pub(crate) fn run(kernel: &str, events: &Events) -> Vec<StepResult> {
+fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
     let mut results = Vec::new();
     let sh = match Shell::new() {
         Ok(sh) => sh,
@@ -211,7 +228,7 @@ fn cargo(sh: &Shell, args: &[&str], ebpf_dir: Option<&Path>) -> Result<()> {
 }
 
 /// The closing lines: each step with its time and verdict.
-pub(crate) fn summary(results: &[StepResult]) -> String {
+fn summary(results: &[StepResult]) -> String {
     results
         .iter()
         .map(|r| {

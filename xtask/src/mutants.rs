@@ -5,9 +5,11 @@
 //! unmutated run goes first: if it fails, no mutant's failure would mean anything. A mutant no
 //! test catches, or one that no longer applies to the wrapper, fails the run.
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use clap::Args;
 use xshell::{cmd, Shell};
 
 use bpfvm_host::output::Events;
@@ -93,8 +95,24 @@ impl Outcome {
     }
 }
 
+/// Plant each batch wrapper defect of issue 25 in a throw-away worktree of HEAD and run
+/// `vm-test --filter batch` on it; prints which test caught each. Non-zero exit when a
+/// mutant survives.
+#[derive(Args)]
+pub(crate) struct Options {
+    #[arg(long, default_value = "6.1")]
+    kernel: String,
+}
+
+/// Runs the baseline and every mutant, prints the table; fails if a mutant survived.
+pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
+    let outcomes = run_all(&opts.kernel, events)?;
+    outln!("{}", table(&outcomes));
+    Ok(crate::exit_if(all_caught(&outcomes)))
+}
+
 /// Runs the baseline and every mutant on `kernel`; returns their outcomes, baseline first.
-pub(crate) fn run(kernel: &str, events: &Events) -> Result<Vec<Outcome>> {
+fn run_all(kernel: &str, events: &Events) -> Result<Vec<Outcome>> {
     let base = target_dir().join("mutants");
     let tree = Worktree::add(&base.join("tree"))?;
     // A target directory of its own: the mutants' guest builds and reports stay out of the
@@ -122,12 +140,12 @@ pub(crate) fn run(kernel: &str, events: &Events) -> Result<Vec<Outcome>> {
 }
 
 /// Whether every mutant was caught (the baseline is the first outcome).
-pub(crate) fn all_caught(outcomes: &[Outcome]) -> bool {
+fn all_caught(outcomes: &[Outcome]) -> bool {
     outcomes.iter().skip(1).all(Outcome::caught)
 }
 
 /// The closing table: each run, its time, and the tests that caught it.
-pub(crate) fn table(outcomes: &[Outcome]) -> String {
+fn table(outcomes: &[Outcome]) -> String {
     let mut out = String::from("| mutant | time | caught by |\n| --- | --- | --- |\n");
     for (i, o) in outcomes.iter().enumerate() {
         let verdict = match (&o.error, i) {

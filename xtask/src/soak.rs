@@ -3,27 +3,36 @@
 //! failed, boots the runner retried (`run::boot` retries a TCG boot that dies before the guest
 //! script starts), and processes left behind. It answers "does a boot flake fail a run?", the
 //! hardening issue's done-when; a measurement, so it reports rather than asserts durations.
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use bpfvm_host::options::VmOptions;
+use bpfvm::VmArgs;
 use bpfvm_host::output::Events;
 use bpfvm_host::vng::Ending;
+use clap::Args;
 
+/// Boot each kernel many times under `vm-run -- true` with the host kept busy; counts
+/// failed runs, retried boots and processes left behind. Non-zero exit on any failure.
+#[derive(Args)]
 pub(crate) struct Options {
-    /// A pin's version or `all`.
-    pub kernel: String,
-    pub boots: usize,
-    /// Host threads that spin for the whole soak.
-    pub hogs: usize,
-    /// The VM's options; `kernel` is set per pin.
-    pub vm: VmOptions,
+    #[command(flatten)]
+    vm: VmArgs,
+    /// Boots per kernel.
+    #[arg(long, default_value_t = 30)]
+    boots: usize,
+    /// Host threads that spin during the soak.
+    #[arg(long, default_value_t = 2)]
+    hogs: usize,
+    /// Seconds before each VM is killed.
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
 }
 
 /// One kernel's tally.
-pub(crate) struct Tally {
+struct Tally {
     pub kernel: String,
     pub boots: usize,
     pub failed: Vec<String>,
@@ -39,18 +48,28 @@ impl Tally {
     }
 }
 
-pub(crate) fn run(opts: &Options, events: &Events) -> Result<Vec<Tally>> {
+/// Soaks every kernel `--kernel` names, prints the tallies; fails on any failure.
+pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
+    let hogs = opts.hogs;
+    let tallies = soak(opts, events)?;
+    outln!("{}", summary(&tallies, hogs));
+    Ok(crate::exit_if(tallies.iter().all(|t| t.ok())))
+}
+
+fn soak(opts: Options, events: &Events) -> Result<Vec<Tally>> {
     if opts.boots == 0 {
         bail!("--boots 0 boots nothing: give at least 1 (30 for the hardening soak)");
     }
-    let versions = bpfvm_host::kernels::select(&opts.kernel)?
+    let versions = bpfvm_host::kernels::select(&opts.vm.kernel)?
         .iter()
         .map(|k| Ok(bpfvm_host::kernels::resolve(k)?.version))
         .collect::<Result<Vec<String>>>()?;
+    // The VM's options for every pin; `kernel` is set per pin.
+    let base = opts.vm.options(opts.timeout);
     let _hogs = Hogs::start(opts.hogs);
     let mut tallies = Vec::new();
     for version in versions {
-        let mut vm = opts.vm.clone();
+        let mut vm = base.clone();
         vm.kernel = version.clone();
         let mut t = Tally {
             kernel: version.clone(),
@@ -92,7 +111,7 @@ pub(crate) fn run(opts: &Options, events: &Events) -> Result<Vec<Tally>> {
 }
 
 /// A markdown table, one row per kernel, then each failure, retry and leftover by name.
-pub(crate) fn summary(tallies: &[Tally], hogs: usize) -> String {
+fn summary(tallies: &[Tally], hogs: usize) -> String {
     let mut s = String::from(
         "| kernel | boots | failed | retried | left behind | boot s min / median / max |\n\
          |---|---|---|---|---|---|\n",

@@ -1,0 +1,72 @@
+//! `cargo xtask bench-vm`: the retpoline benchmarks in the guest, a report under target/bench-vm.
+use std::process::ExitCode;
+
+use anyhow::Result;
+use bpfvm::VmArgs;
+use bpfvm_host::bench::{BenchOptions, Group, Size};
+use bpfvm_host::options::defaults;
+use bpfvm_host::output::Events;
+use clap::Args;
+
+use crate::exit_if;
+
+/// Benchmark retpoline against spectre_v2=off in the guest (bloom, bpf_loop, batch);
+/// writes target/bench-vm/<kernel>/report.{json,md} and plots.
+#[derive(Args)]
+pub(crate) struct Options {
+    #[command(flatten)]
+    vm: VmArgs,
+    /// Seconds before each VM is killed.
+    #[arg(long, default_value_t = defaults::BENCH_TIMEOUT_S)]
+    timeout: u64,
+    /// A subset that fits in 10 minutes under TCG (the default).
+    #[arg(long, conflicts_with_all = ["full", "smoke"])]
+    quick: bool,
+    /// The threads' whole tables (hours under TCG).
+    #[arg(long, conflicts_with = "smoke")]
+    full: bool,
+    /// One size per benchmark and one boot per mode (CI).
+    #[arg(long)]
+    smoke: bool,
+    /// Only these benchmarks: bloom, bpf_loop, batch (comma-separated).
+    #[arg(long, value_delimiter = ',', value_parser = group_names())]
+    only: Vec<String>,
+    /// Producer threads in the guest, one per guest CPU (the kernel bench's -p).
+    #[arg(short = 'p', long, default_value_t = 1)]
+    producers: u32,
+    /// Boots per mode (default: smoke 1, quick 5, full 3).
+    #[arg(long)]
+    boots: Option<u32>,
+}
+
+pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
+    let Options {
+        vm,
+        timeout,
+        quick: _,
+        full,
+        smoke,
+        only,
+        producers,
+        boots,
+    } = opts;
+    let size = match (full, smoke) {
+        (true, _) => Size::Full,
+        (_, true) => Size::Smoke,
+        _ => Size::Quick,
+    };
+    let opts = BenchOptions {
+        only: only.iter().filter_map(|g| Group::parse(g)).collect(),
+        producers,
+        boots,
+        ..BenchOptions::new(vm.options(timeout), size)
+    };
+    let (report, dir) = bpfvm_host::bench::bench_vm(&opts, events)?;
+    outln!("report: {}", dir.join("report.md").display());
+    Ok(exit_if(report.ok()))
+}
+
+/// The benchmark groups `--only` accepts (one list: `bpfvm_host::bench::Group`).
+fn group_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(Group::ALL.map(|g| g.name()))
+}

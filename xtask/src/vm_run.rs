@@ -1,0 +1,31 @@
+//! `cargo xtask vm-run`: a command as root in the guest, its exit status as ours.
+use std::process::ExitCode;
+
+use anyhow::Result;
+use bpfvm::VmArgs;
+use bpfvm_host::options::defaults;
+use bpfvm_host::output::Events;
+use clap::Args;
+
+/// Run a command as root in the guest; exits with its status.
+#[derive(Args)]
+pub(crate) struct Options {
+    #[command(flatten)]
+    vm: VmArgs,
+    /// Seconds before the VM is killed.
+    #[arg(long, default_value_t = defaults::RUN_TIMEOUT_S)]
+    timeout: u64,
+    /// A kernel splat while the command runs is printed but does not make the exit
+    /// status non-zero.
+    #[arg(long)]
+    allow_splats: bool,
+    /// The command and its arguments.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
+    let (outcome, health) =
+        bpfvm_host::run::vm_run(&opts.vm.options(opts.timeout), &opts.command, events)?;
+    bpfvm::command_status(&outcome, &health, opts.allow_splats, events)
+}

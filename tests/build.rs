@@ -1,6 +1,7 @@
 //! Embeds the BPF objects: `src/object.rs` includes `$BPFVM_EBPF_DIR/<feature>` with
-//! `include_bytes!`. `cargo xtask vm-test` builds `ebpf/` first and sets the variable, so no
-//! path is ever passed by hand and a stale object is never used: cargo reruns this script when
+//! `include_bytes!`, and checks its list against the `[[bin]]`s of `ebpf/Cargo.toml`, whose
+//! names this script writes to `$OUT_DIR/ebpf_bins.rs`. `cargo xtask vm-test` builds `ebpf/`
+//! first and sets the variable, so no path is ever passed by hand and a stale object is never used: cargo reruns this script when
 //! the variable or any object changes, and rustc's dep-info tracks the included files.
 use std::path::Path;
 
@@ -37,4 +38,17 @@ fn main() {
         );
         std::process::exit(1);
     }
+    // The objects `ebpf/` declares, for src/object.rs to check its list against at compile time.
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ebpf/Cargo.toml");
+    println!("cargo:rerun-if-changed={}", manifest.display());
+    let manifest = std::fs::read_to_string(&manifest)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", manifest.display()));
+    let names: Vec<String> = bpfvm_common::objects::bin_names(&manifest)
+        .into_iter()
+        .map(|n| format!("{n:?}"))
+        .collect();
+    let out =
+        Path::new(&std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("ebpf_bins.rs");
+    std::fs::write(&out, format!("&[{}]", names.join(", ")))
+        .unwrap_or_else(|e| panic!("writing {}: {e}", out.display()));
 }

@@ -1,6 +1,7 @@
 //! `bpf_loop_reject` object: `bpf_loop` calls the verifier rejects, one program each (the test
 //! loads each on its own and reads the verifier log); `loop_frames_16` loads only where
-//! `MAX_CALL_FRAMES` is 16. Kept out of `object::all()`: its programs are meant not to load.
+//! `MAX_CALL_FRAMES` is 16. Declared under `by_hand` in `tests/src/object.rs`, out of
+//! `object::all()`: its programs are meant not to load.
 #![no_std]
 #![no_main]
 

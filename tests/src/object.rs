@@ -1,56 +1,136 @@
 //! The BPF objects built from `ebpf/` (one per feature), embedded at build time from
 //! `$BPFVM_EBPF_DIR` (set by `cargo xtask`), and helpers to load them with aya.
 //!
-//! To add a feature: add `ebpf/src/<feature>.rs` as a `[[bin]]` of `ebpf/Cargo.toml`, then a
-//! line here. What an object needs from the kernel is read from the object itself
+//! To add a feature: add `ebpf/src/<feature>.rs` as a `[[bin]]` of `ebpf/Cargo.toml`, then one
+//! line in `with_objects!`. What an object needs from the kernel is read from the object itself
 //! ([`uses`], `features::needed_by`), never listed by hand.
 use anyhow::{anyhow, Context, Result};
 use aya::programs::{Program, ProgramError, TestRun, TestRunOptions, TestRunResult};
 use aya::{Btf, Ebpf, EbpfLoader, Endianness};
 use std::sync::OnceLock;
 
-/// `ebpf/src/smoke.rs`: a socket filter writing into a BTF hash map and a BTF bloom filter.
-pub static SMOKE: &[u8] = aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/smoke"));
-/// `ebpf/src/bench.rs`: the fentry programs of `cargo xtask bench-vm` (not in [`all`]: fentry
-/// programs need their attach target to load; the `bench --smoke` run exercises them).
-pub static BENCH: &[u8] = aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bench"));
-/// `ebpf/src/bloom_filter.rs`: socket filters peeking and pushing through array-of-maps slots.
-pub static BLOOM_FILTER: &[u8] =
-    aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bloom_filter"));
-/// `ebpf/src/bpf_loop.rs`: socket filters calling `bpf_loop` (5.17), inlined or not.
-pub static BPF_LOOP: &[u8] =
-    aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bpf_loop"));
+/// Every BPF object `ebpf/` builds, declared once as `file_name: STATIC` (like aya's
+/// integration tests, one `include_bytes_aligned!` each). Passes the list to `$callback`, a
+/// macro: `declare!` makes the statics, [`all`] and [`NAMES`] from it, and the load and
+/// verifier tests (`tests::ebpf`) make one test case per object of `loads`. The build fails
+/// when the list and the `[[bin]]`s of `ebpf/Cargo.toml` disagree ([`EBPF_BINS`]).
+macro_rules! with_objects {
+    ($callback:ident) => {
+        $callback! {
+            // Every program loads without an attach target.
+            loads {
+                /// `ebpf/src/smoke.rs`: a socket filter writing into a BTF hash map and a BTF
+                /// bloom filter.
+                smoke: SMOKE,
+                /// `ebpf/src/bloom_filter.rs`: socket filters peeking and pushing through
+                /// array-of-maps slots.
+                bloom_filter: BLOOM_FILTER,
+                /// `ebpf/src/bpf_loop.rs`: socket filters calling `bpf_loop` (5.17), inlined or
+                /// not.
+                bpf_loop: BPF_LOOP,
+                /// `ebpf/src/spin_lock.rs`: a BTF hash map whose value holds a `bpf_spin_lock`.
+                spin_lock: SPIN_LOCK,
+            }
+            // Loaded by hand, program by program.
+            by_hand {
+                /// `ebpf/src/bench.rs`: the fentry programs of `cargo xtask bench-vm` (fentry
+                /// programs need their attach target to load; the `bench --smoke` run exercises
+                /// them).
+                bench: BENCH,
+                /// `ebpf/src/bpf_loop_reject.rs`: programs meant to fail verification
+                /// (`tests::bpf_loop`).
+                bpf_loop_reject: BPF_LOOP_REJECT,
+            }
+        }
+    };
+}
+// For the load and verifier tests (`tests::ebpf`), only in the test build.
+#[cfg(test)]
+pub(crate) use with_objects;
 
-/// `ebpf/src/spin_lock.rs`: a BTF hash map whose value holds a `bpf_spin_lock`.
-pub static SPIN_LOCK: &[u8] =
-    aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/spin_lock"));
+/// The statics, [`all`] and [`NAMES`] of `with_objects!`' list.
+macro_rules! declare {
+    (
+        loads { $($(#[$ldoc:meta])* $load:ident: $LOAD:ident,)* }
+        by_hand { $($(#[$hdoc:meta])* $hand:ident: $HAND:ident,)* }
+    ) => {
+        $(
+            $(#[$ldoc])*
+            pub static $LOAD: &[u8] = aya::include_bytes_aligned!(concat!(
+                env!("BPFVM_EBPF_DIR"),
+                "/",
+                stringify!($load)
+            ));
+        )*
+        $(
+            $(#[$hdoc])*
+            pub static $HAND: &[u8] = aya::include_bytes_aligned!(concat!(
+                env!("BPFVM_EBPF_DIR"),
+                "/",
+                stringify!($hand)
+            ));
+        )*
+
+        /// Every object whose programs load without an attach target.
+        pub fn all() -> Vec<Object> {
+            vec![$(Object { name: stringify!($load), bytes: $LOAD }),*]
+        }
+
+        /// Every object's file name.
+        const NAMES: &[&str] = &[$(stringify!($load),)* $(stringify!($hand),)*];
+    };
+}
+with_objects!(declare);
+
+/// The `[[bin]]`s of `ebpf/Cargo.toml`, one object each (build.rs).
+const EBPF_BINS: &[&str] = include!(concat!(env!("OUT_DIR"), "/ebpf_bins.rs"));
+
+const _: () = assert!(
+    same_names(NAMES, EBPF_BINS),
+    "the objects declared in tests/src/object.rs (`with_objects!`) differ from the [[bin]]s of \
+     ebpf/Cargo.toml: declare each [[bin]] once in `with_objects!`, and nothing else"
+);
+
+/// Whether `a` and `b` hold the same names, in any order (a name declared twice does not
+/// compile: its static would be declared twice).
+const fn same_names(a: &[&str], b: &[&str]) -> bool {
+    a.len() == b.len() && all_in(a, b) && all_in(b, a)
+}
+
+const fn all_in(a: &[&str], b: &[&str]) -> bool {
+    let mut i = 0;
+    while i < a.len() {
+        let mut j = 0;
+        while j < b.len() && !same(a[i], b[j]) {
+            j += 1;
+        }
+        if j == b.len() {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
 
 /// An embedded object.
 pub struct Object {
     pub name: &'static str,
     pub bytes: &'static [u8],
-}
-
-/// Every object whose programs load without an attach target.
-pub fn all() -> Vec<Object> {
-    vec![
-        Object {
-            name: "smoke",
-            bytes: SMOKE,
-        },
-        Object {
-            name: "bloom_filter",
-            bytes: BLOOM_FILTER,
-        },
-        Object {
-            name: "bpf_loop",
-            bytes: BPF_LOOP,
-        },
-        Object {
-            name: "spin_lock",
-            bytes: SPIN_LOCK,
-        },
-    ]
 }
 
 /// What an object asks of the kernel: the types of its maps (inner map templates included) and

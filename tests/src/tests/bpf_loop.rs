@@ -27,11 +27,6 @@ use crate::features::Feature;
 use crate::object;
 use crate::sys;
 
-/// `ebpf/src/bpf_loop_reject.rs`: meant to fail verification, so it is not in
-/// `object::all()` (whose programs must all load).
-static REJECT: &[u8] =
-    aya::include_bytes_aligned!(concat!(env!("BPFVM_EBPF_DIR"), "/bpf_loop_reject"));
-
 const E2BIG: i64 = -(libc::E2BIG as i64);
 const EINVAL: i64 = -(libc::EINVAL as i64);
 /// `ARG_STOP_AT` that no u32 index equals: the callback always returns 0.
@@ -306,7 +301,7 @@ fn max_call_frames_of_nested_callbacks_load_and_run() -> Result<()> {
 #[test_case(PROG_REJECT_CALLBACK_NOT_SUBPROG, &["R2 type=scalar expected=func"]; "callback not a subprogram")]
 #[test_case(PROG_REJECT_CALLBACK_READS_R3, &["R3 !read_ok"]; "callback reads r3")]
 fn verifier_rejects(prog: &str, lines: &[&str]) -> Result<()> {
-    crate::require_object!(REJECT);
+    crate::require_object!(object::BPF_LOOP_REJECT);
     let log = rejection_log(prog)?;
     for want in lines {
         assert!(
@@ -331,10 +326,10 @@ const MAX_CALL_FRAMES: [(&str, u32); 3] = [("6.1", 8), ("6.12", 8), ("7.2", 16)]
 /// table gets the limit its 9-frame chain shows (8 if rejected, else 16).
 #[test]
 fn nested_callbacks_past_max_call_frames_are_rejected() -> Result<()> {
-    crate::require_object!(REJECT);
+    crate::require_object!(object::BPF_LOOP_REJECT);
     let kernel = sys::kernel_major_minor()?;
     let load = |prog: &str| -> Result<Option<String>> {
-        let mut ebpf = object::load(REJECT)?;
+        let mut ebpf = object::load(object::BPF_LOOP_REJECT)?;
         Ok(object::load_program::<SocketFilter>(&mut ebpf, prog)
             .err()
             .map(|e| format!("{e:#}")))
@@ -368,7 +363,7 @@ fn nested_callbacks_past_max_call_frames_are_rejected() -> Result<()> {
 
 /// The error (with the verifier log) of loading `prog` from the reject object.
 fn rejection_log(prog: &str) -> Result<String> {
-    let mut ebpf = object::load(REJECT)?;
+    let mut ebpf = object::load(object::BPF_LOOP_REJECT)?;
     let Err(e) = object::load_program::<SocketFilter>(&mut ebpf, prog) else {
         bail!("the verifier accepted {prog}");
     };
@@ -377,7 +372,7 @@ fn rejection_log(prog: &str) -> Result<String> {
 
 #[test]
 fn verifier_rejects_callback_returning_other_than_0_or_1() -> Result<()> {
-    crate::require_object!(REJECT);
+    crate::require_object!(object::BPF_LOOP_REJECT);
     let log = rejection_log(PROG_REJECT)?;
     // The callback returns a zero-extended u32. 6.1 logs
     // "At callback return the register R0 has value (0x0; 0xffffffff) should have been in (0x0; 0x1)"

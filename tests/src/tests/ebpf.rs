@@ -9,8 +9,6 @@ use aya::programs::SocketFilter;
 use aya_obj::generated::bpf_map_info;
 use bpfvm_common::smoke;
 
-use test_case::test_case;
-
 use crate::{object, sys};
 
 fn map_info(map: &MapData) -> Result<bpf_map_info> {
@@ -27,10 +25,6 @@ fn map_data<'a>(ebpf: &'a aya::Ebpf, name: &str) -> Result<&'a MapData> {
     }
 }
 
-/// The objects of [`object::all`], one test case each, so a kernel lacking one object's
-/// features (read from the object: `features::needed_by`) skips that object only.
-const OBJECTS: [&str; 4] = ["smoke", "bloom_filter", "bpf_loop", "spin_lock"];
-
 fn object_named(name: &str) -> object::Object {
     object::all()
         .into_iter()
@@ -38,19 +32,34 @@ fn object_named(name: &str) -> object::Object {
         .unwrap_or_else(|| panic!("no object `{name}` in object::all()"))
 }
 
-#[test]
-fn the_load_tests_cover_every_object() {
-    let names: Vec<&str> = object::all().iter().map(|o| o.name).collect();
-    assert_eq!(
-        names, OBJECTS,
-        "add the new object to OBJECTS and the test cases"
-    );
+/// A test case per object of `loads` in `object::with_objects`, named after it, so a kernel
+/// lacking one object's features (read from the object: `features::needed_by`) skips that
+/// object only.
+macro_rules! load_tests {
+    (
+        loads { $($(#[$doc:meta])* $load:ident: $LOAD:ident,)* }
+        by_hand { $($by_hand:tt)* }
+    ) => {
+        mod object_loads {
+            $(
+                #[test]
+                fn $load() -> anyhow::Result<()> {
+                    super::object_loads(stringify!($load))
+                }
+            )*
+        }
+        mod verifier_accepts_every_program {
+            $(
+                #[test]
+                fn $load() -> anyhow::Result<()> {
+                    super::verifier_accepts_every_program(stringify!($load))
+                }
+            )*
+        }
+    };
 }
+object::with_objects!(load_tests);
 
-#[test_case("smoke" ; "smoke")]
-#[test_case("bloom_filter" ; "bloom_filter")]
-#[test_case("bpf_loop" ; "bpf_loop")]
-#[test_case("spin_lock" ; "spin_lock")]
 fn object_loads(name: &str) -> Result<()> {
     let obj = object_named(name);
     crate::require_object!(obj.bytes);
@@ -58,10 +67,6 @@ fn object_loads(name: &str) -> Result<()> {
     Ok(())
 }
 
-#[test_case("smoke" ; "smoke")]
-#[test_case("bloom_filter" ; "bloom_filter")]
-#[test_case("bpf_loop" ; "bpf_loop")]
-#[test_case("spin_lock" ; "spin_lock")]
 fn verifier_accepts_every_program(name: &str) -> Result<()> {
     let obj = object_named(name);
     crate::require_object!(obj.bytes);

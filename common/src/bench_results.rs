@@ -100,7 +100,8 @@ pub struct BatchRow {
     pub buffer: u32,
     /// Median ns of a whole batch dump over the repetitions.
     pub batch_ns: f64,
-    /// Median ns of a whole get_next_key + lookup dump.
+    /// Median ns of a whole get_next_key + lookup dump. The walk does not depend on the
+    /// buffer: it is timed once per boot and every row carries the same dumps.
     pub entry_ns: f64,
     #[serde(default)]
     pub batch_runs_ns: Vec<u64>,

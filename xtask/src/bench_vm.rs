@@ -34,9 +34,13 @@ pub(crate) struct Options {
     /// Producer threads in the guest, one per guest CPU (the kernel bench's -p).
     #[arg(short = 'p', long, default_value_t = 1)]
     producers: u32,
-    /// Boots per mode (default: smoke 1, quick 5, full 3).
+    /// Boots per mode (default: smoke 1; quick and full 3 under TCG, 5 and 3 under KVM).
     #[arg(long)]
     boots: Option<u32>,
+    /// A null (A/A) run: both modes boot with spectre_v2=off, so every verdict of a
+    /// difference is a false positive of the method.
+    #[arg(long)]
+    null: bool,
 }
 
 pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
@@ -49,6 +53,7 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         only,
         producers,
         boots,
+        null,
     } = opts;
     let size = match (full, smoke) {
         (true, _) => Size::Full,
@@ -59,6 +64,7 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         only: only.iter().filter_map(|g| Group::parse(g)).collect(),
         producers,
         boots,
+        null,
         ..BenchOptions::new(vm.options(timeout), size)
     };
     let (report, dir) = bpfvm_host::bench::bench_vm(&opts, events)?;

@@ -4,7 +4,8 @@
 //!
 //! Both dumps are raw syscalls into buffers allocated before the clock starts (the batch
 //! wrapper's iterator allocates per entry, which is not what the thread timed); one untimed
-//! dump of each warms up; the method that goes first alternates between repetitions.
+//! dump of each warms up. The get_next_key dump does not depend on the buffer size, so it is
+//! timed once per boot (`Plan::entry_reps` times) and every buffer's row carries those runs.
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::Instant;
 
@@ -41,58 +42,41 @@ pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<BatchRow>) -> Res
     let values: Vec<u8> = (0..n as u64).flat_map(|i| (i * 3).to_ne_bytes()).collect();
     map.update_batch(&keys, &values, Flags::default())
         .context("fill the hash map")?;
+    if plan.batch_warmup {
+        dump_entries(fd.as_fd(), n)?;
+    }
+    let (mut entry_runs, mut entry_speeds) = (Vec::new(), Vec::new());
+    for _ in 0..plan.entry_reps.max(1) {
+        let (ns, speed) = timed(plan, || dump_entries(fd.as_fd(), n))?;
+        entry_runs.push(ns);
+        entry_speeds.extend(speed);
+    }
+    let entry_ns = median_ns(&entry_runs);
     for &buffer in &plan.batch_buffers {
         progress.start(&format!("batch dump buffer={buffer}"));
         let mut bufs = Buffers::new(buffer);
-        let mut batch_runs = Vec::new();
-        let mut entry_runs = Vec::new();
-        let (mut batch_speeds, mut entry_speeds) = (Vec::new(), Vec::new());
+        let (mut batch_runs, mut batch_speeds) = (Vec::new(), Vec::new());
         let mut last = DumpStats::default();
         if plan.batch_warmup {
             last = dump_batch(fd.as_fd(), &mut bufs, n)?;
-            dump_entries(fd.as_fd(), n)?;
         }
-        for rep in 0..plan.batch_reps.max(plan.entry_reps).max(1) {
-            let batch_first = rep % 2 == 0;
-            for batch in [batch_first, !batch_first] {
-                let reps = if batch {
-                    plan.batch_reps
-                } else {
-                    plan.entry_reps
-                };
-                if rep >= reps.max(1) {
-                    continue;
-                }
-                // The host's speed over the dump: the mean of the reference on both sides.
-                let before = plan.sampling.reference.then(reference_speed);
-                let t = Instant::now();
-                if batch {
-                    last = dump_batch(fd.as_fd(), &mut bufs, n)?;
-                    batch_runs.push(t.elapsed().as_nanos() as u64);
-                } else {
-                    dump_entries(fd.as_fd(), n)?;
-                    entry_runs.push(t.elapsed().as_nanos() as u64);
-                }
-                if let Some(before) = before {
-                    let speed = (before + reference_speed()) / 2.0;
-                    if batch {
-                        batch_speeds.push(speed);
-                    } else {
-                        entry_speeds.push(speed);
-                    }
-                }
-            }
+        for _ in 0..plan.batch_reps.max(1) {
+            let (ns, speed) = timed(plan, || {
+                last = dump_batch(fd.as_fd(), &mut bufs, n)?;
+                Ok(())
+            })?;
+            batch_runs.push(ns);
+            batch_speeds.extend(speed);
         }
         let batch_ns = median_ns(&batch_runs);
-        let entry_ns = median_ns(&entry_runs);
         out.push(BatchRow {
             buffer,
             batch_ns,
             entry_ns,
             batch_runs_ns: batch_runs,
-            entry_runs_ns: entry_runs,
+            entry_runs_ns: entry_runs.clone(),
             batch_speeds,
-            entry_speeds,
+            entry_speeds: entry_speeds.clone(),
             improvement_pct: (entry_ns - batch_ns) / entry_ns * 100.0,
             calls: last.calls,
             enospc_retries: last.enospc_retries,
@@ -102,6 +86,16 @@ pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<BatchRow>) -> Res
         progress.finish();
     }
     Ok(())
+}
+
+/// Times `dump` in ns and, when the plan measures it, the reference speed over it (the mean
+/// of the reference loop on both sides).
+fn timed(plan: &Plan, dump: impl FnOnce() -> Result<()>) -> Result<(u64, Option<f64>)> {
+    let before = plan.sampling.reference.then(reference_speed);
+    let t = Instant::now();
+    dump()?;
+    let ns = t.elapsed().as_nanos() as u64;
+    Ok((ns, before.map(|b| (b + reference_speed()) / 2.0)))
 }
 
 /// The median of runs in ns (`bpfvm_common::stats::median`); a plan always has runs.

@@ -4,7 +4,7 @@
 //! the batch improvement.
 use std::fmt::Write as _;
 
-use super::model::{self, BenchReport, Figure};
+use super::model::{self, BenchReport, Figure, Mode};
 use super::reference;
 use super::stats::{self, median};
 use bpfvm_common::bench_results::BatchRow;
@@ -89,16 +89,20 @@ pub fn render(r: &BenchReport) -> String {
          resolved\". *±* is the interval's half-width.\n\n",
     );
     let figs = model::figures(r);
-    headline_table(&mut s, &figs, r.clock.headline_target_pct());
+    if r.params.null {
+        null_summary(&mut s, &figs);
+    }
+    headline_table(&mut s, &figs, r);
     runs_table(&mut s, r);
+    let (on, off) = arms(r);
     let mut table = "";
     for (i, f) in figs.iter().enumerate() {
         if f.table != table {
             table = f.table;
             writeln!(
                 s,
-                "## {} ({})\n\n| parameters | retpoline | off | cost (95 % CI) | ± | raw cost (95 % CI) | verdict | thread |\n|---|---|---|---|---|---|---|---|",
-                f.table, f.unit
+                "## {} ({})\n\n| parameters | {} | {} | cost (95 % CI) | ± | raw cost (95 % CI) | verdict | thread |\n|---|---|---|---|---|---|---|---|",
+                f.table, f.unit, on, off
             )
             .unwrap();
         }
@@ -112,7 +116,7 @@ pub fn render(r: &BenchReport) -> String {
             f.params,
             boots(&f.values.on),
             boots(&f.values.off),
-            stats::verdict(f.cost()),
+            verdict(r, f),
             f.thread.map_or("-".into(), num)
         )
         .unwrap();
@@ -163,7 +167,40 @@ fn sources(table: &str) -> &'static str {
     }
 }
 
-fn headline_table(s: &mut String, figs: &[Figure], target_pct: f64) {
+/// The two columns' names: the modes, or a null run's two arms.
+fn arms(r: &BenchReport) -> (&'static str, &'static str) {
+    let null = r.params.null;
+    (Mode::Retpoline.label(null), Mode::Off.label(null))
+}
+
+/// A row's verdict: the retpoline cost's, or in a null run whether the arms differ.
+fn verdict(r: &BenchReport, f: &Figure) -> String {
+    if r.params.null {
+        stats::null_verdict(f.cost())
+    } else {
+        stats::verdict(f.cost())
+    }
+}
+
+/// A null run says so first, with how many rows' intervals exclude 1 (false positives).
+fn null_summary(s: &mut String, figs: &[Figure]) {
+    let with_ci: Vec<stats::Ci> = figs.iter().filter_map(Figure::cost).collect();
+    let false_positives = with_ci.iter().filter(|c| c.excludes_one()).count();
+    writeln!(
+        s,
+        "## Null run (A/A)\n\n**This is a null run (`--null`): both arms of every boot pair, A (the \
+         retpoline slot of the ABBA schedule) and B (the off slot), booted with \
+         `spectre_v2=off`, the same kernel command line.** Every true cost is 1, so a row whose \
+         interval excludes 1 is a false positive of the method: **{false_positives} of {} rows** \
+         with an interval (each at 95 %, not simultaneous: about 5 % of rows are expected by \
+         chance under the wall clock).\n",
+        with_ci.len()
+    )
+    .unwrap();
+}
+
+fn headline_table(s: &mut String, figs: &[Figure], r: &BenchReport) {
+    let target_pct = r.clock.headline_target_pct();
     let heads: Vec<&Figure> = figs.iter().filter(|f| f.headline).collect();
     if heads.is_empty() {
         return;
@@ -189,7 +226,7 @@ fn headline_table(s: &mut String, figs: &[Figure], target_pct: f64) {
             f.key,
             f.values.on.len(),
             f.values.off.len(),
-            stats::verdict(f.cost())
+            verdict(r, f)
         )
         .unwrap();
     }
@@ -210,7 +247,7 @@ fn runs_table(s: &mut String, r: &BenchReport) {
             s,
             "| {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {:.0} |",
             i + 1,
-            run.mode.name(),
+            run.mode.label(r.params.null),
             if run.valid {
                 "yes".to_string()
             } else {
@@ -362,8 +399,10 @@ fn improvement_table(s: &mut String, r: &BenchReport) {
          calls (retries included) over the entries dumped, median over boots. At buffers of 1 \
          and 2 the timed path is mostly retries and per-bucket copies, not the thread's \
          operation: not comparable to its figure.\n\n\
-         | buffer | retpoline | off | thread | ENOSPC retries per boot | calls per entry |\n|---|---|---|---|---|---|",
-        reference::BATCH.cite()
+         | buffer | {} | {} | thread | ENOSPC retries per boot | calls per entry |\n|---|---|---|---|---|---|",
+        reference::BATCH.cite(),
+        arms(r).0,
+        arms(r).1
     )
     .unwrap();
     for b in keys {
@@ -406,6 +445,72 @@ pub fn calls_per_entry(x: &BatchRow) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A null run from recorded boots: the off boots of two instruction-clock quick runs of
+    /// identical code (README, Benchmarks: runs B and C), B's as arm A and C's as arm B.
+    fn null_run_from_recorded_off_boots() -> BenchReport {
+        let load = |json: &str| -> BenchReport { serde_json::from_str(json).unwrap() };
+        let b = load(include_str!(
+            "../../../tests/data/bench-6.1-quick-icount-least-b.json"
+        ));
+        let c = load(include_str!(
+            "../../../tests/data/bench-6.1-quick-icount-least-c.json"
+        ));
+        let mut null = b.clone();
+        null.params.null = true;
+        let off = |r: &BenchReport| -> Vec<model::Run> {
+            r.runs
+                .iter()
+                .filter(|x| x.mode == Mode::Off)
+                .cloned()
+                .collect()
+        };
+        null.runs = off(&b)
+            .into_iter()
+            .map(|run| model::Run {
+                mode: Mode::Retpoline,
+                ..run
+            })
+            .chain(off(&c))
+            .collect();
+        null
+    }
+
+    #[test]
+    fn a_null_run_says_so_and_every_row_says_no_difference() {
+        let r = null_run_from_recorded_off_boots();
+        let figs = model::figures(&r);
+        assert!(figs.len() >= 18, "{} rows", figs.len());
+        for f in &figs {
+            let v = verdict(&r, f);
+            assert!(v.starts_with("no difference resolved"), "{}: {v}", f.key);
+        }
+        let md = render(&r);
+        assert!(md.contains("This is a null run (`--null`)"), "{md}");
+        assert!(
+            md.contains(&format!("**0 of {} rows**", figs.len())),
+            "{md}"
+        );
+        assert!(md.contains("| parameters | A (off) | B (off) |"));
+        let rows = md.lines().filter(|l| l.starts_with('|'));
+        assert!(!rows.into_iter().any(|l| l.contains("retpoline costs")));
+    }
+
+    #[test]
+    fn a_null_run_names_a_difference_a_false_positive() {
+        let mut r = null_run_from_recorded_off_boots();
+        for run in r.runs.iter_mut().filter(|x| x.mode == Mode::Retpoline) {
+            for l in &mut run.results.bpf_loop {
+                l.throughput.samples.iter_mut().for_each(|x| *x /= 1.02);
+            }
+        }
+        let md = render(&r);
+        assert!(
+            md.contains("false positive: A and B differ by +2.0 %"),
+            "{md}"
+        );
+        assert!(!md.contains("**0 of"), "{md}");
+    }
 
     #[test]
     fn every_vulnerabilities_line_is_listed_with_the_boots_that_read_it() {

@@ -80,6 +80,25 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// The mode's name in a report: in a null run the two arms of the schedule, A (the
+    /// retpoline slot) and B (the off slot), both booted with `spectre_v2=off`.
+    pub fn label(self, null: bool) -> &'static str {
+        match (null, self) {
+            (false, _) => self.name(),
+            (true, Mode::Retpoline) => "A (off)",
+            (true, Mode::Off) => "B (off)",
+        }
+    }
+
+    /// What a boot of this mode is booted with: in a null run both modes are `Off`.
+    pub fn booted(self, null: bool) -> Mode {
+        if null {
+            Mode::Off
+        } else {
+            self
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Mode::Retpoline => "retpoline",
@@ -112,6 +131,11 @@ pub struct Params {
     pub cpus: u32,
     pub memory: String,
     pub boots_per_mode: u32,
+    /// A null (A/A) run (`--null`): both modes of every boot pair booted with
+    /// `spectre_v2=off`, so every cost is 1 and any verdict of a difference is a false
+    /// positive of the method (format 3; earlier reports are not null runs).
+    #[serde(default)]
+    pub null: bool,
 }
 
 /// The host's load while one boot ran.
@@ -134,8 +158,8 @@ pub struct Run {
     pub invalid_reason: Option<String>,
     #[serde(default)]
     pub host: HostLoad,
-    /// Why the statistics leave this boot out though it is valid (it ran on a busy host and
-    /// was repeated).
+    /// Why the statistics leave this boot out and a repeat of it ran: it ran on a busy host
+    /// (wall clock), or it was invalid (once per boot of the schedule).
     #[serde(default)]
     pub excluded: Option<String>,
     pub wall_time_s: f64,
@@ -151,8 +175,13 @@ impl Run {
 }
 
 /// The version of `report.json`'s layout this code writes: 2 added `format` and `clock`
-/// (reports without them are version 1, measured by the wall clock).
-pub const FORMAT: u32 = 2;
+/// (reports without them are version 1, measured by the wall clock); 3 times the
+/// get_next_key dump once per boot (one row, [`ENTRY_DUMP_KEY`]; every buffer's row carries
+/// the same runs) and added `params.null`.
+pub const FORMAT: u32 = 3;
+
+/// The key of the get_next_key dump's one row from format 3 on (before: one per buffer).
+pub const ENTRY_DUMP_KEY: &str = "get_next_key dump";
 
 fn format_v1() -> u32 {
     1
@@ -234,10 +263,11 @@ impl BenchReport {
         keys
     }
 
-    /// Every run valid and no benchmark failed.
+    /// Every run valid and no benchmark failed, but for runs left out and repeated.
     pub fn ok(&self) -> bool {
         self.runs
             .iter()
+            .filter(|r| r.excluded.is_none())
             .all(|r| r.valid && r.results.errors.is_empty())
     }
 
@@ -511,49 +541,88 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
                 .map(|t| t.qemu_ns),
         });
     }
-    for (table, batch) in [(BATCH_DUMP, true), (ENTRY_DUMP, false)] {
-        for b in r.distinct(|res| res.batch.iter().map(|x| x.buffer).collect()) {
-            let values = r.pair(|res| {
-                let x = res.batch.iter().find(|x| x.buffer == b)?;
-                Some(if batch {
-                    dump_value(r.clock, &x.batch_runs_ns, x.batch_ns)
-                } else {
-                    dump_value(r.clock, &x.entry_runs_ns, x.entry_ns)
-                })
-            });
-            let relative = r.pair(|res| {
-                let x = res.batch.iter().find(|x| x.buffer == b)?;
-                Some(if batch {
-                    batch_relative(&x.batch_runs_ns, &x.batch_speeds, x.batch_ns)
-                } else {
-                    batch_relative(&x.entry_runs_ns, &x.entry_speeds, x.entry_ns)
-                })
-            });
-            out.push(Figure {
-                key: format!(
-                    "{} buffer={b}",
-                    if batch {
-                        "batch dump"
-                    } else {
-                        "get_next_key dump"
-                    }
-                ),
-                table,
-                unit: DUMP,
-                params: if batch && !comparable_to_thread(b) {
-                    format!("buffer {b} (not comparable to the thread: mostly ENOSPC retries and per-bucket copies)")
-                } else {
-                    format!("buffer {b}")
-                },
-                better: Better::Lower,
-                headline: batch && headline(BATCH_DUMP, (b, 0, 0)),
-                values,
-                relative,
-                thread: super::reference::batch(b)
-                    .filter(|_| !batch || comparable_to_thread(b))
-                    .map(|t| if batch { t.batch_ns } else { t.entry_ns } as f64 / 1e6),
-            });
-        }
+    let buffers = r.distinct(|res| res.batch.iter().map(|x| x.buffer).collect());
+    for b in &buffers {
+        let b = *b;
+        let values = r.pair(|res| {
+            let x = res.batch.iter().find(|x| x.buffer == b)?;
+            Some(dump_value(r.clock, &x.batch_runs_ns, x.batch_ns))
+        });
+        let relative = r.pair(|res| {
+            let x = res.batch.iter().find(|x| x.buffer == b)?;
+            Some(batch_relative(
+                &x.batch_runs_ns,
+                &x.batch_speeds,
+                x.batch_ns,
+            ))
+        });
+        out.push(Figure {
+            key: format!("batch dump buffer={b}"),
+            table: BATCH_DUMP,
+            unit: DUMP,
+            params: if comparable_to_thread(b) {
+                format!("buffer {b}")
+            } else {
+                format!("buffer {b} (not comparable to the thread: mostly ENOSPC retries and per-bucket copies)")
+            },
+            better: Better::Lower,
+            headline: headline(BATCH_DUMP, (b, 0, 0)),
+            values,
+            relative,
+            thread: super::reference::batch(b)
+                .filter(|_| comparable_to_thread(b))
+                .map(|t| t.batch_ns as f64 / 1e6),
+        });
+    }
+    // From format 3 every buffer's row carries the boot's one get_next_key dump: one figure,
+    // from the first buffer's row; before, one figure per buffer.
+    let entry_rows: Vec<(String, String, u32)> = if r.format >= 3 {
+        buffers
+            .first()
+            .map(|&b| {
+                let once = "once per boot (it does not depend on the buffer)";
+                (ENTRY_DUMP_KEY.to_string(), once.to_string(), b)
+            })
+            .into_iter()
+            .collect()
+    } else {
+        buffers
+            .iter()
+            .map(|&b| {
+                (
+                    format!("{ENTRY_DUMP_KEY} buffer={b}"),
+                    format!("buffer {b}"),
+                    b,
+                )
+            })
+            .collect()
+    };
+    for (key, params, b) in entry_rows {
+        let row = |res: &Results| res.batch.iter().find(|x| x.buffer == b).cloned();
+        let values = r.pair(|res| {
+            let x = row(res)?;
+            Some(dump_value(r.clock, &x.entry_runs_ns, x.entry_ns))
+        });
+        let relative = r.pair(|res| {
+            let x = row(res)?;
+            Some(batch_relative(
+                &x.entry_runs_ns,
+                &x.entry_speeds,
+                x.entry_ns,
+            ))
+        });
+        out.push(Figure {
+            key,
+            table: ENTRY_DUMP,
+            unit: DUMP,
+            params,
+            better: Better::Lower,
+            headline: false,
+            values,
+            relative,
+            // The thread timed it beside every buffer size (within 3 %): the same buffer's.
+            thread: super::reference::batch(b).map(|t| t.entry_ns as f64 / 1e6),
+        });
     }
     match r.clock {
         Clock::Wall => out,
@@ -651,6 +720,48 @@ mod tests {
         assert!(units.contains(&"M instructions per dump"));
         let timed = |u: &&str| u.split(' ').any(|w| ["ns", "ms", "ops/s"].contains(&w));
         assert!(!units.iter().any(timed), "{units:?}");
+    }
+
+    #[test]
+    fn from_format_3_the_get_next_key_dump_is_one_row() {
+        let mut r: BenchReport = serde_json::from_str(include_str!(
+            "../../../tests/data/bench-6.1-quick-icount-least-b.json"
+        ))
+        .unwrap();
+        let entry_keys = |r: &BenchReport| -> Vec<String> {
+            figures(r)
+                .into_iter()
+                .filter(|f| f.table == ENTRY_DUMP)
+                .map(|f| f.key)
+                .collect()
+        };
+        assert_eq!(r.format, 2);
+        assert_eq!(
+            entry_keys(&r),
+            [
+                "get_next_key dump buffer=1",
+                "get_next_key dump buffer=230",
+                "get_next_key dump buffer=100000"
+            ]
+        );
+        r.format = 3;
+        assert_eq!(entry_keys(&r), [ENTRY_DUMP_KEY]);
+        let f = figures(&r);
+        let entry = f.iter().find(|f| f.key == ENTRY_DUMP_KEY).unwrap();
+        // The first buffer's row: buffer 1's runs, least per boot.
+        let first = r.runs[0].results.batch[0].entry_runs_ns.clone();
+        assert_eq!(entry.values.on[0], dump_value(Clock::Icount, &first, 0.0));
+    }
+
+    #[test]
+    fn a_null_run_boots_both_modes_with_spectre_v2_off() {
+        assert_eq!(Mode::Retpoline.booted(true), Mode::Off);
+        assert_eq!(Mode::Retpoline.booted(false), Mode::Retpoline);
+        assert_eq!(Mode::Off.booted(true), Mode::Off);
+        assert_eq!(
+            (Mode::Retpoline.label(true), Mode::Off.label(true)),
+            ("A (off)", "B (off)")
+        );
     }
 
     #[test]

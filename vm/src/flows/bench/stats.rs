@@ -135,6 +135,20 @@ pub fn verdict(cost: Option<Ci>) -> String {
     }
 }
 
+/// The verdict on a null run's (A/A) interval: both arms booted the same kernel command line,
+/// so an interval that excludes 1 is a false positive of the method.
+pub fn null_verdict(cost: Option<Ci>) -> String {
+    match cost {
+        Some(c) if c.excludes_one() => format!(
+            "false positive: A and B differ by {} % (CI {}..{})",
+            pct(c.ratio),
+            pct(c.lo),
+            pct(c.hi)
+        ),
+        other => verdict(other),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -186,8 +186,8 @@ pub fn reference_path(kernel: &str) -> PathBuf {
 }
 
 /// The extra instructions that fail `ci`'s comparison with the committed reference. The
-/// smoke run's rows repeat across boots to 0.05 % except its one get_next_key dump, which
-/// has no repetition to take the least of and read up to 1.2 % apart (README, Benchmarks).
+/// smoke run's rows repeat across boots to 0.05 % except the get_next_key dump, which read up
+/// to 1.2 % apart when each boot timed one (now the least of two; README, Benchmarks).
 pub const REFERENCE_THRESHOLD_PCT: f64 = 3.0;
 
 /// `cargo xtask ci`'s check of a smoke run: under the instruction clock, no row-mode may

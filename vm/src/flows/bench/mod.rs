@@ -144,6 +144,19 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
         );
         events.step(format!("{label}: {} benchmarks", opts.size.name()));
         let mut run = one_run(&p, opts, clock, mode, &label, &bin, &out_dir, i, events)?;
+        // A boot Ctrl-C cut short is neither invalid nor busy: nothing is repeated after it.
+        if crate::proc::interrupted() {
+            runs.push(run);
+            return Err(interrupted(
+                &p,
+                opts,
+                clock,
+                runs,
+                &out_dir,
+                start,
+                queue.len(),
+            ));
+        }
         // Instruction counts do not depend on the host's load: no repeat under icount.
         if clock == Clock::Wall && run.valid && run.host.other_cpus > BUSY_CPUS && repeats_left > 0
         {

@@ -1,7 +1,9 @@
 //! `cargo xtask bench-suite`: where a warm `vm-test` spends its time, phase by phase, against a
 //! bare virtme-ng boot of the same kernel. The two alternate so that host noise falls on both
 //! alike; each is repeated and reported as min / median / max. A measurement, never a test:
-//! nothing here asserts a duration.
+//! nothing here asserts a duration. `--fresh` times a first run instead ([`fresh`]).
+mod fresh;
+
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -19,9 +21,14 @@ use xshell::{cmd, Shell};
 pub(crate) struct Options {
     #[arg(long, default_value = defaults::KERNEL)]
     kernel: String,
-    /// Runs of each (after one untimed warm-up).
-    #[arg(long, default_value_t = 3)]
-    runs: usize,
+    /// Runs of each (after one untimed warm-up); with `--fresh`, first runs (default 1: each
+    /// takes minutes and downloads everything again).
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Time a first run instead: a throw-away cargo home, bpfvm cache and target directory,
+    /// then `cargo build -p xtask` and `cargo xtask vm-test`, with when each step began.
+    #[arg(long)]
+    fresh: bool,
     #[arg(long, default_value_t = defaults::CPUS)]
     cpus: u32,
     #[arg(long, default_value = defaults::MEMORY)]
@@ -38,10 +45,15 @@ struct Sample {
 const PHASES: [&str; 5] = ["prepare", "build", "boot", "tests", "shutdown"];
 
 pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
-    if opts.runs == 0 {
+    let runs = opts.runs.unwrap_or(if opts.fresh { 1 } else { 3 });
+    if runs == 0 {
         bail!("--runs 0 measures nothing: give at least 1 (3 or more for a spread)");
     }
     let pin = bpfvm_host::kernels::resolve(&opts.kernel)?;
+    if opts.fresh {
+        fresh::run(&opts.kernel, runs, events)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let tools = bpfvm_host::provision::ensure(events)?;
     let tree = bpfvm_host::kernels::fetch(&pin, events)?;
     let accel = bpfvm_host::accel::decide(Choice::Auto, &tree.vmlinuz)?;
@@ -74,11 +86,8 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         .join(kernel)
         .join("report.json");
     let mut samples = Vec::new();
-    for i in 1..=opts.runs {
-        events.step(format!(
-            "run {i} of {}: vm-test, then a bare boot",
-            opts.runs
-        ));
+    for i in 1..=runs {
+        events.step(format!("run {i} of {runs}: vm-test, then a bare boot"));
         let start = Instant::now();
         vm_test()?;
         let wall = start.elapsed().as_secs_f64();

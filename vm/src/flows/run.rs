@@ -284,8 +284,10 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     let p = prepare(&opts.vm, events)?;
     let prepared = start.elapsed();
     let ebpf_dir = build::build_ebpf(&p.tools.ebpf, events)?;
-    let binaries = build::build_guest_tests(&ebpf_dir, events)?;
-    let probe = build::build_guest_bin(&ebpf_dir, "probe", build::GUEST_PROFILE, events)?;
+    let build::GuestBuild {
+        tests: binaries,
+        probe,
+    } = build::build_guest(&ebpf_dir, events)?;
     let built = start.elapsed() - prepared;
 
     let out_dir = target_dir().join("vm-test").join(&p.label);

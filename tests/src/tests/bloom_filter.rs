@@ -747,7 +747,8 @@ const US_PROBE_BASE: u64 = 1 << 31;
 /// The false-positive rate from userspace at every value size (4, 8 and 64 take `jhash2`, 11
 /// `jhash`: `hash()` in kernel/bpf/bloom_filter.c), for values random in every byte and for
 /// values that differ only in their last 4 bytes, against the theory band and the count
-/// pinned for the kernel. The inserted values are all found first.
+/// pinned for the kernel. The inserted values are all found first. The syscalls are the point
+/// (each value copied from userspace and hashed): 27,802 per case.
 #[rstest]
 fn false_positives_from_userspace_match_theory_and_the_pin(
     #[values(4, 8, 11, 64)] value_size: usize,

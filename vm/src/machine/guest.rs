@@ -86,6 +86,13 @@ done
 kill $bpfvm_log 2>/dev/null
 "#;
 
+/// libtest's threads for the suite: twice the online CPUs (`nproc`), not libtest's default of
+/// one per CPU. Many tests wait more than they compute (map frees and RCU grace periods,
+/// the other thread of a concurrency test), and under TCG a 4-thread run of the suite took
+/// 25.7 and 26.0 s against 31.9 and 37.5 s with 2, alternated in one boot of 6.1 on 2 CPUs
+/// (docs/test-durations.md).
+const TEST_THREADS: &str = "export RUST_TEST_THREADS=$(( $(nproc) * 2 ))\n";
+
 /// The `vm-test` script: probe features, then run every test binary with libtest's JSON
 /// output (unstable, hence RUSTC_BOOTSTRAP), echoing events to stdout for live progress.
 pub fn test_script(
@@ -100,6 +107,7 @@ pub fn test_script(
     // Backtraces for panics, not for every anyhow error: capturing one takes std's backtrace
     // lock, which a panic's symbolisation (seconds under TCG) holds meanwhile.
     s.push_str("export RUSTC_BOOTSTRAP=1 RUST_BACKTRACE=1 RUST_LIB_BACKTRACE=0\n");
+    s.push_str(TEST_THREADS);
     s.push_str("bpfvm_mark phase probe\n");
     writeln!(
         s,
@@ -330,6 +338,7 @@ mod tests {
             Some("bloom"),
         );
         assert!(s.contains("export BPFVM_EXPECT_RELEASE=6.1.0-57-cloud-amd64"));
+        assert!(s.contains("export RUST_TEST_THREADS=$(( $(nproc) * 2 ))\n"));
         assert!(s.contains(
             "{ with_kernel_btf_once /t/deps/bpfvm_tests-abc -Z unstable-options --format json \
              --report-time bloom"

@@ -1,6 +1,10 @@
 //! Batches while another thread changes the map. Each test shows the two threads overlapped:
 //! the changer counts its steps, and the dumping thread samples the count at every entry; a
 //! sample strictly between none and all means the dump ran while the map was changing.
+//!
+//! The other thread's single-element syscalls are the point here (thousands per round, at least
+//! [`MIN_ROUNDS`] rounds: a second or two per case under TCG); the fills before them are one
+//! update batch each.
 use super::*;
 use std::sync::atomic::{AtomicU32, Ordering};
 use test_case::test_case;

@@ -108,17 +108,18 @@ pub fn test_script(
     // lock, which a panic's symbolisation (seconds under TCG) holds meanwhile.
     s.push_str("export RUSTC_BOOTSTRAP=1 RUST_BACKTRACE=1 RUST_LIB_BACKTRACE=0\n");
     s.push_str(TEST_THREADS);
+    // The probe loads a BPF object too (the bpf_loop inlining probe): the kernel BTF once.
+    s.push_str(&kernel_btf_once());
     s.push_str("bpfvm_mark phase probe\n");
     writeln!(
         s,
-        "{} > \"$OUT/{}\" 2> \"$OUT/{}\"; echo $? > \"$OUT/{}\"",
+        "with_kernel_btf_once {} > \"$OUT/{}\" 2> \"$OUT/{}\"; echo $? > \"$OUT/{}\"",
         quote(&probe.display().to_string()),
         files::FEATURES,
         files::PROBE_STDERR,
         files::PROBE_RC,
     )
     .unwrap();
-    s.push_str(&kernel_btf_once());
     s.push_str(MARK_TESTS);
     s.push_str("bpfvm_mark phase tests\n");
     let args: Vec<String> = filter.map(str::to_string).into_iter().collect();
@@ -353,7 +354,7 @@ mod tests {
             .collect();
         assert!(phases.is_sorted(), "{phases:?}");
         assert!(s.contains(
-            "/t/probe > \"$OUT/features.json\" 2> \"$OUT/features.stderr\"; echo $? > \"$OUT/features.rc\""
+            "with_kernel_btf_once /t/probe > \"$OUT/features.json\" 2> \"$OUT/features.stderr\"; echo $? > \"$OUT/features.rc\""
         ));
         assert!(s.contains(
             "/t/deps/bpfvm_tests-abc --list --format terse bloom > \"$OUT/bpfvm_tests.list\""

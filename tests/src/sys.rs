@@ -5,6 +5,7 @@
 //! program it passes. [`Elems`] is the one way tests issue element commands.
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::OnceLock;
 
 pub use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_map_info, bpf_map_type, bpf_prog_type};
 
@@ -343,7 +344,7 @@ pub const EXIT: u64 = insn(0x95, 0, 0, 0, 0);
 /// `__bpf_call_base` (what `fixup_bpf_calls` writes and `BPF_OBJ_GET_INFO_BY_FD` dumps raw for
 /// root). `None` when kallsyms hides addresses.
 pub fn helper_call_imm(name: &str) -> io::Result<Option<i32>> {
-    let syms = std::fs::read_to_string("/proc/kallsyms")?;
+    let syms = kallsyms()?;
     let addr = |want: &str| {
         syms.lines().find_map(|l| {
             let mut f = l.split_whitespace();
@@ -358,6 +359,18 @@ pub fn helper_call_imm(name: &str) -> io::Result<Option<i32>> {
         return Ok(None);
     };
     Ok(Some(f.wrapping_sub(base) as i64 as i32))
+}
+
+/// `/proc/kallsyms`, read once per process: the kernel formats its ~100,000 lines on every
+/// read, a few tenths of a second under TCG, and both the inlining probe and
+/// `tests::bpf_loop::constant_zero_flags_are_inlined` need it.
+fn kallsyms() -> io::Result<&'static str> {
+    static SYMS: OnceLock<String> = OnceLock::new();
+    if let Some(syms) = SYMS.get() {
+        return Ok(syms);
+    }
+    let syms = std::fs::read_to_string("/proc/kallsyms")?;
+    Ok(SYMS.get_or_init(|| syms))
 }
 
 /// `BPF_JMP | BPF_CALL` with `src_reg` 0 (a helper, not a BPF-to-BPF call) and `imm`.

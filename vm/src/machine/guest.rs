@@ -86,6 +86,13 @@ done
 kill $bpfvm_log 2>/dev/null
 "#;
 
+/// libtest's threads for the suite: twice the online CPUs (`nproc`), not libtest's default of
+/// one per CPU. Many tests wait more than they compute (map frees and RCU grace periods,
+/// the other thread of a concurrency test), and under TCG a 4-thread run of the suite took
+/// 25.7 and 26.0 s against 31.9 and 37.5 s with 2, alternated in one boot of 6.1 on 2 CPUs
+/// (docs/test-durations.md).
+const TEST_THREADS: &str = "export RUST_TEST_THREADS=$(( $(nproc) * 2 ))\n";
+
 /// The `vm-test` script: probe features, then run every test binary with libtest's JSON
 /// output (unstable, hence RUSTC_BOOTSTRAP), echoing events to stdout for live progress.
 pub fn test_script(
@@ -100,17 +107,19 @@ pub fn test_script(
     // Backtraces for panics, not for every anyhow error: capturing one takes std's backtrace
     // lock, which a panic's symbolisation (seconds under TCG) holds meanwhile.
     s.push_str("export RUSTC_BOOTSTRAP=1 RUST_BACKTRACE=1 RUST_LIB_BACKTRACE=0\n");
+    s.push_str(TEST_THREADS);
+    // The probe loads a BPF object too (the bpf_loop inlining probe): the kernel BTF once.
+    s.push_str(&kernel_btf_once());
     s.push_str("bpfvm_mark phase probe\n");
     writeln!(
         s,
-        "{} > \"$OUT/{}\" 2> \"$OUT/{}\"; echo $? > \"$OUT/{}\"",
+        "with_kernel_btf_once {} > \"$OUT/{}\" 2> \"$OUT/{}\"; echo $? > \"$OUT/{}\"",
         quote(&probe.display().to_string()),
         files::FEATURES,
         files::PROBE_STDERR,
         files::PROBE_RC,
     )
     .unwrap();
-    s.push_str(&kernel_btf_once());
     s.push_str(MARK_TESTS);
     s.push_str("bpfvm_mark phase tests\n");
     let args: Vec<String> = filter.map(str::to_string).into_iter().collect();
@@ -330,6 +339,7 @@ mod tests {
             Some("bloom"),
         );
         assert!(s.contains("export BPFVM_EXPECT_RELEASE=6.1.0-57-cloud-amd64"));
+        assert!(s.contains("export RUST_TEST_THREADS=$(( $(nproc) * 2 ))\n"));
         assert!(s.contains(
             "{ with_kernel_btf_once /t/deps/bpfvm_tests-abc -Z unstable-options --format json \
              --report-time bloom"
@@ -344,7 +354,7 @@ mod tests {
             .collect();
         assert!(phases.is_sorted(), "{phases:?}");
         assert!(s.contains(
-            "/t/probe > \"$OUT/features.json\" 2> \"$OUT/features.stderr\"; echo $? > \"$OUT/features.rc\""
+            "with_kernel_btf_once /t/probe > \"$OUT/features.json\" 2> \"$OUT/features.stderr\"; echo $? > \"$OUT/features.rc\""
         ));
         assert!(s.contains(
             "/t/deps/bpfvm_tests-abc --list --format terse bloom > \"$OUT/bpfvm_tests.list\""

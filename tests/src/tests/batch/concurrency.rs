@@ -1,6 +1,10 @@
 //! Batches while another thread changes the map. Each test shows the two threads overlapped:
 //! the changer counts its steps, and the dumping thread samples the count at every entry; a
 //! sample strictly between none and all means the dump ran while the map was changing.
+//!
+//! The other thread's single-element syscalls are the point here (thousands per round, at least
+//! [`MIN_ROUNDS`] rounds: a second or two per case under TCG); the fills before them are one
+//! update batch each.
 use super::*;
 use std::sync::atomic::{AtomicU32, Ordering};
 use test_case::test_case;
@@ -72,7 +76,8 @@ fn concurrent_deletes_return_entries_once_or_not_at_all(kind: Kind, buffer: u32)
             break;
         }
         let m = Arc::new(TestMap::new(kind, 4, 8, 4096)?);
-        let inserted = m.fill(N)?;
+        m.fill_in_one_batch(N)?;
+        let inserted = m.contents(N);
         // Delete keys with i % 3 != 0, in a scrambled order.
         let mut doomed: Vec<u32> = (0..N).filter(|i| i % 3 != 0).collect();
         scramble(&mut doomed, round as u64);
@@ -137,7 +142,7 @@ fn array_dump_during_updates_returns_every_index_once_in_order(buffer: u32) -> R
             break;
         }
         let m = Arc::new(TestMap::new(Array, 4, 8, N)?);
-        m.fill(N)?;
+        m.fill_in_one_batch(N)?;
         let new_value = |m: &TestMap, i: u32| m.value(i ^ 0x00ff_0000);
         let mut order: Vec<u32> = (0..N).collect();
         scramble(&mut order, round as u64);
@@ -214,9 +219,10 @@ fn lpm_dump_during_deletes_ends_and_then_holds_the_survivors(buffer: u32) -> Res
             aya_obj::generated::BPF_F_NO_PREALLOC,
         )?);
         let inserted: Contents = (0..N).map(|i| (key(i), i.to_ne_bytes().to_vec())).collect();
-        for (k, v) in &inserted {
-            m.update(k, v, BPF_ANY).context("insert a prefix")?;
-        }
+        let keys: Vec<u8> = inserted.keys().flatten().copied().collect();
+        let values: Vec<u8> = inserted.values().flatten().copied().collect();
+        m.update_in_one_batch(&keys, &values)
+            .context("insert the prefixes")?;
         let mut doomed: Vec<u32> = (0..N).filter(|i| i % 3 != 0).collect();
         scramble(&mut doomed, round as u64);
         let total = doomed.len() as u32;

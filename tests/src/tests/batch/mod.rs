@@ -3,9 +3,13 @@
 //! docs/kernel-behaviour.md (batch operations).
 //!
 //! Maps are filled and checked with the single-element commands (`BPF_MAP_UPDATE_ELEM`,
-//! `GET_NEXT_KEY`, `LOOKUP_ELEM`), never with the batch code under test. Key `i` is `i` as a
-//! native u32 followed by a pattern; its value in per-CPU slot `c` is a pattern of `(i, c)`, so a
-//! value paired with the wrong key or CPU is caught.
+//! `GET_NEXT_KEY`, `LOOKUP_ELEM`), never with the batch wrapper under test. Where filling is not
+//! what a test is about and its own checks would show a wrong fill (a dump compared with what
+//! was inserted), [`TestMap::fill_in_one_batch`] fills with one raw `BPF_MAP_UPDATE_BATCH`
+//! instead of a syscall per key: under TCG each syscall costs tens of microseconds
+//! (docs/test-durations.md). Key `i` is `i` as a native u32 followed by a pattern; its value in
+//! per-CPU slot `c` is a pattern of `(i, c)`, so a value paired with the wrong key or CPU is
+//! caught.
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -147,6 +151,51 @@ impl TestMap {
                 Ok((k, v))
             })
             .collect()
+    }
+
+    /// Inserts keys `0..n` with their values in one raw `BPF_MAP_UPDATE_BATCH` (the kernel's
+    /// `generic_map_update_batch` updates them one by one, as `BPF_MAP_UPDATE_ELEM` would),
+    /// bypassing the wrapper under test ([`crate::maps::batch`]): one syscall instead of `n`.
+    /// Returns nothing: a map of 100,000 entries costs seconds under TCG as a [`Contents`];
+    /// [`Self::contents`] builds one where a test needs it.
+    fn fill_in_one_batch(&self, n: u32) -> Result<()> {
+        pin_for_lru()?;
+        self.update_in_one_batch(&keys_of(self, 0..n), &values_of(self, 0..n))
+    }
+
+    /// Writes `keys` (whole keys of this map, back to back) with `values` (one value stride
+    /// each) in one raw `BPF_MAP_UPDATE_BATCH`; fails unless the kernel wrote them all.
+    fn update_in_one_batch(&self, keys: &[u8], values: &[u8]) -> Result<()> {
+        let l = self.layout;
+        let n = keys.len() / l.key_size;
+        assert!(
+            keys.len() == n * l.key_size && values.len() == n * l.value_stride(),
+            "{} key bytes and {} value bytes are not {n} entries of this map",
+            keys.len(),
+            values.len()
+        );
+        let mut attr = crate::maps::batch::encode_write(
+            self.fd().as_raw_fd() as u32,
+            keys.as_ptr() as u64,
+            values.as_ptr() as u64,
+            n as u32,
+            Flags::default(),
+        );
+        // SAFETY: `keys` holds `n` keys of this map's key size and `values` `n` values of its
+        // value stride (checked above); the kernel only reads them, and both outlive the call.
+        unsafe { sys::bpf(bpf_cmd::BPF_MAP_UPDATE_BATCH, &mut attr) }
+            .with_context(|| format!("BPF_MAP_UPDATE_BATCH of {n} keys"))?;
+        let written = crate::maps::batch::attr_count(&attr) as usize;
+        assert_eq!(
+            written, n,
+            "BPF_MAP_UPDATE_BATCH wrote {written} of {n} keys"
+        );
+        Ok(())
+    }
+
+    /// Keys `0..n` with their values: what [`Self::fill`] returns.
+    fn contents(&self, n: u32) -> Contents {
+        (0..n).map(|i| (self.key(i), self.value(i))).collect()
     }
 
     /// The element commands on this map (`BPF_OBJ_GET_INFO_BY_FD` once per call).

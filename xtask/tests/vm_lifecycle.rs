@@ -513,12 +513,15 @@ fn ctrl_c_stops_bench_vm_and_keeps_the_last_report() {
     let status = child.wait().unwrap();
     assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
     assert_eq!(status.code(), Some(130), "{rest:?}");
+    // Under TCG both smoke boots run at once, so the second may or may not have started.
     assert!(
         rest.iter()
-            .any(|l| l.contains("interrupted with 1 of 2 boots not run")),
+            .any(|l| l.contains("interrupted with ") && l.contains(" of 2 boots not run")),
         "{rest:?}"
     );
-    assert!(!rest.iter().any(|l| l.contains("==> booting")), "{rest:?}");
+    // No boot after Ctrl-C: nothing repeated, nothing queued.
+    let boots = 1 + rest.iter().filter(|l| l.contains("==> booting")).count();
+    assert!(boots <= 2, "{boots} boots: {rest:?}");
     assert_eq!(std::fs::read(dir.join("report.json")).ok(), before);
     assert_eq!(
         std::fs::read(dir.join("guest-1-retpoline/shared/bench.json")).ok(),

@@ -173,20 +173,13 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
                 .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
                 .collect()
         });
-        // A boot Ctrl-C cut short is neither invalid nor busy: nothing is repeated after it.
+        // A boot Ctrl-C cut short is neither invalid nor busy: nothing is repeated after it,
+        // and the check at the loop's head (or after it) ends the run.
         if crate::proc::interrupted() {
             for run in done {
                 runs.push(run?);
             }
-            return Err(interrupted(
-                &p,
-                opts,
-                clock,
-                runs,
-                &out_dir,
-                start,
-                queue.len(),
-            ));
+            continue;
         }
         let mut repeats = Vec::new();
         for (((mode, repeat), label), run) in batch.into_iter().zip(&labels).zip(done) {

@@ -29,15 +29,21 @@ struct FreshRun {
     steps: Vec<(f64, String)>,
 }
 
-/// Runs `runs` first runs of `vm-test --kernel kernel` and prints each timeline and the table.
-pub(super) fn run(kernel: &str, runs: usize, events: &Events) -> Result<()> {
+/// Runs `runs` first runs of `vm-test {vm_test_args}` (for `kernel`) and prints each timeline
+/// and the table.
+pub(super) fn run(
+    kernel: &str,
+    vm_test_args: &[String],
+    runs: usize,
+    events: &Events,
+) -> Result<()> {
     let mut done = Vec::new();
     for i in 1..=runs {
         events.step(format!(
             "fresh run {i} of {runs}: throw-away cargo home, cache and target; \
              cargo build -p xtask, then cargo xtask vm-test --kernel {kernel}"
         ));
-        let r = one(kernel, events)?;
+        let r = one(kernel, vm_test_args, events)?;
         println!("{}", timeline(&r, i));
         done.push(r);
     }
@@ -45,7 +51,7 @@ pub(super) fn run(kernel: &str, runs: usize, events: &Events) -> Result<()> {
     Ok(())
 }
 
-fn one(kernel: &str, events: &Events) -> Result<FreshRun> {
+fn one(kernel: &str, vm_test_args: &[String], events: &Events) -> Result<FreshRun> {
     let root = tempfile::Builder::new()
         .prefix("bpfvm-fresh-")
         .tempdir_in(target_dir())
@@ -67,7 +73,13 @@ fn one(kernel: &str, events: &Events) -> Result<FreshRun> {
     let xtask_s = start.elapsed().as_secs_f64();
     steps.push((xtask_s, "xtask built".to_string()));
     watch(
-        duct::cmd!("cargo", "xtask", "vm-test", "--kernel", kernel),
+        duct::cmd(
+            "cargo",
+            ["xtask", "vm-test"]
+                .into_iter()
+                .map(String::from)
+                .chain(vm_test_args.iter().cloned()),
+        ),
         &env,
         start,
         &mut steps,

@@ -50,8 +50,17 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         bail!("--runs 0 measures nothing: give at least 1 (3 or more for a spread)");
     }
     let pin = bpfvm_host::kernels::resolve(&opts.kernel)?;
+    // The `vm-test` both modes time, with the VM shape asked for.
+    let vm_test_args = [
+        "--kernel".to_string(),
+        opts.kernel.clone(),
+        "--cpus".into(),
+        opts.cpus.to_string(),
+        "--memory".into(),
+        opts.memory.clone(),
+    ];
     if opts.fresh {
-        fresh::run(&opts.kernel, runs, events)?;
+        fresh::run(&opts.kernel, &vm_test_args, runs, events)?;
         return Ok(ExitCode::SUCCESS);
     }
     let tools = bpfvm_host::provision::ensure(events)?;
@@ -59,16 +68,14 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     let accel = bpfvm_host::accel::decide(Choice::Auto, &tree.vmlinuz)?;
     let sh = Shell::new()?;
     let (kernel, cpus, memory) = (&opts.kernel, opts.cpus.to_string(), &opts.memory);
+    let args = &vm_test_args;
     let vm_test = || {
-        cmd!(
-            sh,
-            "cargo xtask vm-test --kernel {kernel} --cpus {cpus} --memory {memory}"
-        )
-        .quiet()
-        .ignore_stdout()
-        .ignore_stderr()
-        .run()
-        .context("`cargo xtask vm-test` failed: run it by hand to see why")
+        cmd!(sh, "cargo xtask vm-test {args...}")
+            .quiet()
+            .ignore_stdout()
+            .ignore_stderr()
+            .run()
+            .context("`cargo xtask vm-test` failed: run it by hand to see why")
     };
     events.step(format!(
         "warm-up: cargo xtask vm-test --kernel {kernel} (untimed)"

@@ -332,11 +332,19 @@ fn vng_args(spec: &VmSpec) -> Result<Vec<String>> {
     }
     // Warnings and worse reach the console (vng's --verbose asks for everything, which slows
     // a TCG boot); panic=-1 turns a panic into an immediate exit instead of a hang.
-    let append = ["loglevel=4".to_string(), "panic=-1".into()]
-        .into_iter()
-        .chain(spec.append.iter().cloned())
-        .collect::<Vec<_>>()
-        .join(" ");
+    // cryptomgr.notests=1 skips the self-tests of the crypto drivers udev's coldplug loads
+    // (aesni_intel, ghash_clmulni_intel, sha*_ssse3; `alg_test`, crypto/testmgr.c), which nothing
+    // here uses: under TCG they took 3-7 s of every boot of 6.1 (docs/boot-time.md), and under
+    // load one of them warned (`crypto_wait_for_test`, crypto/api.c), spoiling bench boots.
+    let append = [
+        "loglevel=4".to_string(),
+        "panic=-1".into(),
+        "cryptomgr.notests=1".into(),
+    ]
+    .into_iter()
+    .chain(spec.append.iter().cloned())
+    .collect::<Vec<_>>()
+    .join(" ");
     args.extend(
         spec.qemu_opts
             .iter()
@@ -423,7 +431,10 @@ mod tests {
         let args = vng_args(&spec(crate::accel::Kind::Tcg)).unwrap();
         assert!(args.contains(&"--disable-kvm".to_string()));
         let append = &args[args.iter().position(|a| a == "--append").unwrap() + 1];
-        assert_eq!(append, "loglevel=4 panic=-1 spectre_v2=off");
+        assert_eq!(
+            append,
+            "loglevel=4 panic=-1 cryptomgr.notests=1 spectre_v2=off"
+        );
         assert_eq!(args.last().unwrap(), "sh /run/guest.sh");
     }
 

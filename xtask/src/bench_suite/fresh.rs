@@ -56,10 +56,11 @@ fn one(kernel: &str, vm_test_args: &[String], events: &Events) -> Result<FreshRu
         .prefix("bpfvm-fresh-")
         .tempdir_in(target_dir())
         .context("make the throw-away directory under the target directory")?;
+    let target = root.path().join("target");
     let env = [
         ("CARGO_HOME", root.path().join("cargo-home")),
         ("XDG_CACHE_HOME", root.path().join("cache")),
-        ("CARGO_TARGET_DIR", root.path().join("target")),
+        ("CARGO_TARGET_DIR", target.clone()),
     ];
     let start = Instant::now();
     let mut steps = Vec::new();
@@ -86,7 +87,7 @@ fn one(kernel: &str, vm_test_args: &[String], events: &Events) -> Result<FreshRu
     )
     .context("the fresh vm-test")?;
     let wall_s = start.elapsed().as_secs_f64();
-    let report = env[2].1.join("vm-test").join(kernel).join("report.json");
+    let report = target.join("vm-test").join(kernel).join("report.json");
     let timings = read_report(&report)?.timings;
     events.note(format!(
         "fresh run: {wall_s:.0} s; removing {}",

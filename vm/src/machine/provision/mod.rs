@@ -310,7 +310,7 @@ fn install_tools(l: &Layout, nightly: bool, events: &Events) -> Result<Tools> {
             l.tools.display()
         ));
     } else {
-        events.step(format!("building virtiofsd {VIRTIOFSD_VERSION} (~1.5 min)"));
+        events.step(format!("building virtiofsd {VIRTIOFSD_VERSION} (~1 min)"));
         cargo_install(
             l,
             events,
@@ -330,7 +330,7 @@ fn install_tools(l: &Layout, nightly: bool, events: &Events) -> Result<Tools> {
         ));
     } else {
         events.step(format!(
-            "building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (~1.5 min)"
+            "building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (~40 s)"
         ));
         cargo_install(
             l,

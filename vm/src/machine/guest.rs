@@ -439,6 +439,35 @@ mod tests {
         )
     }
 
+    /// The preamble's builtins answer as `mountpoint -q` and `cat` would, here on the host's
+    /// /proc (the guest reads the same files of its own).
+    #[test]
+    fn preamble_builtins_answer_as_mountpoint_and_cat() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = format!(
+            "{BUILTINS}\
+             bpfvm_mounted /proc && echo proc-mounted\n\
+             bpfvm_mounted /proc/self || echo self-not-mounted\n\
+             bpfvm_copy /proc/sys/kernel/osrelease \"$1/release\"\n\
+             bpfvm_copy /nonexistent \"$1/missing\"\n"
+        );
+        let out = std::process::Command::new("sh")
+            .args(["-c", &script, "sh"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "proc-mounted\nself-not-mounted\n"
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("release")).unwrap(),
+            std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap()
+        );
+        assert!(!dir.path().join("missing").exists());
+    }
+
     #[test]
     fn test_events_become_start_and_end_markers_and_pass_through() {
         let json = r#"{ "type": "suite", "event": "started", "test_count": 3 }

@@ -201,10 +201,11 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
                 ));
                 repeats.push((mode, true));
             } else if !run.valid && !repeat && repeats_left > 0 {
-                // A boot the kernel spoiled, e.g. its boot-time crypto self-test warning
-                // (`crypto_wait_for_test`, crypto/api.c:174: 2 of 18 boots under -icount here,
-                // before anything of ours ran), would fail every comparison with the run: it
-                // is repeated once and left out. An invalid repeat stays and fails the run.
+                // A boot the kernel spoiled with a warning before anything of ours ran (here
+                // once the boot-time crypto self-tests, `crypto_wait_for_test`, crypto/api.c, in
+                // 2 of 18 boots under -icount; boots now skip them, see `vng_args`) would fail
+                // every comparison with the run: it is repeated once and left out. An invalid
+                // repeat stays and fails the run.
                 repeats_left -= 1;
                 run.excluded = Some("invalid: repeated".to_string());
                 events.warn(format!("{label}: invalid; repeating it once"));

@@ -363,14 +363,15 @@ pub fn helper_call_imm(name: &str) -> io::Result<Option<i32>> {
 
 /// `/proc/kallsyms`, read once per process: the kernel formats its ~100,000 lines on every
 /// read, a few tenths of a second under TCG, and both the inlining probe and
-/// `tests::bpf_loop::constant_zero_flags_are_inlined` need it.
+/// `tests::bpf_loop::constant_zero_flags_are_inlined` need it. A second thread asking while
+/// the first reads waits for that read (`get_or_init`) instead of reading it again.
 fn kallsyms() -> io::Result<&'static str> {
-    static SYMS: OnceLock<String> = OnceLock::new();
-    if let Some(syms) = SYMS.get() {
-        return Ok(syms);
-    }
-    let syms = std::fs::read_to_string("/proc/kallsyms")?;
-    Ok(SYMS.get_or_init(|| syms))
+    static SYMS: OnceLock<Result<String, (io::ErrorKind, String)>> = OnceLock::new();
+    SYMS.get_or_init(|| {
+        std::fs::read_to_string("/proc/kallsyms").map_err(|e| (e.kind(), e.to_string()))
+    })
+    .as_deref()
+    .map_err(|(kind, msg)| io::Error::new(*kind, msg.clone()))
 }
 
 /// `BPF_JMP | BPF_CALL` with `src_reg` 0 (a helper, not a BPF-to-BPF call) and `imm`.

@@ -197,12 +197,46 @@ impl Cache {
     }
 }
 
-/// What the running kernel says about `feature` (probed once per process).
+/// What the running kernel says about `feature` (probed once per process, or taken from
+/// the probe process's answers: [`FEATURES_ENV`]).
 pub fn probe(feature: Feature) -> Probe {
     static CACHE: OnceLock<Cache> = OnceLock::new();
     CACHE
-        .get_or_init(Cache::default)
+        .get_or_init(|| Cache(Mutex::new(probed_before())))
         .get(feature, || feature.probe())
+}
+
+/// The path of a `features.json` the probe binary wrote in this boot (`vm-test`'s guest script
+/// sets it when the probe exited 0). The tests then take its answers instead of probing the
+/// same kernel again, about 1 s of CPU under TCG (the inlining probe reads `/proc/kallsyms`);
+/// and the skips agree with the features the report shows by construction.
+pub const FEATURES_ENV: &str = "BPFVM_FEATURES";
+
+/// The answers in [`FEATURES_ENV`]'s file, by feature; none when it is unset. A file that
+/// cannot be read or parsed panics: every test that needs a feature then fails with this
+/// message, as a broken probe should.
+fn probed_before() -> HashMap<Feature, Probe> {
+    let Some(path) = std::env::var_os(FEATURES_ENV) else {
+        return HashMap::new();
+    };
+    std::fs::read_to_string(&path)
+        .map_err(anyhow::Error::from)
+        .and_then(|text| answers_in(&text))
+        .unwrap_or_else(|e| {
+            panic!(
+                "{FEATURES_ENV}={}: not the probe's features.json: {e:#}",
+                path.to_string_lossy()
+            )
+        })
+}
+
+/// The answers of a `features.json` (what `probe_all` printed) for the features it names.
+fn answers_in(json: &str) -> anyhow::Result<HashMap<Feature, Probe>> {
+    let answers: BTreeMap<String, Probe> = serde_json::from_str(json)?;
+    Ok(ALL
+        .iter()
+        .filter_map(|f| answers.get(&f.name()).map(|p| (*f, p.clone())))
+        .collect())
 }
 
 /// `Ok(())` when the running kernel has `feature`, else the reason to skip. A probe that erred
@@ -361,6 +395,11 @@ pub fn possible_cpus() -> io::Result<usize> {
 
 /// Probes every known feature, for `features.json`.
 pub fn probe_all() -> BTreeMap<String, Probe> {
+    probe_all_with(probe)
+}
+
+/// Every feature's name and what `probe` says about it: `features.json`.
+fn probe_all_with(probe: impl Fn(Feature) -> Probe) -> BTreeMap<String, Probe> {
     ALL.iter().map(|f| (f.name(), probe(*f))).collect()
 }
 
@@ -376,6 +415,38 @@ mod probes_can_say_no {
     #[test]
     fn an_unknown_map_type_is_reported_missing() {
         assert!(probe_map(10_000, 4, 4).expect("probe").is_err());
+    }
+
+    #[test]
+    fn the_probe_processs_answers_are_read_back_by_feature() {
+        let mut printed = probe_all_with(|f| match f {
+            Feature::BpfLoopInlining => Probe::Absent("not inlined".into()),
+            Feature::ForEachMapElem => Probe::Error("broken".into()),
+            _ => Probe::Present,
+        });
+        printed.remove(&Feature::BloomFilter.name());
+        let json = serde_json::to_string_pretty(&printed).expect("serialise");
+        let read = answers_in(&json).expect("parse");
+        assert_eq!(
+            read.len(),
+            ALL.len() - 1,
+            "every feature named, the removed one not"
+        );
+        assert!(!read.contains_key(&Feature::BloomFilter));
+        assert_eq!(
+            read[&Feature::BpfLoopInlining],
+            Probe::Absent("not inlined".into())
+        );
+        assert_eq!(
+            read[&Feature::ForEachMapElem],
+            Probe::Error("broken".into())
+        );
+        assert_eq!(
+            read[&Feature::Batch(bpf_map_type::BPF_MAP_TYPE_LPM_TRIE)],
+            Probe::Present
+        );
+        assert!(answers_in("{\"bloom_filter_map\": \"yes\"}").is_err());
+        assert!(answers_in("").is_err());
     }
 
     /// The cache once unwrapped its lock: a probe that panicked poisoned it, and every later

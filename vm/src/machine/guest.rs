@@ -127,13 +127,16 @@ pub fn test_script(
     // The probe loads a BPF object too (the bpf_loop inlining probe): the kernel BTF once.
     s.push_str(&kernel_btf_once());
     s.push_str("bpfvm_mark phase probe\n");
+    // The tests take a successful probe's answers rather than probing the same kernel again
+    // (`BPFVM_FEATURES`, tests/src/features.rs).
     writeln!(
         s,
-        "with_kernel_btf_once {} > \"$OUT/{}\" 2> \"$OUT/{}\"; echo $? > \"$OUT/{}\"",
+        "with_kernel_btf_once {} > \"$OUT/{f}\" 2> \"$OUT/{}\"; bpfvm_rc=$?; echo $bpfvm_rc > \"$OUT/{}\"\n\
+         [ $bpfvm_rc -eq 0 ] && export BPFVM_FEATURES=\"$OUT/{f}\"",
         quote(&probe.display().to_string()),
-        files::FEATURES,
         files::PROBE_STDERR,
         files::PROBE_RC,
+        f = files::FEATURES,
     )
     .unwrap();
     s.push_str(MARK_TESTS);
@@ -147,8 +150,9 @@ pub fn test_script(
     s
 }
 
-/// Runs test binary `path` (its files named `name`) with the libtest arguments `args`: its list
-/// first, so that tests a crash never reaches are reported by name, then the tests with
+/// Runs test binary `path` (its files named `name`) with the libtest arguments `args`: its list,
+/// so that tests a crash never reaches are reported by name (in the background: it needs no
+/// test to run, and under TCG it took 0.5-0.8 s before the first test started), and the tests with
 /// libtest's JSON output (each test's start and end marked in the kernel log by
 /// `bpfvm_mark_tests`, which the script defines first; stdout teed to the host for live
 /// progress; the exit status into `<name>.rc`). `wrap` is put before the test command (a shell
@@ -172,10 +176,9 @@ fn run_test_binary(
     list.extend(args.iter().cloned());
     writeln!(
         s,
-        "{} > \"$OUT/{}\" 2> \"$OUT/{n}.stderr\" || rm -f \"$OUT/{}\"",
+        "{{ {} > \"$OUT/{l}\" 2>> \"$OUT/{n}.stderr\" || rm -f \"$OUT/{l}\"; }} &\nbpfvm_list=$!",
         join(&list),
-        files::list(n),
-        files::list(n)
+        l = files::list(n),
     )
     .unwrap();
     let mut argv = vec![
@@ -193,7 +196,8 @@ fn run_test_binary(
     };
     writeln!(
         s,
-        "{{ {wrap}{} 2>> \"$OUT/{n}.stderr\"; echo $? > \"$OUT/{n}.rc\"; }} | {mark} | tee \"$OUT/{n}.jsonl\"",
+        "{{ {wrap}{} 2>> \"$OUT/{n}.stderr\"; echo $? > \"$OUT/{n}.rc\"; }} | {mark} | tee \"$OUT/{n}.jsonl\"\n\
+         wait $bpfvm_list",
         join(&argv)
     )
     .unwrap();
@@ -370,7 +374,9 @@ mod tests {
             .collect();
         assert!(phases.is_sorted(), "{phases:?}");
         assert!(s.contains(
-            "with_kernel_btf_once /t/probe > \"$OUT/features.json\" 2> \"$OUT/features.stderr\"; echo $? > \"$OUT/features.rc\""
+            "with_kernel_btf_once /t/probe > \"$OUT/features.json\" 2> \"$OUT/features.stderr\"; \
+             bpfvm_rc=$?; echo $bpfvm_rc > \"$OUT/features.rc\"\n\
+             [ $bpfvm_rc -eq 0 ] && export BPFVM_FEATURES=\"$OUT/features.json\"\n"
         ));
         assert!(s.contains(
             "/t/deps/bpfvm_tests-abc --list --format terse bloom > \"$OUT/bpfvm_tests.list\""
@@ -437,6 +443,54 @@ mod tests {
             String::from_utf8(out.stdout).unwrap(),
             std::fs::read_to_string(&marks).unwrap(),
         )
+    }
+
+    /// The list runs beside the tests, and the script waits for it: a list slower than the
+    /// tests is whole when the script ends, a failed one is removed, and the tests' exit status
+    /// and events are kept either way.
+    #[test]
+    fn the_list_runs_beside_the_tests_and_is_waited_for() {
+        for (list_status, list_kept) in [(0, true), (1, false)] {
+            let dir = tempfile::tempdir().unwrap();
+            let bin = dir.path().join("fake-tests");
+            std::fs::write(
+                &bin,
+                format!(
+                    "#!/bin/sh\n\
+                     if [ \"$1\" = --list ]; then sleep 0.5; echo 'a: test'; echo 'b: test'; \
+                     exit {list_status}; fi\n\
+                     echo '{{ \"type\": \"suite\", \"event\": \"started\" }}'\nexit 3\n"
+                ),
+            )
+            .unwrap();
+            std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+            let mut script = format!(
+                "OUT={}\nbpfvm_mark_tests() {{ cat; }}\n",
+                quote(&dir.path().display().to_string())
+            );
+            run_test_binary(&mut script, "t", &bin, &[], "", "");
+            // Not `output()`: it would wait for a list left running, which holds its pipes.
+            let status = std::process::Command::new("sh")
+                .args(["-c", &script])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success());
+            let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).ok();
+            let list = read(&files::list("t"));
+            assert_eq!(
+                list.as_deref(),
+                list_kept.then_some("a: test\nb: test\n"),
+                "list exit {list_status}"
+            );
+            assert_eq!(read("t.rc").as_deref(), Some("3\n"));
+            assert_eq!(
+                read("t.jsonl").as_deref(),
+                Some("{ \"type\": \"suite\", \"event\": \"started\" }\n")
+            );
+        }
     }
 
     /// The preamble's builtins answer as `mountpoint -q` and `cat` would, here on the host's
@@ -544,7 +598,7 @@ mod tests {
         // The user's RUST_BACKTRACE overrides the default set before it.
         assert!(s.find("RUST_BACKTRACE=1").unwrap() < s.find("RUST_BACKTRACE=0").unwrap());
         assert!(s.contains(
-            "cd /u/sub || exit 1\n/u/target/debug/deps/maps-2 --list --format terse --test-threads 1 > \"$OUT/maps.list\""
+            "cd /u/sub || exit 1\n{ /u/target/debug/deps/maps-2 --list --format terse --test-threads 1 > \"$OUT/maps.list\""
         ));
         assert!(s.contains(
             "{ /u/target/debug/deps/demo-1 -Z unstable-options --format json --report-time --test-threads 1 2>> \"$OUT/demo.stderr\"; echo $? > \"$OUT/demo.rc\"; } | bpfvm_mark_tests demo:: | tee \"$OUT/demo.jsonl\""

@@ -150,9 +150,8 @@ pub fn test_script(
     s
 }
 
-/// Runs test binary `path` (its files named `name`) with the libtest arguments `args`: its list,
-/// so that tests a crash never reaches are reported by name (in the background: it needs no
-/// test to run, and under TCG it took 0.5-0.8 s before the first test started), and the tests with
+/// Runs test binary `path` (its files named `name`) with the libtest arguments `args`: its list
+/// first, so that tests a crash never reaches are reported by name, then the tests with
 /// libtest's JSON output (each test's start and end marked in the kernel log by
 /// `bpfvm_mark_tests`, which the script defines first; stdout teed to the host for live
 /// progress; the exit status into `<name>.rc`). `wrap` is put before the test command (a shell
@@ -176,9 +175,10 @@ fn run_test_binary(
     list.extend(args.iter().cloned());
     writeln!(
         s,
-        "{{ {} > \"$OUT/{l}\" 2>> \"$OUT/{n}.stderr\" || rm -f \"$OUT/{l}\"; }} &\nbpfvm_list=$!",
+        "{} > \"$OUT/{}\" 2> \"$OUT/{n}.stderr\" || rm -f \"$OUT/{}\"",
         join(&list),
-        l = files::list(n),
+        files::list(n),
+        files::list(n)
     )
     .unwrap();
     let mut argv = vec![
@@ -196,8 +196,7 @@ fn run_test_binary(
     };
     writeln!(
         s,
-        "{{ {wrap}{} 2>> \"$OUT/{n}.stderr\"; echo $? > \"$OUT/{n}.rc\"; }} | {mark} | tee \"$OUT/{n}.jsonl\"\n\
-         wait $bpfvm_list",
+        "{{ {wrap}{} 2>> \"$OUT/{n}.stderr\"; echo $? > \"$OUT/{n}.rc\"; }} | {mark} | tee \"$OUT/{n}.jsonl\"",
         join(&argv)
     )
     .unwrap();
@@ -445,54 +444,6 @@ mod tests {
         )
     }
 
-    /// The list runs beside the tests, and the script waits for it: a list slower than the
-    /// tests is whole when the script ends, a failed one is removed, and the tests' exit status
-    /// and events are kept either way.
-    #[test]
-    fn the_list_runs_beside_the_tests_and_is_waited_for() {
-        for (list_status, list_kept) in [(0, true), (1, false)] {
-            let dir = tempfile::tempdir().unwrap();
-            let bin = dir.path().join("fake-tests");
-            std::fs::write(
-                &bin,
-                format!(
-                    "#!/bin/sh\n\
-                     if [ \"$1\" = --list ]; then sleep 0.5; echo 'a: test'; echo 'b: test'; \
-                     exit {list_status}; fi\n\
-                     echo '{{ \"type\": \"suite\", \"event\": \"started\" }}'\nexit 3\n"
-                ),
-            )
-            .unwrap();
-            std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-                .unwrap();
-            let mut script = format!(
-                "OUT={}\nbpfvm_mark_tests() {{ cat; }}\n",
-                quote(&dir.path().display().to_string())
-            );
-            run_test_binary(&mut script, "t", &bin, &[], "", "");
-            // Not `output()`: it would wait for a list left running, which holds its pipes.
-            let status = std::process::Command::new("sh")
-                .args(["-c", &script])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status()
-                .unwrap();
-            assert!(status.success());
-            let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).ok();
-            let list = read(&files::list("t"));
-            assert_eq!(
-                list.as_deref(),
-                list_kept.then_some("a: test\nb: test\n"),
-                "list exit {list_status}"
-            );
-            assert_eq!(read("t.rc").as_deref(), Some("3\n"));
-            assert_eq!(
-                read("t.jsonl").as_deref(),
-                Some("{ \"type\": \"suite\", \"event\": \"started\" }\n")
-            );
-        }
-    }
-
     /// The preamble's builtins answer as `mountpoint -q` and `cat` would, here on the host's
     /// /proc (the guest reads the same files of its own).
     #[test]
@@ -598,7 +549,7 @@ mod tests {
         // The user's RUST_BACKTRACE overrides the default set before it.
         assert!(s.find("RUST_BACKTRACE=1").unwrap() < s.find("RUST_BACKTRACE=0").unwrap());
         assert!(s.contains(
-            "cd /u/sub || exit 1\n{ /u/target/debug/deps/maps-2 --list --format terse --test-threads 1 > \"$OUT/maps.list\""
+            "cd /u/sub || exit 1\n/u/target/debug/deps/maps-2 --list --format terse --test-threads 1 > \"$OUT/maps.list\""
         ));
         assert!(s.contains(
             "{ /u/target/debug/deps/demo-1 -Z unstable-options --format json --report-time --test-threads 1 2>> \"$OUT/demo.stderr\"; echo $? > \"$OUT/demo.rc\"; } | bpfvm_mark_tests demo:: | tee \"$OUT/demo.jsonl\""

@@ -39,7 +39,10 @@ fn main() {
         std::process::exit(1);
     }
     // The objects `ebpf/` declares, for src/object.rs to check its list against at compile time.
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ebpf/Cargo.toml");
+    // At run time: `env!` would keep the path this script was compiled at, stale once the
+    // checkout moves or another worktree sharing the target directory compiled it.
+    let package = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let manifest = Path::new(&package).join("../ebpf/Cargo.toml");
     println!("cargo:rerun-if-changed={}", manifest.display());
     let manifest = std::fs::read_to_string(&manifest)
         .unwrap_or_else(|e| panic!("reading {}: {e}", manifest.display()));

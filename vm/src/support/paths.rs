@@ -11,11 +11,29 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 
 /// The root of the bpfvm checkout (the workspace holding `vm/`).
+///
+/// Where cargo runs us (`cargo xtask`, `cargo test`) it sets `CARGO_MANIFEST_DIR` at run time to
+/// a member of the workspace, whose parent is the root: that is where the checkout is now. The
+/// path compiled in is where it was when this crate was built, and cargo does not rebuild a
+/// checkout that was moved or renamed (nor a crate another worktree sharing the target directory
+/// built), so it can name a directory that is gone or another checkout. The run-time path
+/// counts only where it holds this very file: as a cargo runner for someone else's crate, the
+/// variable names their package.
 pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("vm/ sits inside the workspace")
-        .to_path_buf()
+    root_from(std::env::var_os("CARGO_MANIFEST_DIR"))
+}
+
+/// [`workspace_root`], given `CARGO_MANIFEST_DIR` at run time.
+fn root_from(manifest_dir: Option<OsString>) -> PathBuf {
+    let at_run_time = manifest_dir
+        .and_then(|dir| Some(Path::new(&dir).parent()?.to_path_buf()))
+        .filter(|root| root.join(file!()).is_file());
+    at_run_time.unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("vm/ sits inside the workspace")
+            .to_path_buf()
+    })
 }
 
 /// Fails, before any work, on an environment the cache or target directory cannot come from.
@@ -97,6 +115,26 @@ fn check_chars(dir: &Path, var: &str, ok: impl Fn(char) -> bool, refused: &str) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A checkout moved after it was built answers with where it is now; a run-time
+    /// `CARGO_MANIFEST_DIR` that is not a member of a bpfvm checkout (a user's crate, as a cargo
+    /// runner) or none at all gives the compiled-in root.
+    #[test]
+    fn the_root_is_where_the_checkout_is_now() {
+        let compiled = root_from(None);
+        assert!(compiled.join("vm/Cargo.toml").is_file(), "{compiled:?}");
+        let moved = tempfile::tempdir().unwrap();
+        let this_file = moved.path().join(file!());
+        std::fs::create_dir_all(this_file.parent().unwrap()).unwrap();
+        std::fs::write(&this_file, "").unwrap();
+        assert_eq!(
+            root_from(Some(moved.path().join("xtask").into())),
+            moved.path()
+        );
+        let users_crate = tempfile::tempdir().unwrap();
+        assert_eq!(root_from(Some(users_crate.path().into())), compiled);
+        assert_eq!(root_from(Some("/".into())), compiled);
+    }
 
     fn cache(xdg: Option<&str>, home: Option<&str>) -> Result<PathBuf> {
         cache_dir_from(xdg.map(Into::into), home.map(Into::into))

@@ -288,7 +288,8 @@ mod tests {
     /// A real `bpfvm test --kernel 6.1,6.12` of examples/map-test with a failing test planted
     /// by hand (`maps::planted_failure`, an `assert_eq!` at tests/maps.rs:46).
     fn planted() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/planted")
+        Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo test sets it"))
+            .join("tests/fixtures/planted")
     }
 
     fn example_paths() -> Paths {

@@ -283,16 +283,17 @@ fn an_image_whose_release_holds_shell_syntax_runs_nothing() {
 }
 
 /// The recorded bench-vm report the host tests use.
-const RECORDED: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../vm/tests/data/bench-6.1-quick.json"
-);
+fn recorded() -> String {
+    // At run time, not `env!`: cargo does not rebuild a moved checkout's tests.
+    let package = std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets it");
+    format!("{package}/../vm/tests/data/bench-6.1-quick.json")
+}
 
 #[test]
 fn bench_compare_refuses_a_nonsense_threshold() {
     for t in ["nan", "inf", "-5", "0"] {
         let arg = format!("--threshold={t}");
-        let (code, err) = xtask(&["bench-compare", RECORDED, RECORDED, &arg]);
+        let (code, err) = xtask(&["bench-compare", &recorded(), &recorded(), &arg]);
         assert_eq!(code, 1, "{t}");
         assert!(
             err.contains("must be a percentage above 0, e.g. --threshold 5"),
@@ -306,14 +307,14 @@ fn bench_compare_refuses_a_vm_test_report_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let vm_test = dir.path().join("report.json");
     std::fs::write(&vm_test, r#"{"kernel": {}, "tests": [], "summary": {}}"#).unwrap();
-    let (code, err) = xtask(&["bench-compare", RECORDED, vm_test.to_str().unwrap()]);
+    let (code, err) = xtask(&["bench-compare", &recorded(), vm_test.to_str().unwrap()]);
     assert_eq!(code, 1);
     assert!(err.contains("is a vm-test report"), "{err}");
 }
 
 #[test]
 fn bench_compare_of_a_report_with_itself_passes() {
-    let (code, err) = xtask(&["bench-compare", RECORDED, RECORDED]);
+    let (code, err) = xtask(&["bench-compare", &recorded(), &recorded()]);
     assert_eq!(code, 0, "{err}");
 }
 

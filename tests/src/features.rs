@@ -208,8 +208,8 @@ pub fn probe(feature: Feature) -> Probe {
 
 /// The path of a `features.json` the probe binary wrote in this boot (`vm-test`'s guest script
 /// sets it when the probe exited 0). The tests then take its answers instead of probing the
-/// same kernel again, about 1 s of CPU under TCG (the inlining probe reads `/proc/kallsyms`);
-/// and the skips agree with the features the report shows by construction.
+/// same kernel again (the inlining probe alone reads `/proc/kallsyms` and loads an object), and
+/// the skips agree with the features the report shows by construction.
 pub const FEATURES_ENV: &str = "BPFVM_FEATURES";
 
 /// The answers in [`FEATURES_ENV`]'s file, by feature; none when it is unset. A file that

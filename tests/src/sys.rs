@@ -5,7 +5,6 @@
 //! program it passes. [`Elems`] is the one way tests issue element commands.
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::OnceLock;
 
 pub use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_map_info, bpf_map_type, bpf_prog_type};
 
@@ -344,34 +343,41 @@ pub const EXIT: u64 = insn(0x95, 0, 0, 0, 0);
 /// `__bpf_call_base` (what `fixup_bpf_calls` writes and `BPF_OBJ_GET_INFO_BY_FD` dumps raw for
 /// root). `None` when kallsyms hides addresses.
 pub fn helper_call_imm(name: &str) -> io::Result<Option<i32>> {
-    let syms = kallsyms()?;
-    let addr = |want: &str| {
-        syms.lines().find_map(|l| {
-            let mut f = l.split_whitespace();
-            let (a, _kind, n) = (f.next()?, f.next()?, f.next()?);
-            (n == want && f.next().is_none())
-                .then(|| u64::from_str_radix(a, 16).ok())
-                .flatten()
-                .filter(|&a| a != 0)
-        })
-    };
-    let (Some(f), Some(base)) = (addr(name), addr("__bpf_call_base")) else {
-        return Ok(None);
-    };
-    Ok(Some(f.wrapping_sub(base) as i64 as i32))
+    let file = std::fs::File::open("/proc/kallsyms")?;
+    let [f, base] = kernel_addresses(io::BufReader::new(file), [name, "__bpf_call_base"])?;
+    Ok(f.zip(base)
+        .map(|(f, base)| f.wrapping_sub(base) as i64 as i32))
 }
 
-/// `/proc/kallsyms`, read once per process: the kernel formats its ~100,000 lines on every
-/// read, a few tenths of a second under TCG, and both the inlining probe and
-/// `tests::bpf_loop::constant_zero_flags_are_inlined` need it. A second thread asking while
-/// the first reads waits for that read (`get_or_init`) instead of reading it again.
-fn kallsyms() -> io::Result<&'static str> {
-    static SYMS: OnceLock<Result<String, (io::ErrorKind, String)>> = OnceLock::new();
-    SYMS.get_or_init(|| {
-        std::fs::read_to_string("/proc/kallsyms").map_err(|e| (e.kind(), e.to_string()))
-    })
-    .as_deref()
-    .map_err(|(kind, msg)| io::Error::new(*kind, msg.clone()))
+/// The addresses of the core-kernel symbols `names` in a `/proc/kallsyms` listing (`None` for
+/// one it lacks or shows as 0), read only until every name is found. The kernel formats the
+/// file as it is read (`s_show`, kernel/kallsyms.c): all of its ~96,000 lines took 0.25-0.35 s
+/// more under TCG than the first 10,634, where 6.1 has `__bpf_call_base` and `bpf_loop`
+/// (`head -n` against `cat`, five runs each, in one boot). Module symbols (a fourth field)
+/// are not core-kernel ones.
+pub fn kernel_addresses<const N: usize>(
+    mut listing: impl io::BufRead,
+    names: [&str; N],
+) -> io::Result<[Option<u64>; N]> {
+    let mut found = [None; N];
+    let mut line = String::new();
+    while found.iter().any(Option::is_none) {
+        line.clear();
+        if listing.read_line(&mut line)? == 0 {
+            break;
+        }
+        let mut f = line.split_whitespace();
+        let (Some(addr), Some(_kind), Some(name), None) = (f.next(), f.next(), f.next(), f.next())
+        else {
+            continue;
+        };
+        if let Some(i) = names.iter().position(|&n| n == name) {
+            if found[i].is_none() {
+                found[i] = u64::from_str_radix(addr, 16).ok().filter(|&a| a != 0);
+            }
+        }
+    }
+    Ok(found)
 }
 
 /// `BPF_JMP | BPF_CALL` with `src_reg` 0 (a helper, not a BPF-to-BPF call) and `imm`.
@@ -412,5 +418,38 @@ mod unit {
         assert_eq!(mov64_imm(0, 1), 0x0000_0001_0000_00b7);
         assert_eq!(EXIT, 0x95);
         assert_eq!(call(181), 0x0000_00b5_0000_0085);
+    }
+
+    /// The listing as it comes, then an error: a read past the last symbol asked for fails.
+    fn listing(lines: &str) -> impl io::BufRead + '_ {
+        struct Broken;
+        impl io::Read for Broken {
+            fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+                Err(io::Error::other("read past the symbols asked for"))
+            }
+        }
+        io::BufReader::with_capacity(1, io::Read::chain(lines.as_bytes(), Broken))
+    }
+
+    #[test]
+    fn kallsyms_is_read_only_until_every_symbol_is_found() {
+        let l = "ffffffff81000000 T _stext\n\
+                 ffffffffc0001000 t bpf_loop\t[some_module]\n\
+                 0000000000000000 T bpf_loop\n\
+                 ffffffff81200010 T __bpf_call_base\n\
+                 ffffffff81200040 T bpf_loop\n";
+        let found = kernel_addresses(listing(l), ["bpf_loop", "__bpf_call_base"]).unwrap();
+        // Not the module's symbol, not a hidden (0) address.
+        assert_eq!(
+            found,
+            [Some(0xffff_ffff_8120_0040), Some(0xffff_ffff_8120_0010)]
+        );
+        let hidden = "0000000000000000 T bpf_loop\n0000000000000000 T __bpf_call_base\n";
+        let all = io::BufReader::new(hidden.as_bytes());
+        assert_eq!(
+            kernel_addresses(all, ["bpf_loop", "__bpf_call_base"]).unwrap(),
+            [None, None]
+        );
+        assert!(kernel_addresses(listing(hidden), ["bpf_loop"]).is_err());
     }
 }

@@ -57,8 +57,8 @@ impl Accel {
 /// How long a working KVM may take to print the kernel's first line. Even TCG, far slower,
 /// printed "Linux version" after 0.46-0.66 s with these arguments on a 2-core host, and after
 /// 1.5-2.3 s with six busy loops beside it (2026-12-02, 6.1 cloud kernel, three runs each).
-/// A miss is kept for the host boot, so the margin is wide; it was 20 s, 20 s of one core
-/// (system time) on every first run on a PVM host.
+/// A miss is kept for the host boot, so the margin is wide; but on a PVM host qemu spins one
+/// core of system time for the whole wait, on every first run (20 s when this was 20).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(6);
 
 /// Decides the accelerator, probing KVM with `vmlinuz` unless the user chose TCG.

@@ -83,7 +83,7 @@ enum Cmd {
     /// Build a BPF crate of yours (aya-ebpf, `#![no_std]`, a `[[bin]]` per object) for
     /// bpfel-unknown-none with the toolchain `bpfvm setup` provisions (-Z build-std=core,
     /// bpf-linker); prints the directory holding the objects. For a build script:
-    /// README, "Your own BPF programs".
+    /// docs/own-crate.md, "Your own BPF programs".
     BuildEbpf {
         /// The BPF crate's directory.
         dir: PathBuf,

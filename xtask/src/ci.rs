@@ -189,13 +189,12 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
     results
 }
 
-/// The example crate a user would write, outside the workspace (README: "Testing your own
-/// crate").
+/// The example crate a user would write, outside the workspace (docs/own-crate.md).
 const EXAMPLE_MANIFEST: &str = "examples/map-test/Cargo.toml";
 /// Its BPF program, a workspace of its own.
 const EXAMPLE_EBPF_MANIFEST: &str = "examples/map-test/ebpf/Cargo.toml";
 
-/// Tests the example crate as its README tells a user: `bpfvm` on PATH, plain `cargo test`
+/// Tests the example crate as docs/own-crate.md tells a user: `bpfvm` on PATH, plain `cargo test`
 /// through the runner its `.cargo/config.toml` names (6.1), then `bpfvm test` on two pins.
 fn own_crate(sh: &Shell) -> Result<()> {
     cmd!(sh, "cargo build -p bpfvm")

@@ -16,7 +16,7 @@
 //! per mode (the smoke run `cargo xtask ci` compares with a committed report) have no
 //! interval; a row-mode then compares the two counts themselves (`Row::exact`). A boot's count
 //! is its least over repetitions (`model::boot_value`), which repeats across boots to within
-//! the figures the README gives, so a threshold above that flags added instructions.
+//! the figures docs/benchmarks.md gives, so a threshold above that flags added instructions.
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -414,7 +414,7 @@ mod tests {
     use proptest::prelude::Rng;
     use proptest::test_runner::{RngAlgorithm, TestRng};
 
-    /// A real `bench-vm --quick` report on 6.1 under TCG (see the README's Benchmarks section).
+    /// A real `bench-vm --quick` report on 6.1 under TCG (see docs/benchmarks.md).
     const RECORDED: &str = include_str!("../../../tests/data/bench-6.1-quick.json");
 
     fn recorded() -> BenchReport {
@@ -554,7 +554,7 @@ mod tests {
     }
 
     /// Two `bench-vm --quick` runs of identical code under TCG's instruction clock, one after
-    /// the other on a quiet host (see the README's Benchmarks section).
+    /// the other on a quiet host (see docs/benchmarks.md).
     fn icount_runs() -> (BenchReport, BenchReport) {
         (
             serde_json::from_str(include_str!(
@@ -593,7 +593,7 @@ mod tests {
 
     #[test]
     fn two_least_count_runs_of_identical_code_pass_at_1_percent_with_exact_headlines() {
-        // Runs B and C of the README: the least-count method, fixed hash seed, both
+        // Runs B and C of docs/benchmarks.md: the least-count method, fixed hash seed, both
         // bpf_loop variants.
         let load = |json: &str| -> BenchReport { serde_json::from_str(json).unwrap() };
         let b = load(include_str!(

@@ -447,7 +447,7 @@ mod tests {
     use super::*;
 
     /// A null run from recorded boots: the off boots of two instruction-clock quick runs of
-    /// identical code (README, Benchmarks: runs B and C), B's as arm A and C's as arm B.
+    /// identical code (docs/benchmarks.md: runs B and C), B's as arm A and C's as arm B.
     fn null_run_from_recorded_off_boots() -> BenchReport {
         let load = |json: &str| -> BenchReport { serde_json::from_str(json).unwrap() };
         let b = load(include_str!(

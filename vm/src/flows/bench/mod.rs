@@ -226,7 +226,7 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
 }
 
 /// The committed instruction-clock smoke report of `kernel` that `cargo xtask ci` compares its
-/// own smoke run with (README: Benchmarks, "Refreshing the committed reference").
+/// own smoke run with (docs/ci.md, "Refreshing the reference").
 pub fn reference_path(kernel: &str) -> PathBuf {
     crate::paths::workspace_root()
         .join("vm/tests/data")
@@ -235,7 +235,7 @@ pub fn reference_path(kernel: &str) -> PathBuf {
 
 /// The extra instructions that fail `ci`'s comparison with the committed reference. The
 /// smoke run's rows repeat across boots to 0.05 % except the get_next_key dump, which read up
-/// to 1.2 % apart when each boot timed one (now the least of two; README, Benchmarks).
+/// to 1.2 % apart when each boot timed one (now the least of two; docs/benchmarks.md).
 pub const REFERENCE_THRESHOLD_PCT: f64 = 3.0;
 
 /// Boots run at once under the instruction clock: each is one host thread, and their counts
@@ -329,7 +329,7 @@ fn interrupted(
 /// keeps real time. Returns the options the boots run with.
 ///
 /// Why: under TCG a wall-clock figure is the emulator's speed of the moment, which drifts by
-/// up to 2x within one boot on a quiet host (see the README), while TCG models no
+/// up to 2x within one boot on a quiet host (see docs/benchmarks.md), while TCG models no
 /// speculation, so instructions are all that retpoline costs there. A shell loop timed by
 /// the 6.1 guest under `-icount shift=0,sleep=off` with one vCPU read the same figure to
 /// 0.01 % across boots; with two vCPUs (round-robin in one host thread) the kernel's own

@@ -41,7 +41,7 @@ impl Size {
             // gives intervals of several %), about 8 with 3 (about 4 df).
             (_, Clock::Icount) => 3,
             // 8 boots with 64 B rows took 65 s each under TCG here; 10 without them fit the
-            // 10-minute budget (see the README's Benchmarks section).
+            // 10-minute budget (see docs/benchmarks.md).
             (Size::Quick, Clock::Wall) => 5,
             (Size::Full, Clock::Wall) => 3,
         }

@@ -13,6 +13,7 @@ use bpfvm_host::health::Health;
 use bpfvm_host::options::Choice;
 use bpfvm_host::options::{defaults, VmOptions};
 use bpfvm_host::output::Events;
+use bpfvm_host::report;
 use bpfvm_host::vng::{Ending, RunOutcome};
 use clap::Args;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -97,28 +98,32 @@ impl VmArgs {
 }
 
 /// The exit status of a command run in the guest (`vm-run`, `bpfvm exec`): the command's own,
-/// or 1 when it succeeded but the kernel splatted while it ran and `allow_splats` is off.
-/// Every splat is shown (an allowed one as a note, with its reason); a VM that did not end
-/// with the command's status is an error.
+/// or 1 when it succeeded but the kernel log fails the run as `vm-test`'s verdict would
+/// (`report::apply_kernel_health`: a splat no allow entry excuses, in any phase; records the
+/// log lost; a log that stops early) and `allow_splats` is off. Every splat is shown (an
+/// allowed one as a note, with its reason); a VM that did not end with the command's status
+/// is an error.
 pub fn command_status(
     outcome: &RunOutcome,
     health: &Health,
     allow_splats: bool,
     events: &Events,
 ) -> anyhow::Result<ExitCode> {
-    let mut failing = false;
     for s in &health.splats {
         match &s.allowed {
             Some(why) => events.note(format!("allowed {} ({why})", s.describe())),
-            None => {
-                events.warn(format!("{}\n{}", s.describe(), s.text));
-                failing |= s.phase == "command";
-            }
+            None => events.warn(format!("{}\n{}", s.describe(), s.text)),
         }
     }
+    let mut entries = Vec::new();
+    let vm_ok = matches!(outcome.ending, Ending::Exited(_));
+    report::apply_kernel_health(&mut entries, &mut health.clone(), vm_ok, str::to_string);
+    for e in entries.iter().filter(|e| e.name.starts_with("guest:")) {
+        events.warn(format!("{}: {}", e.name, e.reason.as_deref().unwrap_or("")));
+    }
     match outcome.ending {
-        Ending::Exited(0) if failing && !allow_splats => {
-            events.warn("the kernel splatted while the command ran: exit status 1 (--allow-splats keeps the command's)");
+        Ending::Exited(0) if !entries.is_empty() && !allow_splats => {
+            events.warn("the kernel log fails the run (see above): exit status 1 (--allow-splats keeps the command's)");
             Ok(ExitCode::FAILURE)
         }
         Ending::Exited(code) => Ok(ExitCode::from(code.clamp(0, 255) as u8)),
@@ -140,4 +145,47 @@ pub fn install_signal_handlers() -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bpfvm_host::health::allow;
+
+    fn exited(code: i32) -> RunOutcome {
+        RunOutcome {
+            ending: Ending::Exited(code),
+            console_tail: vec![],
+            elapsed: Duration::from_secs(1),
+            boot: None,
+            guest: None,
+            retries: vec![],
+        }
+    }
+
+    fn status(log: &str, allow_splats: bool) -> ExitCode {
+        let allow = allow::parse("").unwrap();
+        let health = bpfvm_host::health::judge(log, &allow, "6.1", None);
+        command_status(&exited(0), &health, allow_splats, &Events::silent()).unwrap()
+    }
+
+    const WARN: &str = "4,3,3,-;------------[ cut here ]------------\n\
+                        4,4,4,-;WARNING: CPU: 0 PID: 9 at kernel/bpf/syscall.c:512 f+0x1/0x2\n\
+                        4,5,5,-;---[ end trace 0000000000000000 ]---\n";
+
+    /// A splat after the command (deferred work), records the log lost, and a log that stops
+    /// early each turn a command's exit 0 into 1, as they fail a `vm-test` run.
+    #[test]
+    fn a_shutdown_splat_a_lost_record_or_a_cut_log_fails_a_command_that_succeeded() {
+        let clean = "12,0,0,-;bpfvm: phase command\n12,1,1,-;bpfvm: phase shutdown\n";
+        let end = "12,6,6,-;bpfvm: phase end\n";
+        let ok = format!("{clean}12,2,2,-;x\n12,3,3,-;bpfvm: phase end\n");
+        assert_eq!(status(&ok, false), ExitCode::SUCCESS);
+        let shutdown_warn = format!("{clean}12,2,2,-;x\n{WARN}{end}");
+        assert_eq!(status(&shutdown_warn, false), ExitCode::FAILURE);
+        assert_eq!(status(&shutdown_warn, true), ExitCode::SUCCESS);
+        let lost = format!("{clean}12,5,5,-;x\n{end}");
+        assert_eq!(status(&lost, false), ExitCode::FAILURE);
+        assert_eq!(status(clean, false), ExitCode::FAILURE, "no `phase end`");
+    }
 }

@@ -47,8 +47,8 @@ enum Cmd {
         /// and CARGO_* always pass.
         #[arg(long = "env", value_name = "NAME")]
         env: Vec<String>,
-        /// A kernel splat while the command runs is printed but does not make the exit
-        /// status non-zero.
+        /// A kernel splat (or a kernel log that lost records or stops early) is printed but
+        /// does not make the exit status non-zero.
         #[arg(long)]
         allow_splats: bool,
         /// The command and its arguments.

@@ -15,8 +15,8 @@ pub(crate) struct Options {
     /// Seconds before the VM is killed.
     #[arg(long, default_value_t = defaults::RUN_TIMEOUT_S)]
     timeout: u64,
-    /// A kernel splat while the command runs is printed but does not make the exit
-    /// status non-zero.
+    /// A kernel splat (or a kernel log that lost records or stops early) is printed but
+    /// does not make the exit status non-zero.
     #[arg(long)]
     allow_splats: bool,
     /// The command and its arguments.

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::build::TestBinary;
+use crate::guest_files;
 use crate::shell::{join, quote};
 use crate::vng::{END_MARKER, START_MARKER, STATUS_FILE};
 use bpfvm_common::protocol::{KERNEL_BTF_ENV, RESULTS_ENV};
@@ -25,13 +26,14 @@ fn preamble(out: &Path) -> String {
          echo '{START_MARKER}' >&2\n\
          OUT={o}\n\
          export {RESULTS_ENV}=\"$OUT\"\n\
-         {KERNEL_LOG}\
+         {log}\
          {BUILTINS}\
          bpfvm_mounted /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf\n\
          bpfvm_mounted /sys/kernel/debug || mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null\n\
          bpfvm_copy /proc/sys/kernel/osrelease \"$OUT/{rel}\"\n\
          bpfvm_copy /proc/cmdline \"$OUT/{cmd}\"\n\
          bpfvm_copy /sys/devices/system/cpu/vulnerabilities/spectre_v2 \"$OUT/{sp}\"\n",
+        log = kernel_log(),
         rel = files::RELEASE,
         cmd = files::CMDLINE,
         sp = files::SPECTRE_V2,
@@ -58,22 +60,30 @@ bpfvm_copy() {
 /// per open file unless `printk_devkmsg` is `on` (`devkmsg_write`, kernel/printk/printk.c;
 /// Documentation/admin-guide/sysctl/kernel.rst). `dd` writes each record as it reads it
 /// (`head` would buffer them); each read returns one record of at most `CONSOLE_EXT_LOG_MAX`
-/// (8 KiB, include/linux/printk.h; a smaller buffer is `EINVAL`), so `count` bounds the copy in
-/// records (a record is ~100 bytes; at most 64 MiB, what the host reads of a guest file);
-/// `count_bytes` would not (dd counts each short read as a block). `noerror` keeps it copying
-/// when records were overwritten before it read them (`EPIPE`; the sequence numbers show it).
-const KERNEL_LOG: &str = r#"echo on > /proc/sys/kernel/printk_devkmsg 2>/dev/null
-dd if=/dev/kmsg of="$OUT/kernel.log" bs=8k count=8192 conv=noerror status=none 2>/dev/null &
+/// (8 KiB, include/linux/printk.h; a smaller buffer is `EINVAL`). The copy is bounded in
+/// bytes, never in records: `ulimit -f` (512-byte blocks) stops `dd` at what the host reads
+/// of a guest file (`guest_files::MAX_FILE`), and the log then lacks its last marker.
+/// `noerror` keeps it copying when records were overwritten before it read them (`EPIPE`,
+/// after which the kernel continues at its oldest record; the host reports the jump in the
+/// sequence numbers, `health::log::Gap`).
+fn kernel_log() -> String {
+    format!(
+        r#"echo on > /proc/sys/kernel/printk_devkmsg 2>/dev/null
+(ulimit -f {blocks}; exec dd if=/dev/kmsg of="$OUT/{log}" bs=8k conv=noerror status=none 2>/dev/null) &
 bpfvm_log=$!
-bpfvm_mark() {
+bpfvm_mark() {{
   echo "bpfvm: $*" > /dev/kmsg
   read -r bpfvm_now < /proc/sys/kernel/tainted
   if [ "$bpfvm_now" != "$bpfvm_taint" ]; then
     bpfvm_taint=$bpfvm_now
     echo "bpfvm: tainted $bpfvm_now" > /dev/kmsg
   fi
+}}
+"#,
+        blocks = guest_files::MAX_FILE / 512,
+        log = files::KERNEL_LOG,
+    )
 }
-"#;
 
 /// Defines `bpfvm_mark_tests [PREFIX]`: passes libtest's JSON lines through, marking each
 /// test's start (before passing its line on) and end in the kernel log, its name after PREFIX.
@@ -91,6 +101,31 @@ const MARK_TESTS: &str = r#"bpfvm_mark_tests() {
     printf '%s\n' "$line"
   done
 }
+"#;
+
+/// Waits for the kernel's deferred work before the log ends, so that its splats land in the
+/// log: a BPF object's last reference queues its free (`bpf_map_put` queues
+/// `bpf_map_free_deferred` on a workqueue, kernel/bpf/syscall.c; a program's goes through an RCU
+/// callback first, `__bpf_prog_put_noref`). First an RCU grace period, as the kernel's
+/// `test_progs` waits for one (`kern_sync_rcu()`, tools/testing/selftests/bpf/testing_helpers.c):
+/// `membarrier(MEMBARRIER_CMD_GLOBAL)` (syscall 324 on x86-64, command 1) runs
+/// `synchronize_rcu()` when more than one CPU is online (`sys_membarrier`, kernel/sched/
+/// membarrier.c), called through `perl` (Essential in Debian; the shell has no syscall). Then until no kworker is running or
+/// runnable (`R`/`D` in `/proc/PID/stat`; an idle worker sleeps in `I`), at most 3 s. Under
+/// TCG this costs 0.3-0.5 s when nothing is pending (docs/kernel-log.md).
+const SETTLE: &str = r#"perl -e 'syscall(324, 1, 0, 0) == 0 or die "$!\n"' 2>/dev/null ||
+  echo "bpfvm: no RCU grace period waited for (membarrier failed)" > /dev/kmsg
+bpfvm_workqueues_busy() {
+  for bpfvm_f in /proc/[0-9]*/stat; do
+    read -r bpfvm_stat < "$bpfvm_f" 2>/dev/null || continue
+    case $bpfvm_stat in *' (kworker/'*') '[RD]' '*) return 0 ;; esac
+  done
+  return 1
+}
+bpfvm_wait=0
+while [ $bpfvm_wait -lt 30 ] && bpfvm_workqueues_busy; do
+  sleep 0.1; bpfvm_wait=$((bpfvm_wait + 1))
+done
 "#;
 
 /// Ends the kernel log copy once its last marker is in the file (waiting at most 5 s).
@@ -324,10 +359,12 @@ fn export(s: &mut String, env: &[(String, String)]) {
     }
 }
 
-/// The script's last lines: the end of the kernel log copy, the exit status (`status`, a
+/// The script's last lines: the wait for the kernel's deferred work, the end of the kernel log
+/// copy, the exit status (`status`, a
 /// shell word) that tells the host the guest finished, then the marker that times the end of
 /// the script.
 fn epilogue(s: &mut String, status: &str) {
+    s.push_str(SETTLE);
     s.push_str(END_KERNEL_LOG);
     writeln!(s, "echo {status} > \"$OUT/{STATUS_FILE}\"").unwrap();
     writeln!(s, "echo '{END_MARKER}' >&2").unwrap();
@@ -404,8 +441,13 @@ mod tests {
     #[test]
     fn the_kernel_log_is_copied_into_its_file_and_ends_after_the_last_marker() {
         let s = command_script(Path::new("/o"), Path::new("/w"), &["true".to_string()]);
-        assert!(KERNEL_LOG.contains(&format!("of=\"$OUT/{}\"", files::KERNEL_LOG)));
-        let (start, end) = (s.find(KERNEL_LOG).unwrap(), s.find(END_KERNEL_LOG).unwrap());
+        let log = kernel_log();
+        assert!(log.contains(&format!("of=\"$OUT/{}\"", files::KERNEL_LOG)));
+        assert!(
+            log.contains("(ulimit -f 131072; exec dd if=/dev/kmsg "),
+            "64 MiB: {log}"
+        );
+        let (start, end) = (s.find(&log).unwrap(), s.find(END_KERNEL_LOG).unwrap());
         assert!(start < s.find("bpfvm_mark phase command").unwrap());
         assert!(end > s.find("bpfvm_mark phase shutdown").unwrap());
         assert!(

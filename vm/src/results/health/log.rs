@@ -11,6 +11,8 @@
 pub struct Record {
     /// `/dev/kmsg`'s sequence number, or the line's index in a console capture.
     pub seq: u64,
+    /// Read from `/dev/kmsg` (its `seq` counts the kernel's records, so a jump is a loss).
+    pub kmsg: bool,
     pub text: String,
 }
 
@@ -69,6 +71,7 @@ pub fn records(log: &str) -> Vec<Record> {
             kmsg = true;
             out.push(Record {
                 seq,
+                kmsg: true,
                 text: text.to_string(),
             });
         } else if kmsg && line.starts_with(' ') {
@@ -76,11 +79,56 @@ pub fn records(log: &str) -> Vec<Record> {
         } else {
             out.push(Record {
                 seq: i as u64,
+                kmsg: false,
                 text: console_text(line).to_string(),
             });
         }
     }
     out
+}
+
+/// Records of `/dev/kmsg` that a copy never read, between the two it read on either side.
+/// The kernel numbers every record (`info->seq`, kernel/printk/printk_ringbuffer.c); a reader
+/// that falls behind the ring buffer's tail gets `EPIPE` and continues at the oldest record it
+/// still holds (`devkmsg_read`, kernel/printk/printk.c), and a record without data is skipped
+/// (`_prb_read_valid`), so a jump in `seq` is the count of records lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gap {
+    /// The last record read before the gap; `None` when the copy's first record was not the
+    /// kernel's first (seq 0).
+    pub after: Option<u64>,
+    /// The first record read after it.
+    pub next: u64,
+}
+
+impl Gap {
+    /// The number of records lost.
+    pub fn count(&self) -> u64 {
+        self.next - self.after.map_or(0, |a| a + 1)
+    }
+
+    /// "3 records lost between seq 41 and 45".
+    pub fn describe(&self) -> String {
+        let n = self.count();
+        let records = if n == 1 { "record" } else { "records" };
+        match self.after {
+            Some(a) => format!("{n} {records} lost between seq {a} and {}", self.next),
+            None => format!(
+                "{n} {records} lost before seq {} (the first read)",
+                self.next
+            ),
+        }
+    }
+}
+
+/// The gap before `next` (a `/dev/kmsg` record) given the seq of the kmsg record read before
+/// it, if any.
+pub fn gap(before: Option<u64>, next: &Record) -> Option<Gap> {
+    let expected = before.map_or(0, |b| b + 1);
+    (next.kmsg && next.seq > expected).then_some(Gap {
+        after: before,
+        next: next.seq,
+    })
 }
 
 /// `PRIO,SEQ,USEC,FLAGS[,...];TEXT` -> (SEQ, TEXT).
@@ -134,6 +182,28 @@ mod tests {
             "WARNING: CPU: 1 PID: 93 at kernel/bpf/x.c:3 f+0x1/0x2"
         );
         assert_eq!(r[2].text, "  f+0x1/0x2", "a stack line keeps its indent");
+    }
+
+    #[test]
+    fn a_jump_in_seq_is_a_gap_of_that_many_records() {
+        let r = records("6,0,0,-;a\n6,1,0,-;b\n6,5,0,-;c\n[    1.0] console\n");
+        assert_eq!(gap(None, &r[0]), None);
+        assert_eq!(gap(Some(0), &r[1]), None);
+        let g = gap(Some(1), &r[2]).unwrap();
+        assert_eq!(
+            (g.count(), g.describe()),
+            (3, "3 records lost between seq 1 and 5".into())
+        );
+        assert_eq!(
+            gap(Some(5), &r[3]),
+            None,
+            "a console line has no seq of the kernel's"
+        );
+        let first = gap(None, &r[1]).unwrap();
+        assert_eq!(
+            first.describe(),
+            "1 record lost before seq 1 (the first read)"
+        );
     }
 
     #[test]

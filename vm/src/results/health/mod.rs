@@ -45,20 +45,64 @@ impl Splat {
     }
 }
 
-/// The kernel log and taint markers, read in order: every splat and every taint flag that
-/// appeared after the first taint marker (the boot's mask).
-pub fn scan(kernel_log: &str) -> Vec<Splat> {
+/// Records the guest's copy of the log lost (`log::Gap`), with where the script was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lost {
+    pub gap: log::Gap,
+    /// The script's phase at the record before the gap.
+    pub phase: String,
+    /// The tests running on either side of the gap: any of them may have splatted unseen.
+    pub running: Vec<String>,
+}
+
+impl Lost {
+    /// "3 records lost between seq 41 and 45 while a ran".
+    pub fn describe(&self) -> String {
+        let when = Splat {
+            kind: Kind::Warning,
+            text: String::new(),
+            phase: self.phase.clone(),
+            running: self.running.clone(),
+        }
+        .when();
+        format!("{} {when}", self.gap.describe())
+    }
+}
+
+/// What one reading of the kernel log found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scan {
+    pub splats: Vec<Splat>,
+    pub lost: Vec<Lost>,
+    /// The tests that have a start or end marker in the log.
+    pub marked: BTreeSet<String>,
+}
+
+/// The kernel log and taint markers, read in order: every splat, every taint flag that
+/// appeared after the first taint marker (the boot's mask), and every gap in the records.
+pub fn scan(kernel_log: &str) -> Scan {
     let records = log::records(kernel_log);
     let blocks = detect::blocks(&records);
     let mut next_block = blocks.iter().peekable();
-    let mut splats = Vec::new();
+    let mut out = Scan::default();
     let mut phase = BOOT.to_string();
     let mut running = BTreeSet::new();
     let mut before_marker = BTreeSet::new();
     let mut mask = None;
+    let mut last_seq = None;
     for (i, r) in records.iter().enumerate() {
+        if r.kmsg {
+            if let Some(gap) = log::gap(last_seq, r) {
+                out.lost.push(Lost {
+                    gap,
+                    phase: phase.clone(),
+                    running: running.iter().cloned().collect(),
+                });
+            }
+            last_seq = Some(r.seq);
+        }
         if let Some(b) = next_block.next_if(|b| b.first == i) {
-            splats.push(Splat {
+            out.splats.push(Splat {
                 kind: b.kind,
                 text: b.text.clone(),
                 phase: phase.clone(),
@@ -74,16 +118,24 @@ pub fn scan(kernel_log: &str) -> Vec<Splat> {
         match m {
             Marker::Phase(p) => phase = p,
             Marker::TestStart(t) => {
+                out.marked.insert(t.clone());
                 running.insert(t);
             }
             Marker::TestEnd(t) => {
-                running.remove(&t);
+                // Its start marker was lost: it ran across the last gap.
+                if !running.remove(&t) {
+                    if let Some(l) = out.lost.last_mut().filter(|l| !l.running.contains(&t)) {
+                        l.running.push(t.clone());
+                        l.running.sort();
+                    }
+                }
+                out.marked.insert(t);
             }
             Marker::Tainted(now) => {
                 let new = mask.map_or(0, |was| taint::added(was, now));
                 mask = Some(mask.unwrap_or(0) | now);
                 if new != 0 {
-                    splats.push(Splat {
+                    out.splats.push(Splat {
                         kind: Kind::Taint,
                         text: format!("new taint flags: {}", taint::describe(new)),
                         phase: phase.clone(),
@@ -93,7 +145,7 @@ pub fn scan(kernel_log: &str) -> Vec<Splat> {
             }
         }
     }
-    splats
+    out
 }
 
 /// A splat as `report.json` records it: blamed, and allowed or not.
@@ -142,8 +194,12 @@ impl Judged {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Health {
     pub splats: Vec<Judged>,
-    /// The log reaches the guest script's last marker (`phase end`): nothing is missing.
+    /// The log reaches the guest script's last marker (`phase end`).
     pub complete: bool,
+    /// Records the copy lost on the way: splats may be among them.
+    pub lost: Vec<Lost>,
+    /// The tests with a marker in the log (a test with none may have run inside a gap).
+    pub marked: BTreeSet<String>,
 }
 
 /// Scans `kernel_log` and judges each splat against the allowlist for this kernel (its pin
@@ -154,7 +210,9 @@ pub fn judge(
     version: &str,
     release: Option<&str>,
 ) -> Health {
-    let splats = scan(kernel_log)
+    let scan = scan(kernel_log);
+    let splats = scan
+        .splats
         .into_iter()
         .map(|s| Judged {
             allowed: allow
@@ -170,7 +228,12 @@ pub fn judge(
     let complete = log::records(kernel_log)
         .iter()
         .any(|r| Marker::parse(&r.text).as_ref() == Some(&end));
-    Health { splats, complete }
+    Health {
+        splats,
+        complete,
+        lost: scan.lost,
+        marked: scan.marked,
+    }
 }
 
 /// The phase the guest script marks last, once everything else is in the log.

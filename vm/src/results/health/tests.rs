@@ -10,7 +10,7 @@ fn fixture(name: &str) -> String {
 
 /// The one splat in fixture `name`.
 fn only_splat(name: &str) -> Splat {
-    let splats = scan(&fixture(name));
+    let splats = scan(&fixture(name)).splats;
     assert_eq!(splats.len(), 1, "{name}: {splats:#?}");
     splats.into_iter().next().unwrap()
 }
@@ -117,7 +117,7 @@ fn each_kind_of_splat_is_recognised_as_a_whole_block() {
 
 #[test]
 fn a_warn_logged_while_two_tests_ran_blames_both() {
-    let splats = scan(&fixture("two-tests.kmsg"));
+    let splats = scan(&fixture("two-tests.kmsg")).splats;
     assert_eq!(splats.len(), 2, "{splats:#?}");
     let warn = &splats[0];
     assert_eq!(warn.kind, Kind::Warning);
@@ -167,7 +167,7 @@ fn a_taint_seen_after_a_test_started_blames_it_and_the_boot_mask_is_no_splat() {
     .map(Marker::line)
     .collect::<Vec<_>>()
     .join("\n");
-    let splats = scan(&log);
+    let splats = scan(&log).splats;
     assert_eq!(splats.len(), 2, "{splats:#?}");
     assert_eq!(splats[0].running, ["a"], "the test whose start preceded it");
     assert_eq!(splats[1].phase, "shutdown");
@@ -182,7 +182,7 @@ fn ordinary_boot_lines_are_no_splat() {
                [    0.200001] some table\n\
                [    1.000000] x86/fpu: Supporting XSAVE feature 0x001: 'x87 floating point registers'\n\
                [    2.000000] bpfvm: test start BUG: a test named like a splat\n";
-    assert_eq!(scan(log), []);
+    assert_eq!(scan(log).splats, []);
 }
 
 #[test]
@@ -204,7 +204,7 @@ fn a_block_is_bounded_in_lines_and_bytes() {
 }
 
 fn only_splat_of(log: &str) -> Splat {
-    let splats = scan(log);
+    let splats = scan(log).splats;
     assert_eq!(splats.len(), 1, "{splats:#?}");
     splats.into_iter().next().unwrap()
 }

@@ -143,24 +143,18 @@ pub(super) fn no_test_ran(filter: Option<&str>) -> TestResult {
 
 /// The kernel's health in the verdict: each splat that no allow entry excuses fails the tests
 /// running when it was logged (its text attached) and a `kernel:<kind>` entry that names them
-/// or the phase. Names in `splats` (as the guest marked them) become the report's through
+/// or the phase. Names in `health` (as the guest marked them) become the report's through
 /// `report_name` (`display_name` for `vm-test`).
-/// A kernel log that stops before the guest script's last marker (the VM ended normally) is a
-/// failing `guest:kernel.log` entry: splats may be missing.
+/// A kernel log that lost records on the way, or stops before the guest script's last marker
+/// (the VM ended normally), is a failing `guest:kernel.log` entry: splats may be missing
+/// (`log_losses`).
 pub fn apply_kernel_health(
     tests: &mut Vec<TestResult>,
     health: &mut Health,
     vm_ok: bool,
     report_name: fn(&str) -> String,
 ) {
-    if vm_ok && !health.complete {
-        tests.push(failed(
-            format!("guest:{}", files::KERNEL_LOG),
-            "the kernel log stops before the guest script's end (not written, or cut at its \
-             bound of 8192 records): splats may be missing"
-                .into(),
-        ));
-    }
+    log_losses(tests, health, vm_ok, report_name);
     let splats = &mut health.splats;
     for s in splats.iter_mut() {
         s.running = s.running.iter().map(|n| report_name(n)).collect();
@@ -169,14 +163,14 @@ pub fn apply_kernel_health(
     for s in splats.iter().filter(|s| s.allowed.is_none()) {
         kinds.entry(s.kind.name()).or_default().push(s);
         for t in tests.iter_mut().filter(|t| s.running.contains(&t.name)) {
-            if t.outcome != Outcome::Fail {
-                t.outcome = Outcome::Fail;
-                t.reason = Some(format!(
+            fail(
+                t,
+                format!(
                     "the kernel logged a {} while this test ran: {}",
                     s.kind.name(),
                     s.headline()
-                ));
-            }
+                ),
+            );
             t.kernel_splats.push(s.text.clone());
         }
     }
@@ -194,6 +188,71 @@ pub fn apply_kernel_health(
     }
     tests.sort_by(|a, b| a.name.cmp(&b.name));
 }
+
+/// Fails `t` with `reason` unless it failed already (its first reason stays).
+fn fail(t: &mut TestResult, reason: String) {
+    if t.outcome != Outcome::Fail {
+        t.outcome = Outcome::Fail;
+        t.reason = Some(reason);
+    }
+}
+
+/// The kernel log's losses in the verdict: one `guest:kernel.log` entry naming each gap (and
+/// the log's early end), and each test that ran across a gap failed, as are the tests with no
+/// marker in a log that lost records while tests ran (they may have run inside the gap).
+fn log_losses(
+    tests: &mut Vec<TestResult>,
+    health: &Health,
+    vm_ok: bool,
+    report_name: fn(&str) -> String,
+) {
+    let mut why: Vec<String> = health.lost.iter().map(|l| l.describe()).collect();
+    if vm_ok && !health.complete {
+        why.push(format!(
+            "the kernel log stops before the guest script's end (not written, or cut at its \
+             bound of {} MiB)",
+            guest_files::MAX_FILE >> 20
+        ));
+    }
+    if why.is_empty() {
+        return;
+    }
+    let marked: Vec<String> = health.marked.iter().map(|n| report_name(n)).collect();
+    let lost_in_tests = health.lost.iter().any(|l| l.phase == TESTS_PHASE);
+    for l in &health.lost {
+        let running: Vec<String> = l.running.iter().map(|n| report_name(n)).collect();
+        for t in tests.iter_mut().filter(|t| running.contains(&t.name)) {
+            fail(
+                t,
+                format!(
+                    "the kernel log lost records while this test ran ({}): a splat may be \
+                     missing",
+                    l.gap.describe()
+                ),
+            );
+        }
+    }
+    if lost_in_tests {
+        for t in tests
+            .iter_mut()
+            .filter(|t| is_test(&t.name) && !marked.contains(&t.name))
+        {
+            fail(
+                t,
+                "the kernel log lost records while tests ran and holds no marker of this \
+                 test: it may have run inside the gap, a splat may be missing"
+                    .into(),
+            );
+        }
+    }
+    tests.push(failed(
+        format!("guest:{}", files::KERNEL_LOG),
+        format!("{}: splats may be missing", why.join("; ")),
+    ));
+}
+
+/// The phase in which the guest script runs the tests.
+const TESTS_PHASE: &str = "tests";
 
 /// The feature verdict of a run: probes, their entries and mismatches. A missing or unreadable
 /// `features.json`, or a probe binary that failed, is a failing entry itself.

@@ -418,7 +418,7 @@ fn an_allowed_splat_fails_nothing() {
         crate::paths::workspace_root().join("vm/testdata/health/two-tests.kmsg"),
     )
     .unwrap()
-        + "12,800,9900040,-;bpfvm: phase end\n";
+        + "12,28,9900040,-;bpfvm: phase end\n";
     let allow = crate::health::allow::parse(
         "[[allow]]\nregex = '.'\nkernels = [\"6.1\"]\nreason = \"r\"\n",
     )
@@ -544,4 +544,68 @@ fn the_vm_ending_is_a_plain_string_in_json() {
         assert_eq!(serde_json::to_string(&ending).unwrap(), json);
         assert_eq!(serde_json::from_str::<VmEnding>(json).unwrap(), ending);
     }
+}
+
+/// A copy of `/dev/kmsg` that lost records while tests ran: the entry names the gap, the test
+/// running across it fails, and so does a test with no marker left (it ran inside the gap);
+/// a test wholly outside the gap passes.
+#[test]
+fn records_lost_while_tests_ran_fail_the_log_and_the_tests_across_the_gap() {
+    let log = "6,0,0,-;Linux version 6.1.0\n\
+               12,1,1,-;bpfvm: phase tests\n\
+               12,2,2,-;bpfvm: test start a\n\
+               12,3,3,-;bpfvm: test end a\n\
+               12,4,4,-;bpfvm: test start b\n\
+               12,9,9,-;bpfvm: test end c\n\
+               12,10,10,-;bpfvm: test end b\n\
+               12,11,11,-;bpfvm: test start d\n\
+               12,12,12,-;bpfvm: test end d\n\
+               12,13,13,-;bpfvm: phase end\n";
+    let mut health = crate::health::judge(log, &Default::default(), "6.1", None);
+    let mut tests = ["a", "b", "c", "d", "e"].map(passed).to_vec();
+    apply_kernel_health(&mut tests, &mut health, true, display_name);
+    let by = by_name(&tests);
+    assert_eq!(
+        by["guest:kernel.log"].reason.as_deref(),
+        Some(
+            "4 records lost between seq 4 and 9 while tests ran in parallel: b, c: \
+             splats may be missing"
+        )
+    );
+    for name in ["b", "c"] {
+        assert!(by[name].reason.as_deref().unwrap().starts_with(
+            "the kernel log lost records while this test ran (4 records lost between seq 4 and 9)"
+        ));
+    }
+    assert!(by["e"]
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("holds no marker of this test"));
+    assert_eq!(by["a"].outcome, Outcome::Pass);
+    assert_eq!(by["d"].outcome, Outcome::Pass);
+}
+
+/// The same log without the gap fails nothing; one that stops early says so and its bound.
+#[test]
+fn a_log_without_gaps_fails_nothing_and_an_early_end_names_the_bound() {
+    let whole = "12,0,1,-;bpfvm: phase tests\n\
+                 12,1,2,-;bpfvm: test start a\n\
+                 12,2,3,-;bpfvm: test end a\n\
+                 12,3,4,-;bpfvm: phase end\n";
+    let mut health = crate::health::judge(whole, &Default::default(), "6.1", None);
+    let mut tests = vec![passed("a")];
+    apply_kernel_health(&mut tests, &mut health, true, display_name);
+    assert_eq!(summarize(&tests).failed, 0, "{tests:#?}");
+    let cut = &whole[..whole.rfind("12,3").unwrap()];
+    let mut health = crate::health::judge(cut, &Default::default(), "6.1", None);
+    let mut tests = vec![passed("a")];
+    apply_kernel_health(&mut tests, &mut health, true, display_name);
+    assert_eq!(
+        by_name(&tests)["guest:kernel.log"].reason.as_deref(),
+        Some(
+            "the kernel log stops before the guest script's end (not written, or cut at its \
+             bound of 64 MiB): splats may be missing"
+        )
+    );
 }

@@ -7,7 +7,7 @@
 //! | --- | --- | --- |
 //! | `flows` | `run`, `exec`, `crate_test`, `interactive`, `bench` | a command from start to end: prepare, build, boot, judge, write |
 //! | `results` | `report`, `health` | the guest's files and kernel log turned into verdicts and rendered |
-//! | `machine` | `provision`, `build`, `accel`, `guest`, `vng` | what installs, builds and boots |
+//! | `machine` | `provision`, `build`, `accel`, `guest`, `qemu`, `vng` | what installs, builds and boots |
 //! | `domain` | `options`, `kernels`, `custom`, `expect` | the user's input checked, pins, kernel trees, expectations |
 //! | `support` | `paths`, `fs`, `shell`, `proc`, `wait`, `output`, `guest_files` | leaves: files, processes, events |
 //!
@@ -21,6 +21,6 @@ pub mod ui;
 
 pub use domain::{custom, expect, kernels, options};
 pub use flows::{bench, crate_test, exec, interactive, run};
-pub use machine::{accel, build, guest, provision, vng};
+pub use machine::{accel, build, guest, provision, qemu, vng};
 pub use results::{health, report};
 pub use support::{fs, guest_files, output, paths, proc, shell, wait};

@@ -325,7 +325,10 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         (!vm_ok).then_some(ending.as_str()),
         opts.filter.as_deref(),
     );
-    let mut tests = verdict.tests;
+    let mut tests = match outcome.boot {
+        None if !vm_ok => vec![report::never_started(&ending)],
+        _ => verdict.tests,
+    };
     let release = report::read_fact(shared, guest::files::RELEASE);
     let mut health = kernel_health(shared, &out_dir, &outcome, &allow, &p.label, &release)?;
     report::apply_kernel_health(&mut tests, &mut health, vm_ok, report::display_name);

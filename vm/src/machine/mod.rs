@@ -3,4 +3,5 @@ pub mod accel;
 pub mod build;
 pub mod guest;
 pub mod provision;
+pub mod qemu;
 pub mod vng;

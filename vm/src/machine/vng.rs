@@ -5,7 +5,7 @@
 //! (a second serial port is not enumerated by the cloud kernels). Console lines carry the
 //! printk timestamp (`[    1.234567] `), which is how the two are told apart; everything before
 //! the guest script's [`START_MARKER`] is boot chatter (vng, the kernel's decompressor).
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,6 +19,7 @@ use crate::accel::Accel;
 use crate::guest_files;
 use crate::output::{Events, Output};
 use crate::proc::{self, Group, Stream};
+use crate::qemu::{self, QemuEnd};
 use crate::shell::quote;
 
 /// What to boot and what to run in it.
@@ -58,6 +59,9 @@ pub enum Ending {
     Interrupted,
     /// vng/qemu ended without the guest script finishing (boot failure).
     VmFailed(String),
+    /// qemu itself died of a signal (an assertion's SIGABRT, a SIGSEGV): its message and the
+    /// signal.
+    QemuCrashed(String),
     /// The guest wrote more into the shared directory than a run may (`guest_files`).
     TooMuchOutput(String),
 }
@@ -94,7 +98,8 @@ impl RunOutcome {
 
 impl RunOutcome {
     /// A kernel panic or a hang before the guest script's first line: nothing of the user's
-    /// ran yet, so booting again cannot hide a failure of theirs.
+    /// ran yet, so booting again cannot hide a failure of theirs. A qemu crash is not one:
+    /// it is qemu's defect or its configuration's, which a second boot would only hide.
     pub fn failed_before_start(&self) -> bool {
         self.boot.is_none()
             && matches!(
@@ -126,6 +131,7 @@ impl RunOutcome {
             ),
             Ending::Interrupted => "interrupted (Ctrl-C); the VM was killed".into(),
             Ending::VmFailed(why) => format!("the VM failed before the guest finished: {why}"),
+            Ending::QemuCrashed(what) => format!("qemu crashed: {what}"),
             Ending::TooMuchOutput(why) => format!("{why}; the VM was killed"),
         };
         format!(
@@ -155,7 +161,13 @@ pub fn run(
 ) -> Result<RunOutcome> {
     let status_file = spec.rwdir.join(STATUS_FILE);
     let _ = std::fs::remove_file(&status_file);
-    let args = vng_args(spec)?;
+    // qemu through the wrapper that says how it ended, written beside the guest script.
+    let wrapper = qemu::write_wrapper(spec.script.parent().unwrap_or(&spec.rwdir))?;
+    let mut args = vec![
+        "--qemu".to_string(),
+        quote(vng_path(&wrapper, "the qemu wrapper")?),
+    ];
+    args.extend(vng_args(spec)?);
     events.command(format!("{} {}", vng.display(), crate::shell::join(&args)));
     let mut cmd = Command::new(vng);
     cmd.args(&args).env("PATH", path_with(path_prefix));
@@ -171,12 +183,14 @@ pub fn run(
     let panicked = Cell::new(false);
     let started = Cell::new(None);
     let finished = Cell::new(None);
+    let qemu_end = RefCell::new(qemu::Watch::default());
     let forward = |stream: Stream, line: String, tail: &mut VecDeque<String>| match stream {
         Stream::Stdout => events.emit(Output::GuestStdout(line)),
         Stream::Stderr => {
             if line.contains("Kernel panic - not syncing") {
                 panicked.set(true);
             }
+            qemu_end.borrow_mut().see(&line);
             if tail.len() == TAIL {
                 tail.pop_front();
             }
@@ -227,12 +241,15 @@ pub fn run(
     for (stream, line) in group.finish() {
         forward(stream, line, &mut tail);
     }
-    // The panic line may arrive after the timeout or just before qemu exits.
-    let ending = match ending {
-        Ending::Timeout(_) | Ending::BootHang(_) | Ending::VmFailed(_) if panicked.get() => {
+    // qemu's own end, when it was not 0, is why the VM failed: the wrapper says which.
+    let ending = match (ending, qemu_end.borrow().end()) {
+        (Ending::VmFailed(_), Some(QemuEnd::Crashed(what))) => Ending::QemuCrashed(what),
+        (Ending::VmFailed(_), Some(QemuEnd::Failed(why))) => Ending::VmFailed(why),
+        // The panic line may arrive after the timeout or just before qemu exits.
+        (Ending::Timeout(_) | Ending::BootHang(_) | Ending::VmFailed(_), _) if panicked.get() => {
             Ending::Panic
         }
-        e => e,
+        (e, _) => e,
     };
     let (started, finished) = (started.get(), finished.get());
     Ok(RunOutcome {
@@ -545,6 +562,9 @@ mod tests {
         assert!(!outcome(Ending::Timeout(hang), Some(2)).failed_before_start());
         assert!(!outcome(Ending::Interrupted, None).failed_before_start());
         assert!(!outcome(Ending::Exited(1), None).failed_before_start());
+        // qemu's own crash is qemu's, not a race of the guest kernel: booting again hides it.
+        let crash = Ending::QemuCrashed("signal 6 (SIGABRT)".into());
+        assert!(!outcome(crash, None).failed_before_start());
         let f = outcome(Ending::Panic, None).as_failed_boot();
         assert_eq!(f.ending, "the guest kernel panicked");
         assert_eq!(f.console_tail, vec!["[    1.7] Oops: int3".to_string()]);

@@ -1,4 +1,5 @@
-//! POSIX shell quoting, for guest scripts and for commands shown to the user.
+//! POSIX shell quoting, for guest scripts and for commands shown to the user, and exit
+//! statuses as a shell reports them.
 
 /// Quotes one word so `sh` reads it back unchanged.
 pub fn quote(word: &str) -> String {
@@ -35,6 +36,26 @@ pub fn display(envs: &[(&str, String)], prog: &str, args: &[String]) -> String {
     parts.push(quote(prog));
     parts.extend(args.iter().map(|a| quote(a)));
     parts.join(" ")
+}
+
+/// "exit status 3", "signal 6 (SIGABRT)": a shell exit status in words.
+pub fn status_words(rc: i32) -> String {
+    let names = [
+        (4, "SIGILL"),
+        (6, "SIGABRT"),
+        (7, "SIGBUS"),
+        (8, "SIGFPE"),
+        (9, "SIGKILL"),
+        (11, "SIGSEGV"),
+        (15, "SIGTERM"),
+    ];
+    match rc - 128 {
+        sig @ 1..=64 => match names.iter().find(|(n, _)| *n == sig) {
+            Some((_, name)) => format!("signal {sig} ({name})"),
+            None => format!("signal {sig}"),
+        },
+        _ => format!("exit status {rc}"),
+    }
 }
 
 #[cfg(test)]

@@ -56,25 +56,7 @@ pub struct BinaryOutput {
     pub stderr_tail: String,
 }
 
-/// "exit status 3", "signal 6 (SIGABRT)": a shell exit status in words.
-pub(super) fn status_words(rc: i32) -> String {
-    let names = [
-        (4, "SIGILL"),
-        (6, "SIGABRT"),
-        (7, "SIGBUS"),
-        (8, "SIGFPE"),
-        (9, "SIGKILL"),
-        (11, "SIGSEGV"),
-        (15, "SIGTERM"),
-    ];
-    match rc - 128 {
-        sig @ 1..=64 => match names.iter().find(|(n, _)| *n == sig) {
-            Some((_, name)) => format!("signal {sig} ({name})"),
-            None => format!("signal {sig}"),
-        },
-        _ => format!("exit status {rc}"),
-    }
-}
+pub(super) use crate::shell::status_words;
 
 /// The test names of libtest's `--list --format terse` output (`name: test` lines).
 pub(super) fn listed(list: &str) -> Vec<String> {

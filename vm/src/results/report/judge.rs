@@ -141,6 +141,16 @@ pub(super) fn no_test_ran(filter: Option<&str>) -> TestResult {
     )
 }
 
+/// The one failing entry of a run whose VM died before the guest script started (a qemu
+/// crash, a panic at boot): nothing of the guest ran, so the probe's and each binary's missing
+/// files would only repeat it.
+pub fn never_started(vm_ending: &str) -> TestResult {
+    failed(
+        "guest:boot".into(),
+        format!("{vm_ending}; the guest script never started, so no probe or test ran"),
+    )
+}
+
 /// The kernel's health in the verdict: each splat that no allow entry excuses fails the tests
 /// running when it was logged (its text attached) and a `kernel:<kind>` entry that names them
 /// or the phase. Names in `health` (as the guest marked them) become the report's through

@@ -609,3 +609,14 @@ fn a_log_without_gaps_fails_nothing_and_an_early_end_names_the_bound() {
         )
     );
 }
+
+#[test]
+fn a_vm_dead_before_the_guest_script_is_one_entry_naming_why() {
+    let t = never_started("qemu crashed: signal 6 (SIGABRT), with no message of its own");
+    assert_eq!((t.name.as_str(), t.outcome), ("guest:boot", Outcome::Fail));
+    assert!(!is_test(&t.name));
+    assert!(t
+        .reason
+        .unwrap()
+        .starts_with("qemu crashed: signal 6 (SIGABRT), with no message of its own; the guest"));
+}

@@ -241,6 +241,45 @@ pub fn step_summary(reports: &[Report], paths: &Paths) -> String {
             md.push('\n');
         }
     }
+    md.push_str(&verifier_section(reports));
+    md
+}
+
+/// The verifier's statistics of the runs that have them (`vm::verifier::matrix`): processed
+/// instructions per program and kernel, why the rest did not verify, and the `bpf_loop`
+/// calls the verifier left.
+fn verifier_section(reports: &[Report]) -> String {
+    use bpfvm_host::verifier::matrix;
+    let kernels = matrix::of_reports(reports);
+    if kernels.is_empty() {
+        return String::new();
+    }
+    let table = |md: &mut String, title: &str, rows: Vec<Vec<String>>| {
+        let _ = write!(md, "\n| {title} |");
+        for (k, _) in &kernels {
+            let _ = write!(md, " {} |", cell(k));
+        }
+        md.push_str("\n| --- |");
+        md.push_str(&" ---: |".repeat(kernels.len()));
+        md.push('\n');
+        for r in rows {
+            let cells: Vec<String> = r.iter().map(|c| cell(c)).collect();
+            let _ = writeln!(md, "| {} |", cells.join(" | "));
+        }
+    };
+    let mut md = String::from("\n#### Verifier: processed instructions (✗ rejected)\n");
+    table(&mut md, "program", matrix::rows(&kernels));
+    let reasons = matrix::reasons(&kernels);
+    if !reasons.is_empty() {
+        md.push('\n');
+        for r in reasons {
+            let _ = writeln!(md, "- {}", cell(&r));
+        }
+    }
+    let loops = matrix::bpf_loop_rows(&kernels);
+    if !loops.is_empty() {
+        table(&mut md, "bpf_loop calls: loaded -> left", loops);
+    }
     md
 }
 

@@ -67,9 +67,28 @@ enum Cmd {
         /// Also pass this host variable (repeatable), as for `exec`.
         #[arg(long = "env", value_name = "NAME")]
         env: Vec<String>,
+        /// Also load every program of these BPF objects once for the verifier's statistics
+        /// (none named: every object in the crate's build output,
+        /// <target>/**/bpfel-unknown-none/release); writes verifier.json and a veristat CSV,
+        /// verifier.csv, beside each kernel's report.
+        #[arg(long, value_name = "OBJ", num_args = 0..)]
+        verifier_stats: Option<Vec<PathBuf>>,
         /// cargo test's arguments: cargo's, then `--` and the test binaries'.
         #[arg(last = true)]
         args: Vec<String>,
+    },
+    /// Compare two veristat CSVs (`bpfvm test --verifier-stats`'s verifier.csv, or
+    /// `veristat -o csv`'s), as `veristat -C` shows them; exits 1 when a program went from
+    /// success to failure, its processed insns or states moved beyond the threshold, or it is
+    /// in one file only.
+    VerifierCompare {
+        /// The baseline CSV.
+        a: PathBuf,
+        /// The CSV to judge against it.
+        b: PathBuf,
+        /// Change in percent of A's count that fails (0: any change).
+        #[arg(long, default_value_t = 0.0)]
+        threshold: f64,
     },
     /// An interactive root shell in the guest, in the current directory (shared, writable),
     /// for debugging by hand; `exit` or Ctrl-D powers the VM off.
@@ -174,6 +193,7 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
             vm,
             timeout,
             env,
+            verifier_stats,
             args,
         } => {
             let (cargo_args, test_args) = crate_test::split_args(&args);
@@ -183,6 +203,7 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
                 cargo_args,
                 test_args,
                 env: bpfvm_host::exec::passed_env(std::env::vars_os(), &env)?,
+                verifier_stats,
             };
             let (reports, dir) = crate_test::crate_test(&opts, &events)?;
             for r in &reports {
@@ -190,6 +211,10 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
             }
             if reports.len() > 1 {
                 bpfvm_host::ui::print_stdout(&bpfvm_host::report::matrix_table(&reports));
+            }
+            let verifier = bpfvm_host::verifier::matrix::of_reports(&reports);
+            if !verifier.is_empty() {
+                bpfvm_host::ui::print_stdout(&bpfvm_host::verifier::matrix::table(&verifier));
             }
             for r in &reports {
                 if let Some(why) = r.why_failed() {
@@ -203,6 +228,14 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
             Ok(exit_if(
                 !reports.is_empty() && reports.iter().all(|r| r.ok()),
             ))
+        }
+        Cmd::VerifierCompare { a, b, threshold } => {
+            let c = bpfvm_host::verifier::compare_files(&a, &b, threshold)?;
+            bpfvm_host::ui::print_stdout(&c.table());
+            for f in &c.failures {
+                bpfvm_host::ui::print_stderr(&format!("error: {f}"));
+            }
+            Ok(exit_if(c.failures.is_empty()))
         }
         Cmd::Shell { vm, timeout } => {
             // The shell's deadline is `timeout` alone (vm_shell passes it on); a zero one is

@@ -14,6 +14,8 @@ pub mod objects;
 pub mod protocol;
 #[cfg(feature = "std")]
 pub mod stats;
+#[cfg(feature = "protocol")]
+pub mod verifier;
 
 /// `smoke` object (ebpf/src/smoke.rs): a socket filter that fills a BTF hash map and a BTF
 /// bloom filter, run through `BPF_PROG_TEST_RUN`.

@@ -24,7 +24,7 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 }
 
 /// Whether the file starts with `\x7fELF`; unreadable or shorter files are not objects.
-fn is_elf(path: &Path) -> bool {
+pub fn is_elf(path: &Path) -> bool {
     let mut magic = [0u8; 4];
     std::fs::File::open(path)
         .and_then(|mut f| f.read_exact(&mut magic))

@@ -38,6 +38,12 @@ pub mod files {
     pub const SKIPS: &str = "skips.jsonl";
     /// The kernel log of the whole guest script, with its markers (`vm::health`).
     pub const KERNEL_LOG: &str = "kernel.log";
+    /// The verifier's statistics of every program of every object: a JSON array of
+    /// [`ProgStats`](crate::verifier::ProgStats), and the `verifier` binary's exit status and
+    /// stderr.
+    pub const VERIFIER: &str = "verifier.json";
+    pub const VERIFIER_RC: &str = "verifier.rc";
+    pub const VERIFIER_STDERR: &str = "verifier.stderr";
 
     /// Where test binary `name` lists its tests (`--list --format terse`).
     pub fn list(name: &str) -> String {

@@ -127,6 +127,33 @@ impl Feature {
     }
 }
 
+/// Why this kernel cannot create an object's maps, for each map type (inner map templates
+/// included) whose feature the kernel lacks: the probe's answer. Empty when it has them all
+/// (then a failed load is not a missing feature). Unlike [`needed_by`], any object will do.
+pub fn absent_map_features(bytes: &[u8]) -> Vec<String> {
+    let Ok(uses) = object::uses(bytes) else {
+        return vec![];
+    };
+    absent(uses.map_types.into_iter().filter_map(Feature::for_map_type))
+}
+
+/// Why this kernel lacks each of `helpers` (helper ids) whose feature the probes find absent.
+pub fn absent_helper_features(helpers: &[i32]) -> Vec<String> {
+    absent(helpers.iter().filter_map(|&h| Feature::for_helper(h)))
+}
+
+/// The probes' reasons for those of `features` that are absent, each once.
+fn absent(features: impl Iterator<Item = Feature>) -> Vec<String> {
+    let mut out: Vec<String> = features
+        .filter_map(|f| match probe(f) {
+            Probe::Absent(why) => Some(format!("{}: {why}", f.missing_reason())),
+            _ => None,
+        })
+        .collect();
+    out.dedup();
+    out
+}
+
 /// Map types and helpers up to these exist in 5.10, the oldest pin (`BPF_MAP_TYPE_INODE_STORAGE`,
 /// `BPF_FUNC_redirect_peer` in its include/uapi/linux/bpf.h); newer ones need a [`Feature`].
 const LAST_MAP_TYPE_IN_5_10: u32 = bpf_map_type::BPF_MAP_TYPE_INODE_STORAGE as u32;

@@ -9,6 +9,7 @@ pub mod maps;
 pub mod object;
 pub mod skip;
 pub mod sys;
+pub mod verifier;
 
 #[cfg(test)]
 mod tests;

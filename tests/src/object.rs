@@ -127,6 +127,14 @@ const fn same(a: &str, b: &str) -> bool {
     true
 }
 
+/// The embedded object `name` of `with_objects!`' `loads` ([`all`]).
+pub fn named(name: &str) -> Object {
+    all()
+        .into_iter()
+        .find(|o| o.name == name)
+        .unwrap_or_else(|| panic!("no object `{name}` in object::all()"))
+}
+
 /// An embedded object.
 pub struct Object {
     pub name: &'static str,
@@ -181,7 +189,7 @@ pub fn load(bytes: &[u8]) -> Result<Ebpf> {
 /// `EbpfLoader::new`, which has no way around it. `vm-test` runs the tests with a copy at
 /// `$BPFVM_KERNEL_BTF` and the sysfs file reading empty (vm/src/machine/guest.rs), so that the loader's
 /// own parse fails at once and this copy is the only one parsed.
-fn kernel_btf() -> Option<&'static Btf> {
+pub(crate) fn kernel_btf() -> Option<&'static Btf> {
     static BTF: OnceLock<Option<Btf>> = OnceLock::new();
     BTF.get_or_init(
         || match std::env::var_os(bpfvm_common::protocol::KERNEL_BTF_ENV) {

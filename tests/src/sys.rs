@@ -382,8 +382,30 @@ pub fn kernel_addresses<const N: usize>(
 
 /// `BPF_JMP | BPF_CALL` with `src_reg` 0 (a helper, not a BPF-to-BPF call) and `imm`.
 pub fn is_helper_call(insn: u64, imm: i32) -> bool {
+    helper_call(insn) == Some(imm)
+}
+
+/// The `imm` of a helper call (`BPF_JMP | BPF_CALL` with `src_reg` 0; 1 and 2 call BPF and
+/// kernel functions), `None` for any other instruction.
+pub fn helper_call(insn: u64) -> Option<i32> {
     let b = insn.to_le_bytes();
-    b[0] == 0x85 && b[1] >> 4 == 0 && i32::from_le_bytes([b[4], b[5], b[6], b[7]]) == imm
+    (b[0] == 0x85 && b[1] >> 4 == 0).then(|| i32::from_le_bytes([b[4], b[5], b[6], b[7]]))
+}
+
+/// `BPF_OBJ_GET_INFO_BY_FD` on a program, without its instruction dumps. A kernel whose
+/// `bpf_prog_info` is shorter leaves the newer fields 0 (`bpf_prog_get_info_by_fd`,
+/// kernel/bpf/syscall.c copies at most its own size).
+pub fn prog_info(fd: BorrowedFd<'_>) -> io::Result<aya_obj::generated::bpf_prog_info> {
+    // SAFETY: plain-old-data kernel struct; all-zero is valid.
+    let mut info: aya_obj::generated::bpf_prog_info = unsafe { std::mem::zeroed() };
+    let mut attr = zeroed_attr();
+    attr.info.bpf_fd = fd.as_raw_fd() as u32;
+    attr.info.info_len = std::mem::size_of_val(&info) as u32;
+    attr.info.info = &mut info as *mut _ as u64;
+    // SAFETY: the kernel writes at most `info_len` bytes into `info`; every pointer inside it
+    // is 0, so it dumps nothing else.
+    unsafe { bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr) }?;
+    Ok(info)
 }
 
 /// The program's instructions after the verifier's rewrites (`BPF_OBJ_GET_INFO_BY_FD`).

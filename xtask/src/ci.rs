@@ -165,6 +165,15 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
         Ok(())
     });
     step(
+        "verifier statistics against kernels/verifier/ (0 %)",
+        &mut || {
+            if !crate::verifier::check(kernel)? {
+                bail!("the verifier's statistics changed on {kernel} (see above)");
+            }
+            Ok(())
+        },
+    );
+    step(
         "examples/map-test: cargo test through bpfvm exec, bpfvm test on 6.1 and 6.12",
         &mut || own_crate(&sh),
     );

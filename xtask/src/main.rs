@@ -29,6 +29,7 @@ mod kernels;
 mod lint;
 mod mutants;
 mod soak;
+mod verifier;
 mod vm_run;
 mod vm_test;
 
@@ -61,6 +62,8 @@ enum Cmd {
     BenchSuite(bench_suite::Options),
     Mutants(mutants::Options),
     Soak(soak::Options),
+    VerifierStats(verifier::StatsOptions),
+    VerifierCompare(verifier::CompareOptions),
 }
 
 fn main() -> ExitCode {
@@ -95,6 +98,8 @@ fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
         Cmd::BenchSuite(opts) => bench_suite::run(opts, events),
         Cmd::Mutants(opts) => mutants::run(opts, events),
         Cmd::Soak(opts) => soak::run(opts, events),
+        Cmd::VerifierStats(opts) => verifier::stats(opts),
+        Cmd::VerifierCompare(opts) => verifier::compare(opts),
     }
 }
 

@@ -31,6 +31,10 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     if opts.vm.kernel == bpfvm_host::kernels::ALL {
         let reports = bpfvm_host::run::vm_test_all(&opts, events)?;
         outln!("{}", bpfvm_host::report::matrix_table(&reports));
+        let verifier = bpfvm_host::verifier::matrix::of_reports(&reports);
+        if !verifier.is_empty() {
+            outln!("{}", bpfvm_host::verifier::matrix::table(&verifier));
+        }
         for r in &reports {
             if let Some(why) = r.why_failed() {
                 outln!("kernel {} FAILED: {why}", r.kernel.version);

@@ -25,13 +25,6 @@ fn map_data<'a>(ebpf: &'a aya::Ebpf, name: &str) -> Result<&'a MapData> {
     }
 }
 
-fn object_named(name: &str) -> object::Object {
-    object::all()
-        .into_iter()
-        .find(|o| o.name == name)
-        .unwrap_or_else(|| panic!("no object `{name}` in object::all()"))
-}
-
 /// A test case per object of `loads` in `object::with_objects`, named after it, so a kernel
 /// lacking one object's features (read from the object: `features::needed_by`) skips that
 /// object only.
@@ -61,14 +54,14 @@ macro_rules! load_tests {
 object::with_objects!(load_tests);
 
 fn object_loads(name: &str) -> Result<()> {
-    let obj = object_named(name);
+    let obj = object::named(name);
     crate::require_object!(obj.bytes);
     object::load(obj.bytes).with_context(|| format!("object `{name}`"))?;
     Ok(())
 }
 
 fn verifier_accepts_every_program(name: &str) -> Result<()> {
-    let obj = object_named(name);
+    let obj = object::named(name);
     crate::require_object!(obj.bytes);
     let mut ebpf = object::load(obj.bytes).with_context(|| format!("object `{name}`"))?;
     let mut n = 0;

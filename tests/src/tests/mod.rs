@@ -6,3 +6,4 @@ mod bloom_filter;
 mod bpf_loop;
 mod ebpf;
 mod smoke;
+mod verifier;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use crate::build::{parse_cargo_messages, Artifact};
-use crate::guest::{self, CrateBinary};
+use crate::guest::{self, CrateBinary, VerifierRun};
 use crate::health::{self, allow::Allowlist};
 use crate::options::VmOptions;
 use crate::output::Events;
@@ -33,6 +33,18 @@ pub struct CrateTestOptions {
     pub test_args: Vec<String>,
     /// Variables set in the guest (`exec::passed_env`).
     pub env: Vec<(String, String)>,
+    /// `--verifier-stats`: `None` when not asked, else the BPF objects whose programs the
+    /// guest loads for the verifier's statistics (empty: those found in the crate's build
+    /// output, [`find_objects`]).
+    pub verifier_stats: Option<Vec<PathBuf>>,
+}
+
+/// What every kernel's run shares: the test binaries, the verifier statistics step, and the
+/// time they took to build.
+struct Built {
+    binaries: Vec<CrateBinary>,
+    verifier: Option<VerifierRun>,
+    time: Duration,
 }
 
 /// Splits `bpfvm test -- ARGS` as `cargo test ARGS` does: cargo's before a `--`, the test
@@ -50,7 +62,15 @@ pub fn crate_test(opts: &CrateTestOptions, events: &Events) -> Result<(Vec<Repor
     let start = Instant::now();
     let allow = health::allow::load(&health::allow::path())?;
     let (binaries, target) = build_tests(&opts.cargo_args, events)?;
-    let built = start.elapsed();
+    let verifier = match &opts.verifier_stats {
+        Some(objects) => Some(verifier_run(objects, &target, events)?),
+        None => None,
+    };
+    let built = Built {
+        binaries,
+        verifier,
+        time: start.elapsed(),
+    };
     let out = target.join(REPORTS);
     crate::paths::check_target_dir(&out)?;
     let mut reports = Vec::new();
@@ -62,7 +82,7 @@ pub fn crate_test(opts: &CrateTestOptions, events: &Events) -> Result<(Vec<Repor
         events.step(format!("=== kernel {kernel} ==="));
         let mut vm = opts.vm.clone();
         vm.kernel = kernel.clone();
-        match test_on(&vm, opts, &binaries, &allow, built, &out, events) {
+        match test_on(&vm, opts, &built, &allow, &out, events) {
             Ok(r) => reports.push(r),
             Err(e) if crate::proc::interrupted() => return Err(e),
             Err(e) => {
@@ -182,12 +202,12 @@ pub fn crate_binaries(arts: &[Artifact]) -> Vec<CrateBinary> {
 fn test_on(
     vm: &VmOptions,
     opts: &CrateTestOptions,
-    binaries: &[CrateBinary],
+    built: &Built,
     allow: &Allowlist,
-    built: Duration,
     out: &Path,
     events: &Events,
 ) -> Result<Report> {
+    let binaries = &built.binaries;
     let start = Instant::now();
     let p = prepare(vm, events)?;
     let prepared = start.elapsed();
@@ -196,7 +216,13 @@ fn test_on(
     let shared = files.shared.as_path();
     guest::write(
         &files.script,
-        &guest::crate_test_script(shared, &opts.env, binaries, &opts.test_args),
+        &guest::crate_test_script(
+            shared,
+            &opts.env,
+            binaries,
+            &opts.test_args,
+            built.verifier.as_ref(),
+        ),
     )?;
     let live = with_test_progress(events.clone(), shared.to_path_buf(), p.expected.clone());
     let outcome = boot(&p, vm, shared, &files.script, &live)?;
@@ -209,7 +235,13 @@ fn test_on(
     let release = report::read_fact(shared, guest::files::RELEASE);
     let mut health = kernel_health(shared, &dir, &outcome, allow, &p.label, &release)?;
     report::apply_kernel_health(&mut tests, &mut health, vm_ok, report_name);
-    let r = report_of(
+    let mut verifier_stats = vec![];
+    if built.verifier.is_some() {
+        let (stats, failed) = crate::verifier::keep(shared, &dir);
+        tests.extend(failed);
+        verifier_stats = stats;
+    }
+    let mut r = report_of(
         &p,
         shared,
         release,
@@ -217,14 +249,109 @@ fn test_on(
         tests,
         health.splats,
         // The one build every kernel's run shares.
-        Timings::of(prepared, built, &outcome),
+        Timings::of(prepared, built.time, &outcome),
     );
+    r.verifier = verifier_stats;
     report::write(&r, &dir)?;
     files.keep(&dir.join("guest"), events);
     if !vm_ok {
         events.warn(outcome.diagnosis());
     }
     Ok(r)
+}
+
+/// The verifier statistics step for `objects` (absolute paths: the guest runs it from
+/// elsewhere), or for those [`find_objects`] finds under `target` when none is given. Builds
+/// bpfvm's own guest binary for it, which embeds bpfvm's `ebpf/` objects (built first).
+fn verifier_run(objects: &[PathBuf], target: &Path, events: &Events) -> Result<VerifierRun> {
+    let objects = if objects.is_empty() {
+        let found = find_objects(target);
+        if found.is_empty() {
+            bail!(
+                "--verifier-stats found no BPF object in {}/**/bpfel-unknown-none/release:                  name the objects (`--verifier-stats PATH...`)",
+                target.display()
+            );
+        }
+        found
+    } else {
+        objects
+            .iter()
+            .map(|o| {
+                let abs = std::path::absolute(o).unwrap_or_else(|_| o.clone());
+                if !bpfvm_common::objects::is_elf(&abs) {
+                    bail!(
+                        "--verifier-stats {}: not a readable ELF file (a BPF object, e.g. what                          `bpfvm build-ebpf` prints the directory of)",
+                        o.display()
+                    );
+                }
+                Ok(abs)
+            })
+            .collect::<Result<_>>()?
+    };
+    events.note(format!(
+        "verifier statistics of {}",
+        objects
+            .iter()
+            .map(|o| o.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    let tools = crate::provision::ensure(events)?;
+    let ebpf_dir = crate::build::build_ebpf(&tools.ebpf, events)?;
+    let bin = crate::build::build_guest_bin(
+        &ebpf_dir,
+        crate::build::VERIFIER_BIN,
+        crate::build::GUEST_PROFILE,
+        events,
+    )?;
+    Ok(VerifierRun { bin, objects })
+}
+
+/// The BPF objects of a crate's build output, as cargo-veristat finds them: the ELF files of
+/// every `bpfel-unknown-none/release` (or `bpfeb-`) directory under `target` (an aya-build or
+/// `bpfvm build-ebpf` build script puts them under its OUT_DIR), the newest of each name
+/// (an older OUT_DIR of the same crate keeps its stale copy).
+pub fn find_objects(target: &Path) -> Vec<PathBuf> {
+    let mut newest: std::collections::BTreeMap<
+        std::ffi::OsString,
+        (std::time::SystemTime, PathBuf),
+    > = Default::default();
+    let mut dirs = vec![(target.to_path_buf(), 0)];
+    while let Some((dir, depth)) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let is_objects = dir.file_name().is_some_and(|n| n == "release")
+            && dir
+                .parent()
+                .and_then(Path::file_name)
+                .is_some_and(|n| n == "bpfel-unknown-none" || n == "bpfeb-unknown-none");
+        if is_objects {
+            for o in bpfvm_common::objects::list(&dir).unwrap_or_default() {
+                let time = o.metadata().and_then(|m| m.modified()).ok();
+                let (Some(name), Some(time)) = (o.file_name(), time) else {
+                    continue;
+                };
+                let e = newest
+                    .entry(name.to_os_string())
+                    .or_insert((time, o.clone()));
+                if time > e.0 {
+                    *e = (time, o);
+                }
+            }
+            continue;
+        }
+        for e in entries.flatten() {
+            let skip = ["deps", "incremental", ".fingerprint"];
+            if depth < 8
+                && e.file_type().is_ok_and(|t| t.is_dir())
+                && !skip.iter().any(|s| e.file_name() == *s)
+            {
+                dirs.push((e.path(), depth + 1));
+            }
+        }
+    }
+    newest.into_values().map(|(_, p)| p).collect()
 }
 
 /// Every binary's results, each test named `<binary>::<test>` (two binaries may hold tests

@@ -287,7 +287,12 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     let build::GuestBuild {
         tests: binaries,
         probe,
+        verifier,
     } = build::build_guest(&ebpf_dir, events)?;
+    let verifier = guest::VerifierRun {
+        bin: verifier,
+        objects: build::list_objects(&ebpf_dir)?,
+    };
     let built = start.elapsed() - prepared;
 
     let out_dir = target_dir().join("vm-test").join(&p.label);
@@ -299,6 +304,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
             shared,
             &p.tree.release,
             &probe,
+            &verifier,
             &binaries,
             opts.filter.as_deref(),
         ),
@@ -332,6 +338,8 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     let release = report::read_fact(shared, guest::files::RELEASE);
     let mut health = kernel_health(shared, &out_dir, &outcome, &allow, &p.label, &release)?;
     report::apply_kernel_health(&mut tests, &mut health, vm_ok, report::display_name);
+    let (verifier_stats, verifier_failed) = crate::verifier::keep(shared, &out_dir);
+    tests.extend(verifier_failed);
     let mut report = report_of(
         &p,
         shared,
@@ -349,6 +357,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     report.probes = verdict.probes;
     report.expected_features = Some(p.expected.clone());
     report.feature_mismatches = verdict.mismatches;
+    report.verifier = verifier_stats;
     report::write(&report, &out_dir)?;
     files.keep(&out_dir.join("guest"), events);
     if !vm_ok {
@@ -465,6 +474,7 @@ pub(crate) fn report_of(
         timings,
         summary: report::summarize(&tests),
         tests,
+        verifier: vec![],
     }
 }
 

@@ -242,15 +242,22 @@ fn cargo_json(args: &[&str], ebpf_dir: &Path, events: &Events) -> Result<Vec<Art
 /// The cargo profile of the guest tests and probe (see `[profile.guest]` in `Cargo.toml`).
 pub const GUEST_PROFILE: &str = "guest";
 
+/// The guest binary that loads every program of the objects it is given for the verifier's
+/// statistics (`bpfvm_tests::verifier`).
+pub const VERIFIER_BIN: &str = "verifier";
+
 /// What `vm-test` runs in the guest: the test executables and the feature probe.
 #[derive(Debug, Clone)]
 pub struct GuestBuild {
     pub tests: Vec<TestBinary>,
     pub probe: PathBuf,
+    /// The verifier statistics of every program of given objects (`tests/src/bin/verifier.rs`).
+    pub verifier: PathBuf,
 }
 
-/// Builds the guest tests and the probe embedding the objects in `ebpf_dir`, in one cargo
-/// invocation (`cargo build --profile guest -p bpfvm-tests --tests --bin probe`): built apart,
+/// Builds the guest tests, the probe and the verifier statistics binary embedding the objects
+/// in `ebpf_dir`, in one cargo invocation (`cargo build --profile guest -p bpfvm-tests --tests
+/// --bin probe --bin verifier`): built apart,
 /// the probe resolves its dependencies' features without the tests' dev-dependencies, and cargo
 /// built syn, serde, aya-obj and aya a second time (170 s of a fresh run).
 pub fn build_guest(ebpf_dir: &Path, events: &Events) -> Result<GuestBuild> {
@@ -266,6 +273,8 @@ pub fn build_guest(ebpf_dir: &Path, events: &Events) -> Result<GuestBuild> {
             "--tests",
             "--bin",
             "probe",
+            "--bin",
+            VERIFIER_BIN,
         ],
         ebpf_dir,
         events,
@@ -274,8 +283,13 @@ pub fn build_guest(ebpf_dir: &Path, events: &Events) -> Result<GuestBuild> {
     if tests.is_empty() {
         bail!("cargo built bpfvm-tests but reported no test executable");
     }
-    let probe = bin_of(arts, "probe")?;
-    Ok(GuestBuild { tests, probe })
+    let probe = bin_of(arts.clone(), "probe")?;
+    let verifier = bin_of(arts, VERIFIER_BIN)?;
+    Ok(GuestBuild {
+        tests,
+        probe,
+        verifier,
+    })
 }
 
 /// The test executables among `arts` (deduplicated, in cargo's order).

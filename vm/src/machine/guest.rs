@@ -150,6 +150,7 @@ pub fn test_script(
     out: &Path,
     release: &str,
     probe: &Path,
+    verifier: &VerifierRun,
     binaries: &[TestBinary],
     filter: Option<&str>,
 ) -> String {
@@ -174,6 +175,7 @@ pub fn test_script(
         f = files::FEATURES,
     )
     .unwrap();
+    verifier_step(&mut s, verifier, "with_kernel_btf_once ");
     s.push_str(MARK_TESTS);
     s.push_str("bpfvm_mark phase tests\n");
     let args: Vec<String> = filter.map(str::to_string).into_iter().collect();
@@ -183,6 +185,32 @@ pub fn test_script(
     s.push_str("bpfvm_mark phase shutdown\n");
     epilogue(&mut s, "0");
     s
+}
+
+/// The verifier statistics step: `bin` (`tests/src/bin/verifier.rs`) loads every program of
+/// `objects` once for the verifier's statistics alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifierRun {
+    pub bin: PathBuf,
+    pub objects: Vec<PathBuf>,
+}
+
+/// Runs the verifier statistics as the `verifier` phase, before the tests (alone in the VM):
+/// its JSON into `verifier.json`, its stderr and exit status beside it. `wrap` as for
+/// [`run_test_binary`].
+fn verifier_step(s: &mut String, run: &VerifierRun, wrap: &str) {
+    s.push_str("bpfvm_mark phase verifier\n");
+    let mut argv = vec![run.bin.display().to_string()];
+    argv.extend(run.objects.iter().map(|o| o.display().to_string()));
+    writeln!(
+        s,
+        "{wrap}{} > \"$OUT/{}\" 2> \"$OUT/{}\"; echo $? > \"$OUT/{}\"",
+        join(&argv),
+        files::VERIFIER,
+        files::VERIFIER_STDERR,
+        files::VERIFIER_RC
+    )
+    .unwrap();
 }
 
 /// Runs test binary `path` (its files named `name`) with the libtest arguments `args`: its list
@@ -329,18 +357,23 @@ pub struct CrateBinary {
 
 /// The `bpfvm test` script: every test binary of the user's crate from its package's
 /// directory, with `env` and the libtest arguments `args`, as `vm-test` runs its own (no
-/// probes; the kernel's BTF stays as it is, for the user's CO-RE loads). Each test's markers
-/// name it `<binary>::<libtest name>`.
+/// probes; the kernel's BTF stays as it is, for the user's CO-RE loads), after the verifier
+/// statistics of the user's objects when asked (`--verifier-stats`). Each test's markers name
+/// it `<binary>::<libtest name>`.
 pub fn crate_test_script(
     out: &Path,
     env: &[(String, String)],
     binaries: &[CrateBinary],
     args: &[String],
+    verifier: Option<&VerifierRun>,
 ) -> String {
     let mut s = preamble(out);
     // libtest's JSON output is unstable, hence RUSTC_BOOTSTRAP; the user's env comes after.
     s.push_str("export RUSTC_BOOTSTRAP=1 RUST_BACKTRACE=1\n");
     export(&mut s, env);
+    if let Some(v) = verifier {
+        verifier_step(&mut s, v, "");
+    }
     s.push_str(MARK_TESTS);
     s.push_str("bpfvm_mark phase tests\n");
     for b in binaries {
@@ -388,6 +421,10 @@ mod tests {
             Path::new("/t/run"),
             "6.1.0-57-cloud-amd64",
             Path::new("/t/probe"),
+            &VerifierRun {
+                bin: "/t/verifier".into(),
+                objects: vec!["/e/smoke".into(), "/e/my obj".into()],
+            },
             &[TestBinary {
                 name: "bpfvm_tests".into(),
                 path: "/t/deps/bpfvm_tests-abc".into(),
@@ -404,7 +441,11 @@ mod tests {
         assert!(s.contains(
             "2>> \"$OUT/bpfvm_tests.stderr\"; echo $? > \"$OUT/bpfvm_tests.rc\"; } | bpfvm_mark_tests | tee"
         ));
-        let phases: Vec<usize> = ["probe", "tests", "shutdown", "end"]
+        assert!(s.contains(
+            "with_kernel_btf_once /t/verifier /e/smoke '/e/my obj' > \"$OUT/verifier.json\" \
+             2> \"$OUT/verifier.stderr\"; echo $? > \"$OUT/verifier.rc\"\n"
+        ));
+        let phases: Vec<usize> = ["probe", "verifier", "tests", "shutdown", "end"]
             .iter()
             .map(|p| s.find(&format!("bpfvm_mark phase {p}\n")).unwrap())
             .collect();
@@ -587,6 +628,7 @@ mod tests {
             &env,
             &bins,
             &["--test-threads".into(), "1".into()],
+            None,
         );
         // The user's RUST_BACKTRACE overrides the default set before it.
         assert!(s.find("RUST_BACKTRACE=1").unwrap() < s.find("RUST_BACKTRACE=0").unwrap());
@@ -603,5 +645,15 @@ mod tests {
         assert!(phases.is_sorted(), "{phases:?}");
         assert!(s.find(MARK_TESTS).unwrap() < phases[0]);
         assert!(!s.contains("with_kernel_btf_once"));
+        assert!(!s.contains("phase verifier"), "not asked for");
+        let v = VerifierRun {
+            bin: "/b/verifier".into(),
+            objects: vec!["/u/obj".into()],
+        };
+        let s = crate_test_script(Path::new("/o"), &env, &bins, &[], Some(&v));
+        let step = s
+            .find("/b/verifier /u/obj > \"$OUT/verifier.json\"")
+            .unwrap();
+        assert!(step < s.find("bpfvm_mark phase tests").unwrap());
     }
 }

@@ -1,3 +1,5 @@
-//! Results: the guest's files and kernel log turned into verdicts (`report`, `health`), and the report rendered.
+//! Results: the guest's files and kernel log turned into verdicts (`report`, `health`), and the report rendered;
+//! the verifier's statistics per program (`verifier`).
 pub mod health;
 pub mod report;
+pub mod verifier;

@@ -89,6 +89,10 @@ pub struct Report {
     pub timings: Timings,
     pub tests: Vec<TestResult>,
     pub summary: Summary,
+    /// What the verifier thought of every program of every object (`vm::verifier`); also
+    /// `verifier.json` and `verifier.csv` beside this report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verifier: Vec<bpfvm_common::verifier::ProgStats>,
 }
 
 /// Seconds per phase of a run; a phase the run did not reach is absent.
@@ -227,6 +231,7 @@ impl Report {
             timings: Timings::default(),
             tests: vec![],
             summary: Summary::default(),
+            verifier: vec![],
         }
     }
 

@@ -319,6 +319,7 @@ fn report(tests: Vec<TestResult>) -> Report {
         },
         summary: summarize(&tests),
         tests,
+        verifier: vec![],
     }
 }
 

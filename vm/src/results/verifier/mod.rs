@@ -1,0 +1,132 @@
+//! The verifier's statistics per program per kernel (the guest's `verifier.json`, see
+//! `bpfvm_common::verifier`), kept as `verifier.json` and a veristat CSV beside each
+//! kernel's report ([`csv`]), compared against a baseline ([`compare`]) and shown as a
+//! programs x kernels matrix ([`matrix`]). What is measured and from where:
+//! docs/verifier-stats.md.
+pub mod compare;
+pub mod csv;
+pub mod matrix;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+pub use bpfvm_common::verifier::{ProgStats, Verdict};
+
+use crate::guest::files;
+use crate::guest_files;
+use crate::report::{Outcome, TestResult};
+
+/// The files kept per kernel, beside `report.json`.
+pub const JSON: &str = "verifier.json";
+pub const CSV: &str = "verifier.csv";
+
+/// What the guest's `verifier` binary wrote, or why there is nothing: its exit status and the
+/// last lines of its stderr.
+pub fn read(shared: &Path) -> Result<Vec<ProgStats>> {
+    let rc = guest_files::read(&shared.join(files::VERIFIER_RC)).ok();
+    let stderr = guest_files::read(&shared.join(files::VERIFIER_STDERR)).unwrap_or_default();
+    let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+    let tail = tail.into_iter().rev().collect::<Vec<_>>().join(" | ");
+    match rc.as_deref().map(str::trim) {
+        Some("0") => {}
+        Some(rc) => bail!("the guest's verifier statistics failed (exit status {rc}): {tail}"),
+        None => {
+            bail!("the guest wrote no verifier statistics (the guest script did not reach them)")
+        }
+    }
+    let text = guest_files::read(&shared.join(files::VERIFIER))
+        .with_context(|| format!("reading the guest's {}", files::VERIFIER))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("the guest's {} is not JSON", files::VERIFIER))
+}
+
+/// Keeps the guest's statistics as `dir/verifier.json` and `dir/verifier.csv`. When the guest
+/// wrote none, the last run's files are removed (a baseline check must not read them) and the
+/// failed entry `guest:verifier.json` says why: the run fails.
+pub fn keep(shared: &Path, dir: &Path) -> (Vec<ProgStats>, Option<TestResult>) {
+    let failed = |why: String| TestResult {
+        name: format!("guest:{}", files::VERIFIER),
+        outcome: Outcome::Fail,
+        reason: Some(why),
+        duration_ms: 0,
+        kernel_splats: vec![],
+    };
+    match read(shared).and_then(|s| write(&s, dir).map(|_| s)) {
+        Ok(stats) => (stats, None),
+        Err(e) => {
+            let _ = std::fs::remove_file(dir.join(JSON));
+            let _ = std::fs::remove_file(dir.join(CSV));
+            (vec![], Some(failed(format!("{e:#}"))))
+        }
+    }
+}
+
+/// Writes `dir/verifier.json` and `dir/verifier.csv`; returns the CSV's path.
+pub fn write(stats: &[ProgStats], dir: &Path) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    crate::fs::write_atomic(
+        &dir.join(JSON),
+        (serde_json::to_string_pretty(stats)? + "\n").as_bytes(),
+    )?;
+    let csv_path = dir.join(CSV);
+    crate::fs::write_atomic(&csv_path, csv::write(stats).as_bytes())?;
+    Ok(csv_path)
+}
+
+/// The committed baseline of pin `version`: `kernels/verifier/<version>.csv`.
+pub fn baseline(version: &str) -> PathBuf {
+    crate::paths::workspace_root()
+        .join("kernels")
+        .join("verifier")
+        .join(format!("{version}.csv"))
+}
+
+/// Reads and parses a veristat CSV file.
+pub fn read_csv(path: &Path) -> Result<Vec<csv::Row>> {
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "reading {} (a veristat CSV: `veristat -o csv`, or the verifier.csv of a run)",
+            path.display()
+        )
+    })?;
+    csv::parse(&text, &path.display().to_string())
+}
+
+/// `verifier-compare A B`: two veristat CSV files, B judged against A at `threshold_pct`.
+pub fn compare_files(a: &Path, b: &Path, threshold_pct: f64) -> Result<compare::Comparison> {
+    if !(threshold_pct.is_finite() && threshold_pct >= 0.0) {
+        bail!("--threshold {threshold_pct}: give a percentage of 0 or more");
+    }
+    Ok(compare::compare(
+        &read_csv(a)?,
+        &read_csv(b)?,
+        threshold_pct,
+    ))
+}
+
+/// The last `vm-test` run's `verifier.csv` of kernel `label`.
+pub fn run_csv(label: &str) -> PathBuf {
+    crate::paths::target_dir()
+        .join("vm-test")
+        .join(label)
+        .join(CSV)
+}
+
+/// Compares the last `vm-test` run of pin `version` against its committed baseline at
+/// `threshold_pct` (0 for this repository's own objects: any change is re-blessed).
+pub fn check_against_baseline(version: &str, threshold_pct: f64) -> Result<compare::Comparison> {
+    let base = baseline(version);
+    if !base.is_file() {
+        bail!(
+            "no verifier baseline for kernel {version} ({}): run `cargo xtask vm-test --kernel \
+             {version}`, then `cargo xtask verifier-stats --kernel {version} --bless`",
+            base.display()
+        );
+    }
+    Ok(compare::compare(
+        &read_csv(&base)?,
+        &read_csv(&run_csv(version))?,
+        threshold_pct,
+    ))
+}

@@ -1,0 +1,99 @@
+//! `cargo xtask verifier-stats` (the last `vm-test` runs against the committed baselines,
+//! `--bless` to take them as the new ones) and `cargo xtask verifier-compare A B` (any two
+//! veristat CSVs). What is measured: docs/verifier-stats.md.
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use bpfvm_host::kernels;
+use bpfvm_host::verifier;
+use clap::Args;
+
+use crate::exit_if;
+
+/// Compare the last `vm-test` run of each kernel (target/vm-test/<kernel>/verifier.csv)
+/// against its baseline (kernels/verifier/<kernel>.csv); exits non-zero when a program went
+/// from success to failure or its processed insns or states changed. `--bless` takes the runs
+/// as the new baselines.
+#[derive(Args)]
+pub(crate) struct StatsOptions {
+    /// The pinned kernel, or `all`.
+    #[arg(long, default_value = bpfvm_host::options::defaults::KERNEL)]
+    kernel: String,
+    /// Copy the runs' verifier.csv over the baselines (after showing what changed).
+    #[arg(long)]
+    bless: bool,
+}
+
+/// Compare two veristat CSVs (`veristat -o csv` or a run's verifier.csv), as `veristat -C`
+/// shows them; exits non-zero when a program went from success to failure, its processed
+/// insns or states moved beyond the threshold, or it is in one file only.
+#[derive(Args)]
+pub(crate) struct CompareOptions {
+    /// The baseline CSV.
+    a: PathBuf,
+    /// The CSV to judge against it.
+    b: PathBuf,
+    /// Change in percent of A's count that fails (0: any change).
+    #[arg(long, default_value_t = 0.0)]
+    threshold: f64,
+}
+
+pub(crate) fn compare(opts: CompareOptions) -> Result<ExitCode> {
+    let c = verifier::compare_files(&opts.a, &opts.b, opts.threshold)?;
+    outln!("{}", c.table());
+    for f in &c.failures {
+        errln!("error: {f}");
+    }
+    Ok(exit_if(c.failures.is_empty()))
+}
+
+pub(crate) fn stats(opts: StatsOptions) -> Result<ExitCode> {
+    let versions: Vec<String> = if opts.kernel == kernels::ALL {
+        kernels::pins()?.into_iter().map(|p| p.version).collect()
+    } else {
+        vec![kernels::resolve(&opts.kernel)?.version]
+    };
+    let mut ok = true;
+    for v in &versions {
+        let run = verifier::run_csv(v);
+        if !run.is_file() {
+            bail!(
+                "{} does not exist: run `cargo xtask vm-test --kernel {v}` first",
+                run.display()
+            );
+        }
+        if opts.bless {
+            let base = verifier::baseline(v);
+            std::fs::create_dir_all(base.parent().expect("kernels/verifier"))?;
+            std::fs::copy(&run, &base)
+                .with_context(|| format!("copy {} to {}", run.display(), base.display()))?;
+            outln!(
+                "kernel {v}: blessed {} as {}",
+                run.display(),
+                base.display()
+            );
+            continue;
+        }
+        ok &= check(v)?;
+    }
+    Ok(exit_if(ok))
+}
+
+/// Compares kernel `version`'s last run against its baseline at 0 %: prints the table and
+/// each failure; `Ok(false)` when any.
+pub(crate) fn check(version: &str) -> Result<bool> {
+    let c = verifier::check_against_baseline(version, 0.0)?;
+    outln!("verifier statistics on {version} against kernels/verifier/{version}.csv:");
+    outln!("{}", c.table());
+    for f in &c.failures {
+        errln!("error: kernel {version}: {f}");
+    }
+    if !c.failures.is_empty() {
+        errln!(
+            "the verifier's statistics changed on {version}; if that is intended, bless them: \
+             `cargo xtask verifier-stats --kernel {version} --bless` (after its vm-test)"
+        );
+    }
+    Ok(c.failures.is_empty())
+}

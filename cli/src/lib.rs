@@ -45,6 +45,65 @@ pub fn setup(args: &SetupArgs, events: &Events) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// `kernels list`: each pin and where it is cached, then each cached kernel tree build
+/// (`--kernel-tree`), most recently used first.
+pub fn kernels_list() -> anyhow::Result<Vec<String>> {
+    let mut lines = Vec::new();
+    for pin in bpfvm_host::kernels::pins()? {
+        let cached = bpfvm_host::kernels::cached(&pin).map_or("not cached".to_string(), |t| {
+            format!("cached at {}", t.root.display())
+        });
+        lines.push(format!(
+            "{:<6} {:<28} {}  ({cached})",
+            pin.version, pin.release, pin.description
+        ));
+    }
+    let trees = bpfvm_host::kernel_tree::list(&bpfvm_host::kernel_tree::cache_root());
+    if !trees.is_empty() {
+        lines.push(format!(
+            "kernel tree builds in {} (least recently used removed past BPFVM_TREE_CACHE_GB, default 20):",
+            bpfvm_host::kernel_tree::cache_root().display()
+        ));
+    }
+    for t in trees {
+        let what = match &t.stamp {
+            Some(s) => format!(
+                "{} from {}{}, built in {} s",
+                s.release,
+                s.tree,
+                match &s.commit {
+                    Some(c) => format!(
+                        " at {}{}",
+                        &c[..c.len().min(12)],
+                        if s.dirty { " (dirty)" } else { "" }
+                    ),
+                    None => String::new(),
+                },
+                s.build_seconds
+            ),
+            None => "no complete build (a build failed or was interrupted)".into(),
+        };
+        lines.push(format!(
+            "  {:>6.1} GB  {what}  ({})",
+            t.bytes as f64 / 1e9,
+            t.slot.dir.display()
+        ));
+    }
+    Ok(lines)
+}
+
+/// The exit status of a command that failed with `e`: 125 when a kernel tree did not build
+/// (`git bisect run` skips the commit), 1 otherwise.
+pub fn error_status(e: &anyhow::Error) -> ExitCode {
+    if e.chain()
+        .any(|c| c.is::<bpfvm_host::kernel_tree::BuildFailed>())
+    {
+        ExitCode::from(bpfvm_host::kernel_tree::BUILD_FAILED_STATUS)
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 /// The options of every command that boots a VM.
 #[derive(Args, Debug, Clone)]
 pub struct VmArgs {
@@ -56,6 +115,15 @@ pub struct VmArgs {
     /// Modules for a kernel image you built: the INSTALL_MOD_PATH of `make modules_install`.
     #[arg(long)]
     pub modules: Option<PathBuf>,
+    /// A kernel source tree to configure (the suite's config), build out of tree in bpfvm's
+    /// cache and boot: see docs/kernel-tree.md. A failed build exits 125 (`git bisect run`
+    /// skips the commit).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["kernel", "modules"])]
+    pub kernel_tree: Option<PathBuf>,
+    /// A config fragment of yours merged last over the suite's config (repeatable; with
+    /// --kernel-tree).
+    #[arg(long, value_name = "FRAGMENT", requires = "kernel_tree")]
+    pub kconfig: Vec<PathBuf>,
     /// auto (KVM if a probe boots under it, else TCG), kvm (an error where KVM does not
     /// work) or tcg.
     #[arg(long, env = "BPFVM_ACCEL", default_value_t = Choice::Auto)]
@@ -82,6 +150,8 @@ impl VmArgs {
         VmOptions {
             kernel: self.kernel,
             modules: self.modules,
+            kernel_tree: self.kernel_tree,
+            kconfig: self.kconfig,
             accel: self.accel,
             append: self
                 .append

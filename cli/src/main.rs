@@ -32,7 +32,7 @@ struct Cli {
 enum Cmd {
     /// Install what is missing (Debian packages, virtme-ng, virtiofsd, the eBPF toolchain).
     Setup(SetupArgs),
-    /// Show the pinned kernels and what is cached.
+    /// Show the pinned kernels and what is cached, and the cached kernel tree builds.
     Kernels,
     /// Run a command as root in the guest from the current directory: its exit status, stdout
     /// and stderr come back unchanged. The cargo runner:
@@ -146,7 +146,7 @@ fn main() -> ExitCode {
     if let Some(status) = bpfvm_host::proc::interrupt_status() {
         return ExitCode::from(status);
     }
-    result.unwrap_or(ExitCode::FAILURE)
+    result.unwrap_or_else(|e| bpfvm::error_status(&e))
 }
 
 fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
@@ -156,15 +156,8 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
     match cmd {
         Cmd::Setup(args) => bpfvm::setup(&args, &events),
         Cmd::Kernels => {
-            for pin in bpfvm_host::kernels::pins()? {
-                let cached = bpfvm_host::kernels::cached(&pin)
-                    .map_or("not cached".to_string(), |t| {
-                        format!("cached at {}", t.root.display())
-                    });
-                bpfvm_host::ui::print_stdout(&format!(
-                    "{:<6} {:<28} {}  ({cached})",
-                    pin.version, pin.release, pin.description
-                ));
+            for line in bpfvm::kernels_list()? {
+                bpfvm_host::ui::print_stdout(&line);
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -7,7 +7,7 @@
 //! | --- | --- | --- |
 //! | `flows` | `run`, `exec`, `crate_test`, `interactive`, `bench` | a command from start to end: prepare, build, boot, judge, write |
 //! | `results` | `report`, `health`, `verifier` | the guest's files and kernel log turned into verdicts and rendered; the verifier's statistics, baselines and matrix |
-//! | `machine` | `provision`, `build`, `accel`, `guest`, `qemu`, `vng` | what installs, builds and boots |
+//! | `machine` | `provision`, `build`, `kernel_tree`, `accel`, `guest`, `qemu`, `vng` | what installs, builds and boots |
 //! | `domain` | `options`, `kernels`, `custom`, `expect` | the user's input checked, pins, kernel trees, expectations |
 //! | `support` | `paths`, `fs`, `shell`, `proc`, `wait`, `output`, `guest_files` | leaves: files, processes, events |
 //!
@@ -21,6 +21,6 @@ pub mod ui;
 
 pub use domain::{custom, expect, kernels, options};
 pub use flows::{bench, crate_test, exec, interactive, run};
-pub use machine::{accel, build, guest, provision, qemu, vng};
+pub use machine::{accel, build, guest, kernel_tree, provision, qemu, vng};
 pub use results::{health, report, verifier};
 pub use support::{fs, guest_files, output, paths, proc, shell, wait};

@@ -14,7 +14,7 @@ pub(crate) struct Options {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Show the pins and what is cached.
+    /// Show the pins and what is cached, and the cached kernel tree builds.
     List,
     /// Download, verify and extract a pinned kernel.
     Fetch { version: String },
@@ -25,17 +25,8 @@ enum Cmd {
 pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     match opts.cmd {
         Cmd::List => {
-            for pin in bpfvm_host::kernels::pins()? {
-                let cached = bpfvm_host::kernels::cached(&pin)
-                    .map_or("not cached".to_string(), |t| {
-                        format!("cached at {}", t.root.display())
-                    });
-                outln!(
-                    "{:<6} {:<28} {}  ({cached})",
-                    pin.version,
-                    pin.release,
-                    pin.description
-                );
+            for line in bpfvm::kernels_list()? {
+                outln!("{line}");
             }
         }
         Cmd::Fetch { version } => {

@@ -81,7 +81,7 @@ fn main() -> ExitCode {
     if let Some(status) = bpfvm_host::proc::interrupt_status() {
         return ExitCode::from(status);
     }
-    result.unwrap_or(ExitCode::FAILURE)
+    result.unwrap_or_else(|e| bpfvm::error_status(&e))
 }
 
 fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {

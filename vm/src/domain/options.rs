@@ -13,6 +13,10 @@ pub struct VmOptions {
     pub kernel: String,
     /// Modules for a custom kernel image (an `INSTALL_MOD_PATH` root).
     pub modules: Option<PathBuf>,
+    /// A kernel source tree to build and boot instead of `kernel` (`--kernel-tree`).
+    pub kernel_tree: Option<PathBuf>,
+    /// The user's config fragments for `kernel_tree` (`--kconfig`).
+    pub kconfig: Vec<PathBuf>,
     pub accel: Choice,
     pub append: Vec<String>,
     pub timeout: Duration,
@@ -46,6 +50,8 @@ impl VmOptions {
         VmOptions {
             kernel: kernel.to_string(),
             modules: None,
+            kernel_tree: None,
+            kconfig: vec![],
             accel: Choice::Auto,
             append: vec![],
             timeout,

@@ -11,6 +11,7 @@ use crate::custom;
 use crate::expect::{Expectation, Probe};
 use crate::guest;
 use crate::health::{self, allow::Allowlist, Health, Judged};
+use crate::kernel_tree::{self, TreeInfo};
 use crate::kernels::{self, KernelTree};
 use crate::options::{self, VmOptions};
 use crate::output::{Events, Output, TestProgress};
@@ -37,18 +38,40 @@ pub(crate) struct Prepared {
     pub tools: Tools,
     pub tree: KernelTree,
     pub accel: Accel,
-    /// Names the kernel in reports and output directories: the pin version or `custom-<release>`.
+    /// Names the kernel in reports and output directories: the pin version, `custom-<release>`
+    /// or `tree-<release>`.
     pub label: String,
     /// The release the pin promises (none for a custom image).
     pub pinned_release: Option<String>,
     /// The BPF features this kernel must have.
     pub expected: Expectation,
+    /// The source tree the kernel was built from (`--kernel-tree`).
+    pub built_from: Option<TreeInfo>,
 }
 
 pub(crate) fn prepare(opts: &VmOptions, events: &Events) -> Result<Prepared> {
     options::check(opts)?;
     crate::fs::writable(&target_dir(), "the build directory", "CARGO_TARGET_DIR")?;
     crate::fs::writable(&crate::paths::cache_dir(), "the cache", "XDG_CACHE_HOME")?;
+    if let Some(dir) = &opts.kernel_tree {
+        // The tree and fragments first: a wrong path fails before anything is installed.
+        let checked = kernel_tree::check(dir, &opts.kconfig)?;
+        let expected = Expectation::for_release(checked.kernelversion())?;
+        events.step("checking host tools");
+        let tools = provision::ensure(events)?;
+        let built = kernel_tree::build(&checked, events)?;
+        let staging = target_dir().join("custom-kernels");
+        let tree = custom::stage(&built.image, None, &staging)?;
+        events.step(format!(
+            "kernel {} built from {}",
+            tree.release,
+            dir.display()
+        ));
+        let label = format!("tree-{}", tree.release);
+        let mut p = finish_prepare(opts, tools, tree, label, None, expected, events)?;
+        p.built_from = Some(built.info);
+        return Ok(p);
+    }
     if custom::is_path(&opts.kernel) {
         // The image first: a wrong path should fail before any installing.
         let staging = target_dir().join("custom-kernels");
@@ -57,7 +80,8 @@ pub(crate) fn prepare(opts: &VmOptions, events: &Events) -> Result<Prepared> {
         let expected = Expectation::for_release(&tree.release)?;
         events.step("checking host tools");
         let tools = provision::ensure(events)?;
-        return finish_prepare(opts, tools, tree, None, expected, events);
+        let label = format!("custom-{}", tree.release);
+        return finish_prepare(opts, tools, tree, label, None, expected, events);
     }
     if opts.modules.is_some() {
         anyhow::bail!("--modules is for a kernel image you built (--kernel PATH); pinned kernels bring their own");
@@ -79,21 +103,27 @@ pub(crate) fn prepare(opts: &VmOptions, events: &Events) -> Result<Prepared> {
         events.step(format!("kernel {} ({})", pin.version, pin.description));
         kernels::fetch(&pin, events)
     })?;
-    finish_prepare(opts, tools, tree, Some(pin.release), expected, events)
+    let label = opts.kernel.clone();
+    finish_prepare(
+        opts,
+        tools,
+        tree,
+        label,
+        Some(pin.release),
+        expected,
+        events,
+    )
 }
 
 fn finish_prepare(
     opts: &VmOptions,
     tools: Tools,
     tree: KernelTree,
+    label: String,
     pinned_release: Option<String>,
     expected: Expectation,
     events: &Events,
 ) -> Result<Prepared> {
-    let label = match pinned_release {
-        Some(_) => opts.kernel.clone(),
-        None => format!("custom-{}", tree.release),
-    };
     events.step("choosing the accelerator");
     let accel = accel::decide(opts.accel, &tree.vmlinuz)?;
     events.note(format!("accelerator: {}", accel.describe()));
@@ -104,6 +134,7 @@ fn finish_prepare(
         label,
         pinned_release,
         expected,
+        built_from: None,
     })
 }
 
@@ -460,6 +491,7 @@ pub(crate) fn report_of(
         kernel: KernelInfo {
             version: p.label.clone(),
             pinned_release: p.pinned_release.clone(),
+            tree: p.built_from.clone(),
             release,
         },
         accel: AccelInfo::from(&p.accel),

@@ -2,6 +2,7 @@
 pub mod accel;
 pub mod build;
 pub mod guest;
+pub mod kernel_tree;
 pub mod provision;
 pub mod qemu;
 pub mod vng;

@@ -116,7 +116,7 @@ pub fn tail_lines(s: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-fn is_root() -> bool {
+pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
@@ -231,6 +231,23 @@ pub(crate) fn run_logged(cmd: &mut Command, shown: &str, log: &Path) -> Result<(
         log.display(),
         tail_lines(&text, 40)
     )
+}
+
+/// Installs whichever of the Debian packages `pkgs` dpkg does not have (as root; otherwise
+/// the error gives the `sudo apt-get install` line). For what only some commands need, such as
+/// the kernel build tools of `--kernel-tree`.
+pub fn ensure_packages(pkgs: &[&str], events: &Events) -> Result<()> {
+    let installed = dpkg_installed(pkgs);
+    let missing: Vec<&str> = pkgs
+        .iter()
+        .copied()
+        .filter(|p| !installed.get(*p).copied().unwrap_or(false))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    events.step(format!("installing Debian packages: {}", missing.join(" ")));
+    install_packages(&missing, &host_distro(), &Layout::new(), events)
 }
 
 /// Makes sure everything is installed (installing what is missing) and returns where it is.

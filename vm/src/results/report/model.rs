@@ -44,6 +44,10 @@ pub struct KernelInfo {
     pub pinned_release: Option<String>,
     /// `uname -r` as the guest reported it.
     pub release: Option<String>,
+    /// The source tree the kernel was built from (`--kernel-tree`): its commit, dirty state
+    /// and config hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<crate::kernel_tree::TreeInfo>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -209,6 +213,7 @@ impl Report {
             kernel: KernelInfo {
                 version: version.to_string(),
                 pinned_release: None,
+                tree: None,
                 release: None,
             },
             accel: AccelInfo {

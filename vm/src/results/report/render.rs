@@ -80,6 +80,9 @@ pub fn summary_table(report: &Report) -> String {
             None => writeln!(features, "KERNEL SPLAT: {}", s.describe()),
         };
     }
+    if let Some(tree) = &report.kernel.tree {
+        let _ = writeln!(features, "{}", built_from(tree));
+    }
     format!(
         "{t}\n{features}kernel {} ({}), {}: {} passed, {} failed, {} skipped\ntime: {}\nslowest: {}",
         report.kernel.version,
@@ -152,4 +155,26 @@ pub fn matrix_table(reports: &[Report]) -> String {
     t.add_row(totals);
     t.add_row(walls);
     t.to_string()
+}
+
+/// "built from /src/linux at 1a2b3c4d5e6f (dirty), config 9f8e7d6c5b4a (cached build)".
+pub fn built_from(tree: &crate::kernel_tree::TreeInfo) -> String {
+    let at = match &tree.commit {
+        Some(c) => format!(
+            " at {}{}",
+            &c[..c.len().min(12)],
+            if tree.dirty { " (dirty)" } else { "" }
+        ),
+        None => " (not a git tree)".into(),
+    };
+    format!(
+        "built from {}{at}, config {}, {}",
+        tree.dir,
+        &tree.config_hash[..tree.config_hash.len().min(12)],
+        if tree.built {
+            "built by this run"
+        } else {
+            "the cached build"
+        }
+    )
 }

@@ -287,6 +287,7 @@ fn report(tests: Vec<TestResult>) -> Report {
             version: "6.1".into(),
             pinned_release: None,
             release: None,
+            tree: None,
         },
         accel: AccelInfo {
             name: "tcg".into(),

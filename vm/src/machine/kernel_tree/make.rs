@@ -1,0 +1,239 @@
+//! Running make on the tree: its output to a log, a progress line while it runs, and a failed
+//! build as [`BuildFailed`] (exit status 125, which `git bisect run` reads as "skip this
+//! commit").
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::output::Events;
+use crate::proc::{interrupted, Group};
+
+/// The exit status of a run whose kernel did not build: `git bisect run` skips the commit.
+pub const BUILD_FAILED_STATUS: u8 = 125;
+
+/// A kernel that did not build: make's status, the compiler's error lines, the full log.
+#[derive(Debug)]
+pub struct BuildFailed {
+    pub what: String,
+    pub status: String,
+    pub errors: Vec<String>,
+    pub log: PathBuf,
+}
+
+impl std::fmt::Display for BuildFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{} failed ({}); its errors:", self.what, self.status)?;
+        for e in &self.errors {
+            writeln!(f, "  {e}")?;
+        }
+        write!(
+            f,
+            "full log: {} (exit status {BUILD_FAILED_STATUS}: `git bisect run` skips this commit)",
+            self.log.display()
+        )
+    }
+}
+
+impl std::error::Error for BuildFailed {}
+
+/// How often the progress line is repeated while make runs.
+const PROGRESS_EVERY: Duration = Duration::from_secs(20);
+
+/// Runs `cmd` (a make command line, `shown` as the user could type it) in its own process
+/// group, every line to `log`; `label` names the step in the progress line. Ctrl-C kills the
+/// whole group. A non-zero exit is a [`BuildFailed`].
+pub(crate) fn run(
+    cmd: &mut Command,
+    shown: &str,
+    label: &str,
+    log: &Path,
+    events: &Events,
+) -> Result<()> {
+    events.command(shown);
+    let mut file = File::create(log).with_context(|| format!("create {}", log.display()))?;
+    writeln!(file, "$ {shown}")?;
+    let mut group = Group::spawn(cmd).with_context(|| format!("starting `{shown}`"))?;
+    let start = Instant::now();
+    let mut last_report = start;
+    let mut last_line = String::new();
+    let mut lines = 0u64;
+    let status = loop {
+        if interrupted() {
+            group.kill();
+            bail!("interrupted during `{shown}`");
+        }
+        match group.lines.recv_timeout(Duration::from_millis(200)) {
+            Ok((_, line)) => {
+                writeln!(file, "{line}")?;
+                lines += 1;
+                if is_step(&line) {
+                    last_line = line;
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                if let Some(status) = group.try_wait()? {
+                    break status;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        if last_report.elapsed() >= PROGRESS_EVERY {
+            last_report = Instant::now();
+            events.note(format!(
+                "{label}: {} elapsed, {lines} lines; at {}",
+                elapsed(start.elapsed()),
+                last_line.trim()
+            ));
+        }
+    };
+    for (_, line) in group.finish() {
+        writeln!(file, "{line}")?;
+    }
+    file.flush()?;
+    if !status.success() {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        return Err(BuildFailed {
+            what: format!("`{shown}`"),
+            status: status.to_string(),
+            errors: error_lines(&text),
+            log: log.to_path_buf(),
+        }
+        .into());
+    }
+    events.note(format!("{label}: done in {}", elapsed(start.elapsed())));
+    Ok(())
+}
+
+/// A kbuild step line: `  CC      kernel/bpf/bloom_filter.o`.
+fn is_step(line: &str) -> bool {
+    line.starts_with("  ") && line.trim_start().split_whitespace().count() >= 2
+}
+
+/// `4m05s`.
+pub(crate) fn elapsed(d: Duration) -> String {
+    let s = d.as_secs();
+    format!("{}m{:02}s", s / 60, s % 60)
+}
+
+/// At most this many error lines are shown; the log has them all.
+const MAX_ERRORS: usize = 30;
+
+/// The lines of a build log that say what went wrong: the compiler's and linker's errors,
+/// with the source excerpt gcc prints under them, and make's `***` lines.
+pub(crate) fn error_lines(log: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut context = 0;
+    for line in log.lines() {
+        let error = line.contains(": error:")
+            || line.contains(": fatal error:")
+            || line.contains("undefined reference to")
+            || line.contains("*** ")
+            || line.starts_with("ERROR:");
+        if error {
+            out.push(line.to_string());
+            context = 3;
+        } else if context > 0 && line.contains(" | ") {
+            // gcc's excerpt of the source under its error line.
+            out.push(line.to_string());
+            context -= 1;
+        } else {
+            context = 0;
+        }
+    }
+    if out.len() > MAX_ERRORS {
+        out.drain(..out.len() - MAX_ERRORS);
+    }
+    if out.is_empty() {
+        // No line looked like an error: the last lines say what happened.
+        let all: Vec<&str> = log.lines().collect();
+        out = all[all.len().saturating_sub(10)..]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Recorded from a build of linux-source-6.12 with a syntax error planted in
+    /// kernel/bpf/bloom_filter.c.
+    const FAILED: &str = "  CC      kernel/bpf/core.o
+  CC      kernel/bpf/bloom_filter.o
+/work/trees/linux-source-6.12/kernel/bpf/bloom_filter.c: In function 'hash':
+/work/trees/linux-source-6.12/kernel/bpf/bloom_filter.c:23:17: error: expected ';' before 'if'
+   23 |         h = 1
+      |              ^
+      |              ;
+make[4]: *** [/work/trees/linux-source-6.12/scripts/Makefile.build:229: kernel/bpf/bloom_filter.o] Error 1
+make[3]: *** [/work/trees/linux-source-6.12/scripts/Makefile.build:478: kernel/bpf] Error 2
+  CC      kernel/sched/core.o
+make: *** [Makefile:224: __sub-make] Error 2
+";
+
+    #[test]
+    fn the_compiler_errors_are_picked_out_of_the_log() {
+        let e = error_lines(FAILED);
+        assert!(
+            e[0].ends_with("bloom_filter.c:23:17: error: expected ';' before 'if'"),
+            "{e:?}"
+        );
+        assert!(e.iter().any(|l| l.contains("h = 1")), "{e:?}");
+        assert!(e.iter().any(|l| l.starts_with("make: ***")), "{e:?}");
+        assert!(!e.iter().any(|l| l.contains("sched/core.o")), "{e:?}");
+    }
+
+    #[test]
+    fn a_log_without_error_lines_shows_its_tail() {
+        let log: String = (0..30).map(|i| format!("line {i}\n")).collect();
+        let e = error_lines(&log);
+        assert_eq!(e.len(), 10);
+        assert_eq!(e[9], "line 29");
+    }
+
+    #[test]
+    fn a_failing_make_is_a_build_failure_with_its_errors() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("Makefile"),
+            "all:\n\t@echo '  CC      x.o'\n\t@echo 'x.c:1:1: error: boom' >&2\n\t@false\n",
+        )
+        .unwrap();
+        let log = d.path().join("build.log");
+        let mut cmd = Command::new("make");
+        cmd.arg("-C").arg(d.path());
+        let err = run(&mut cmd, "make", "building", &log, &Events::silent()).unwrap_err();
+        let failed = err.downcast_ref::<BuildFailed>().expect("a BuildFailed");
+        assert_eq!(
+            failed.errors,
+            [
+                "x.c:1:1: error: boom",
+                "make: *** [Makefile:4: all] Error 1"
+            ]
+        );
+        let shown = err.to_string();
+        assert!(shown.contains("exit status 125"), "{shown}");
+        assert!(std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("CC      x.o"));
+    }
+
+    #[test]
+    fn a_passing_make_logs_its_output() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("Makefile"), "all:\n\t@echo built\n").unwrap();
+        let log = d.path().join("build.log");
+        let mut cmd = Command::new("make");
+        cmd.arg("-C").arg(d.path());
+        run(&mut cmd, "make", "building", &log, &Events::silent()).unwrap();
+        assert!(std::fs::read_to_string(&log).unwrap().contains("built"));
+    }
+}

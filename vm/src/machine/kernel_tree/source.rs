@@ -1,0 +1,305 @@
+//! The kernel source tree behind `--kernel-tree DIR`: checked before anything is built, and
+//! the key that says whether its sources changed since the last build.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+
+/// A checked source tree.
+#[derive(Debug, Clone)]
+pub(crate) struct Source {
+    pub(crate) dir: PathBuf,
+    /// What `make kernelversion` prints (see [`kernelversion`]).
+    pub(crate) kernelversion: String,
+    /// `HEAD` and whether the work tree differs from it, for a git tree.
+    pub(crate) git: Option<Git>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Git {
+    pub(crate) commit: String,
+    pub(crate) dirty: bool,
+}
+
+/// Opens and checks `dir`: a kernel tree (top-level `Makefile` with `VERSION`/`PATCHLEVEL`,
+/// `Kbuild`, `scripts/kconfig/merge_config.sh`) with `arch/x86`, on an x86_64 host, without an
+/// in-tree build (make refuses `O=` beside one, and bpfvm never touches the tree's `.config`).
+/// A read-only tree is fine: everything is written under the build directory.
+pub(crate) fn open(dir: &Path) -> Result<Source> {
+    let shown = dir.display();
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("--kernel-tree {shown}: no such directory"))?;
+    if !dir.is_dir() {
+        bail!("--kernel-tree {shown} is not a directory; pass the top directory of a kernel source tree");
+    }
+    let makefile = std::fs::read_to_string(dir.join("Makefile")).unwrap_or_default();
+    let Some(kernelversion) = kernelversion(&makefile) else {
+        bail!(
+            "--kernel-tree {shown} is not a kernel source tree (no top-level Makefile with \
+             VERSION and PATCHLEVEL); pass the tree's top directory (the one with Kbuild and \
+             arch/)"
+        );
+    };
+    for needed in ["Kbuild", "scripts/kconfig/merge_config.sh", "kernel/bpf"] {
+        if !dir.join(needed).exists() {
+            bail!("--kernel-tree {shown} has no {needed}: not a complete kernel source tree");
+        }
+    }
+    if std::env::consts::ARCH != "x86_64" {
+        bail!(
+            "--kernel-tree: bpfvm builds and boots x86_64 kernels, and this host is {}",
+            std::env::consts::ARCH
+        );
+    }
+    if !dir.join("arch/x86/Kconfig").is_file() {
+        bail!(
+            "--kernel-tree {shown} has no arch/x86: a tree for another architecture; bpfvm \
+             builds x86_64 kernels"
+        );
+    }
+    if let Some(found) = in_tree_build(&dir) {
+        bail!(
+            "--kernel-tree {shown} holds an in-tree build ({found}); make refuses to build out \
+             of tree (O=) beside it, and bpfvm never touches your .config. Use a clean \
+             worktree (`git -C {shown} worktree add ../linux-bpfvm HEAD`) or run `make \
+             mrproper` in the tree"
+        );
+    }
+    let git = git_state(&dir)?;
+    Ok(Source {
+        dir,
+        kernelversion,
+        git,
+    })
+}
+
+/// What an in-tree build left, if anything (the files the top-level Makefile's `outputmakefile`
+/// target checks: `.config` and `include/config`), with the architecture an in-tree `.config`
+/// is for when it is not x86.
+fn in_tree_build(dir: &Path) -> Option<String> {
+    let config = dir.join(".config");
+    if config.exists() {
+        let text = std::fs::read_to_string(&config).unwrap_or_default();
+        let arch = ["ARM64", "ARM", "RISCV", "S390", "PPC", "LOONGARCH"]
+            .into_iter()
+            .find(|a| text.contains(&format!("\nCONFIG_{a}=y")));
+        return Some(match arch {
+            Some(a) => format!(".config, configured for {}", a.to_lowercase()),
+            None => ".config".into(),
+        });
+    }
+    dir.join("include/config")
+        .exists()
+        .then(|| "include/config".into())
+}
+
+/// `make kernelversion`, from the Makefile's own formula: VERSION.PATCHLEVEL.SUBLEVEL plus
+/// EXTRAVERSION (`KERNELVERSION` in the top-level Makefile).
+pub(crate) fn kernelversion(makefile: &str) -> Option<String> {
+    let var = |name: &str| {
+        makefile.lines().find_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            (k.trim() == name).then(|| v.trim().to_string())
+        })
+    };
+    let version = var("VERSION").filter(|v| v.parse::<u32>().is_ok())?;
+    let patchlevel = var("PATCHLEVEL").filter(|v| v.parse::<u32>().is_ok())?;
+    let mut s = format!("{version}.{patchlevel}");
+    if let Some(sub) = var("SUBLEVEL").filter(|v| !v.is_empty()) {
+        s += &format!(".{sub}");
+    }
+    s += &var("EXTRAVERSION").unwrap_or_default();
+    Some(s)
+}
+
+fn git(dir: &Path, args: &[&str]) -> Result<std::process::Output> {
+    // --no-optional-locks: a read-only tree must not need the index written.
+    Command::new("git")
+        .arg("--no-optional-locks")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .with_context(|| format!("running git {}", args.join(" ")))
+}
+
+/// `HEAD` and the dirty state when `dir` is the top of a git work tree.
+fn git_state(dir: &Path) -> Result<Option<Git>> {
+    let Ok(top) = git(dir, &["rev-parse", "--show-toplevel"]) else {
+        return Ok(None);
+    };
+    if !top.status.success() || Path::new(String::from_utf8_lossy(&top.stdout).trim()) != dir {
+        return Ok(None);
+    }
+    let head = git(dir, &["rev-parse", "HEAD"])?;
+    if !head.status.success() {
+        return Ok(None);
+    }
+    let status = git(dir, &["status", "--porcelain", "--untracked-files=normal"])?;
+    Ok(Some(Git {
+        commit: String::from_utf8_lossy(&head.stdout).trim().to_string(),
+        dirty: !status.stdout.is_empty(),
+    }))
+}
+
+/// What the build's sources are, as a hash: for a git tree `HEAD`, `git diff HEAD` and the
+/// untracked files (path and content); otherwise every file's path, size and modification
+/// time (what make itself compares), `.git` and other dot-directories left out.
+pub(crate) fn content_key(src: &Source) -> Result<String> {
+    let mut h = Sha256::new();
+    match &src.git {
+        Some(g) => {
+            h.update(g.commit.as_bytes());
+            let diff = git(&src.dir, &["diff", "HEAD", "--binary"])?;
+            if !diff.status.success() {
+                bail!("git diff HEAD failed in {}", src.dir.display());
+            }
+            h.update(&diff.stdout);
+            let untracked = git(
+                &src.dir,
+                &["ls-files", "-z", "--others", "--exclude-standard"],
+            )?;
+            for path in untracked
+                .stdout
+                .split(|&b| b == 0)
+                .filter(|p| !p.is_empty())
+            {
+                let rel = String::from_utf8_lossy(path).into_owned();
+                h.update(path);
+                h.update(std::fs::read(src.dir.join(&rel)).unwrap_or_default());
+            }
+        }
+        None => hash_metadata(&src.dir, &mut h)?,
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+fn hash_metadata(dir: &Path, h: &mut Sha256) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).with_context(|| format!("read {}", d.display()))? {
+            let e = e?;
+            let meta = e.metadata()?;
+            if meta.is_dir() {
+                if !e.file_name().to_string_lossy().starts_with('.') {
+                    stack.push(e.path());
+                }
+                continue;
+            }
+            let rel = e.path().strip_prefix(dir).unwrap_or(&e.path()).to_owned();
+            files.push((rel, meta.len(), meta.mtime(), meta.mtime_nsec()));
+        }
+    }
+    files.sort();
+    for (rel, len, s, ns) in files {
+        h.update(rel.as_os_str().as_encoded_bytes());
+        h.update(format!("\0{len}\0{s}.{ns}\n").as_bytes());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The smallest directory `open` accepts as a kernel tree.
+    pub(crate) fn fake_tree(dir: &Path) {
+        std::fs::write(
+            dir.join("Makefile"),
+            "# SPDX\nVERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 118\nEXTRAVERSION =\nNAME = Baby Opossum Posse\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("Kbuild"), "").unwrap();
+        for d in ["scripts/kconfig", "kernel/bpf", "arch/x86"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        std::fs::write(dir.join("scripts/kconfig/merge_config.sh"), "").unwrap();
+        std::fs::write(dir.join("arch/x86/Kconfig"), "").unwrap();
+    }
+
+    #[test]
+    fn kernelversion_follows_the_makefile() {
+        let m = "VERSION = 6\nPATCHLEVEL = 13\nSUBLEVEL = 0\nEXTRAVERSION = -rc1\n";
+        assert_eq!(kernelversion(m).unwrap(), "6.13.0-rc1");
+        assert_eq!(
+            kernelversion("VERSION = 6\nPATCHLEVEL = 1\nSUBLEVEL =\n").unwrap(),
+            "6.1"
+        );
+        assert!(kernelversion("all:\n\techo hi\n").is_none());
+        assert!(kernelversion("VERSION = six\nPATCHLEVEL = 1\n").is_none());
+    }
+
+    #[test]
+    fn bad_trees_are_refused_naming_the_problem() {
+        let d = tempfile::tempdir().unwrap();
+        let err = |p: &Path| format!("{:#}", open(p).unwrap_err());
+        assert!(err(&d.path().join("nope")).contains("no such directory"));
+        assert!(err(d.path()).contains("is not a kernel source tree"));
+        fake_tree(d.path());
+        std::fs::remove_dir_all(d.path().join("arch/x86")).unwrap();
+        assert!(err(d.path()).contains("another architecture"));
+        fake_tree(d.path());
+        std::fs::write(d.path().join(".config"), "#\nCONFIG_ARM64=y\n").unwrap();
+        let e = err(d.path());
+        assert!(
+            e.contains("in-tree build (.config, configured for arm64)"),
+            "{e}"
+        );
+        assert!(e.contains("mrproper") && e.contains("worktree add"), "{e}");
+        std::fs::remove_file(d.path().join(".config")).unwrap();
+        let s = open(d.path()).unwrap();
+        assert_eq!(s.kernelversion, "6.12.118");
+    }
+
+    #[test]
+    fn the_key_of_a_plain_tree_changes_with_a_file_and_only_then() {
+        let d = tempfile::tempdir().unwrap();
+        fake_tree(d.path());
+        let s = open(d.path()).unwrap();
+        let src = Source { git: None, ..s };
+        let a = content_key(&src).unwrap();
+        assert_eq!(a, content_key(&src).unwrap());
+        std::fs::write(d.path().join("kernel/bpf/bloom_filter.c"), "x").unwrap();
+        let b = content_key(&src).unwrap();
+        assert_ne!(a, b);
+        std::fs::write(d.path().join("kernel/bpf/bloom_filter.c"), "xy").unwrap();
+        assert_ne!(b, content_key(&src).unwrap());
+    }
+
+    #[test]
+    fn the_key_of_a_git_tree_follows_head_the_diff_and_untracked_files() {
+        let d = tempfile::tempdir().unwrap();
+        fake_tree(d.path());
+        let sh = |args: &[&str]| {
+            let ok = Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
+                .arg(d.path())
+                .args(args)
+                .output()
+                .unwrap()
+                .status
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        sh(&["init", "-q"]);
+        sh(&["add", "."]);
+        sh(&["commit", "-q", "-m", "base"]);
+        let clean = open(d.path()).unwrap();
+        let git = clean.git.clone().expect("a git tree");
+        assert!(!git.dirty);
+        let k0 = content_key(&clean).unwrap();
+        std::fs::write(d.path().join("Kbuild"), "obj-y += x.o\n").unwrap();
+        let edited = open(d.path()).unwrap();
+        assert!(edited.git.as_ref().unwrap().dirty);
+        let k1 = content_key(&edited).unwrap();
+        assert_ne!(k0, k1);
+        std::fs::write(d.path().join("new.c"), "int x;").unwrap();
+        let k2 = content_key(&open(d.path()).unwrap()).unwrap();
+        assert_ne!(k1, k2);
+        assert_eq!(k2, content_key(&open(d.path()).unwrap()).unwrap());
+    }
+}

@@ -41,6 +41,16 @@ pub(crate) struct Options {
     /// difference is a false positive of the method.
     #[arg(long)]
     null: bool,
+    /// An A/B of two kernels: this run's kernel (--kernel or --kernel-tree) is B, A is a pin,
+    /// a kernel tree, a bzImage, or a git ref of --kernel-tree's repository. Boots alternate
+    /// A and B; target/bench-vm/ab-<A>-vs-<B>/ab.md has every row's A, B and B/A and the rows
+    /// that changed (docs/kernel-tree.md).
+    #[arg(long, value_name = "BASE", conflicts_with = "null")]
+    against: Option<String>,
+    /// With --against: the change in percent, either way, a row's whole interval must exceed
+    /// to count as changed.
+    #[arg(long, default_value_t = 1.0, requires = "against")]
+    threshold: f64,
 }
 
 pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
@@ -54,6 +64,8 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         producers,
         boots,
         null,
+        against,
+        threshold,
     } = opts;
     let size = match (full, smoke) {
         (true, _) => Size::Full,
@@ -67,9 +79,35 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         null,
         ..BenchOptions::new(vm.options(timeout), size)
     };
+    if let Some(base) = against {
+        return ab(&opts, &base, threshold, events);
+    }
     let (report, dir) = bpfvm_host::bench::bench_vm(&opts, events)?;
     outln!("report: {}", dir.join("report.md").display());
     Ok(exit_if(report.ok()))
+}
+
+/// `--against BASE`: both kernels benchmarked, then compared row by row.
+fn ab(opts: &BenchOptions, base: &str, threshold: f64, events: &Events) -> Result<ExitCode> {
+    use bpfvm_host::bench::{ab, compare};
+    compare::check_threshold(threshold)?;
+    let against = ab::base_options(base, &opts.vm)?;
+    let (a, b, dir) = bpfvm_host::bench::bench_ab(opts, &against, events)?;
+    let c = compare::compare(&a, &b, threshold)?;
+    let md = ab::render(
+        &format!("{} ({}, {base})", a.kernel, a.release),
+        &format!("{} ({})", b.kernel, b.release),
+        &c,
+    );
+    let path = ab::report_path(&dir);
+    bpfvm_host::fs::write_atomic(&path, md.as_bytes())?;
+    outln!("{md}");
+    outln!(
+        "A/B report: {} (A's and B's own reports in {}/A and /B)",
+        path.display(),
+        dir.display()
+    );
+    Ok(exit_if(c.problems.is_empty() && a.ok() && b.ok()))
 }
 
 /// The benchmark groups `--only` accepts (one list: `bpfvm_host::bench::Group`).

@@ -5,6 +5,7 @@
 //!
 //! Layers: `model` (the report and its figures) and `stats` know nothing of rendering;
 //! `markdown`, `plot` and `compare` read them; this module runs the boots and writes the files.
+pub mod ab;
 pub mod compare;
 pub mod markdown;
 pub mod model;
@@ -102,34 +103,88 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
     opts.check()?;
     let p = run::prepare(&opts.vm, events)?;
     let (opts, clock) = &measured_by(opts, &p.accel, events)?;
-    let clock = *clock;
+    let bin = build_bench(&p, events)?;
+    let out_dir = out_dir(&p, opts);
+    let mut reports = run_boots(&[(&p, out_dir.clone())], opts, *clock, &bin, events)?;
+    Ok((reports.remove(0), out_dir))
+}
+
+/// An A/B of two kernels (`bench-vm --against A`): `opts.vm`'s kernel is B, `against` is A.
+/// Both are prepared (and built, for trees) before the first boot; their boots alternate, A
+/// then B for each mode of the schedule, so that the host's drift falls on both alike (under
+/// the instruction clock, where counts do not drift, the pair boots at once). Returns A's and
+/// B's reports, each in its own directory, and the comparison's directory.
+pub fn bench_ab(
+    opts: &BenchOptions,
+    against: &VmOptions,
+    events: &Events,
+) -> Result<(BenchReport, BenchReport, PathBuf)> {
+    opts.check()?;
+    events.step("preparing kernel A (--against)");
+    let a = run::prepare(against, events)?;
+    events.step("preparing kernel B");
+    let b = run::prepare(&opts.vm, events)?;
+    if a.accel.kind.name() != b.accel.kind.name() {
+        bail!(
+            "kernel A runs under {} and kernel B under {}: their figures do not compare; pass \
+             --accel tcg (or kvm) for both",
+            a.accel.kind.name(),
+            b.accel.kind.name()
+        );
+    }
+    let (opts, clock) = &measured_by(opts, &b.accel, events)?;
+    let bin = build_bench(&b, events)?;
+    let dir = target_dir()
+        .join("bench-vm")
+        .join(format!("ab-{}-vs-{}", a.label, b.label));
+    let kernels = [(&a, dir.join("A")), (&b, dir.join("B"))];
+    let mut reports = run_boots(&kernels, opts, *clock, &bin, events)?;
+    let rb = reports.pop().expect("two reports");
+    let ra = reports.pop().expect("two reports");
+    Ok((ra, rb, dir))
+}
+
+fn build_bench(p: &Prepared, events: &Events) -> Result<PathBuf> {
     let ebpf_dir = build::build_ebpf(&p.tools.ebpf, events)?;
-    let bin = build::build_guest_bin(&ebpf_dir, "bench", "release", events)?;
+    build::build_guest_bin(&ebpf_dir, "bench", "release", events)
+}
+
+fn out_dir(p: &Prepared, opts: &BenchOptions) -> PathBuf {
     // A smoke run (CI) must not overwrite the report of a real run.
-    let out_dir = match opts.size {
+    match opts.size {
         Size::Smoke => target_dir()
             .join("bench-vm")
             .join(format!("{}-smoke", p.label)),
         _ => target_dir().join("bench-vm").join(&p.label),
-    };
+    }
+}
+
+/// Boots the schedule on each kernel, the kernels' boots of one mode next to each other, and
+/// writes each kernel's report into its directory.
+fn run_boots(
+    kernels: &[(&Prepared, PathBuf)],
+    opts: &BenchOptions,
+    clock: Clock,
+    bin: &Path,
+    events: &Events,
+) -> Result<Vec<BenchReport>> {
     let start = std::time::Instant::now();
     let modes = model::schedule(opts.boots_per_mode(clock));
-    let mut repeats_left = modes.len() / 2;
-    let mut runs: Vec<Run> = Vec::new();
-    // Each boot of the schedule, and whether it repeats one left out.
-    let mut queue: std::collections::VecDeque<(Mode, bool)> =
-        modes.iter().map(|&m| (m, false)).collect();
+    let n = kernels.len();
+    let mut repeats_left = modes.len() / 2 * n;
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); n];
+    // Each boot of the schedule: which kernel, the mode, and whether it repeats one left out.
+    let mut queue: std::collections::VecDeque<(usize, Mode, bool)> = modes
+        .iter()
+        .flat_map(|&m| (0..n).map(move |k| (k, m, false)))
+        .collect();
+    let kernel_name = |k: usize| match n {
+        1 => String::new(),
+        _ => format!("kernel {}, ", ["A", "B"].get(k).copied().unwrap_or("?")),
+    };
     while !queue.is_empty() {
         if crate::proc::interrupted() {
-            return Err(interrupted(
-                &p,
-                opts,
-                clock,
-                runs,
-                &out_dir,
-                start,
-                queue.len(),
-            ));
+            return Err(interrupted(kernels, opts, clock, runs, start, queue.len()));
         }
         // Under the instruction clock the host's load does not move the figures, and a boot
         // is one host thread (single-threaded TCG under -icount): two boots at once.
@@ -137,16 +192,17 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
             Clock::Icount => ICOUNT_BOOTS_AT_ONCE,
             Clock::Wall => 1,
         };
-        let batch: Vec<(Mode, bool)> = (0..width).map_while(|_| queue.pop_front()).collect();
-        let first = runs.len();
+        let batch: Vec<(usize, Mode, bool)> = (0..width).map_while(|_| queue.pop_front()).collect();
+        let first: usize = runs.iter().map(Vec::len).sum();
         let total = first + batch.len() + queue.len();
         let labels: Vec<String> = batch
             .iter()
             .enumerate()
-            .map(|(k, (mode, _))| {
+            .map(|(i, (k, mode, _))| {
                 format!(
-                    "boot {}/{total} ({}{})",
-                    first + k + 1,
+                    "boot {}/{total} ({}{}{})",
+                    first + i + 1,
+                    kernel_name(*k),
                     if opts.null { "null run, arm " } else { "" },
                     match opts.null {
                         true => mode.label(true).to_string(),
@@ -156,15 +212,15 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
             })
             .collect();
         let done: Vec<Result<Run>> = std::thread::scope(|s| {
-            let (p, bin, out_dir) = (&p, &bin, &out_dir);
             let handles: Vec<_> = batch
                 .iter()
                 .zip(&labels)
-                .enumerate()
-                .map(|(k, (&(mode, _), label))| {
+                .map(|(&(k, mode, _), label)| {
                     events.step(format!("{label}: {} benchmarks", opts.size.name()));
+                    let (p, out_dir) = (kernels[k].0, &kernels[k].1);
+                    let index = runs[k].len();
                     s.spawn(move || {
-                        one_run(p, opts, clock, mode, label, bin, out_dir, first + k, events)
+                        one_run(p, opts, clock, mode, label, bin, out_dir, index, events)
                     })
                 })
                 .collect();
@@ -176,13 +232,13 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
         // A boot Ctrl-C cut short is neither invalid nor busy: nothing is repeated after it,
         // and the check at the loop's head (or after it) ends the run.
         if crate::proc::interrupted() {
-            for run in done {
-                runs.push(run?);
+            for ((k, _, _), run) in batch.into_iter().zip(done) {
+                runs[k].push(run?);
             }
             continue;
         }
         let mut repeats = Vec::new();
-        for (((mode, repeat), label), run) in batch.into_iter().zip(&labels).zip(done) {
+        for (((k, mode, repeat), label), run) in batch.into_iter().zip(&labels).zip(done) {
             let mut run = run?;
             // Instruction counts do not depend on the host's load: no repeat under icount.
             if clock == Clock::Wall
@@ -199,7 +255,7 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
                     "{label}: other processes used {:.2} CPUs during the boot; repeating it",
                     run.host.other_cpus
                 ));
-                repeats.push((mode, true));
+                repeats.push((k, mode, true));
             } else if !run.valid && !repeat && repeats_left > 0 {
                 // A boot the kernel spoiled with a warning before anything of ours ran (here
                 // once the boot-time crypto self-tests, `crypto_wait_for_test`, crypto/api.c, in
@@ -209,20 +265,25 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
                 repeats_left -= 1;
                 run.excluded = Some("invalid: repeated".to_string());
                 events.warn(format!("{label}: invalid; repeating it once"));
-                repeats.push((mode, true));
+                repeats.push((k, mode, true));
             }
-            runs.push(run);
+            runs[k].push(run);
         }
         for r in repeats.into_iter().rev() {
             queue.push_front(r);
         }
     }
     if crate::proc::interrupted() {
-        return Err(interrupted(&p, opts, clock, runs, &out_dir, start, 0));
+        return Err(interrupted(kernels, opts, clock, runs, start, 0));
     }
-    let report = build_report(&p, opts, clock, runs, start.elapsed().as_secs_f64());
-    write(&report, &out_dir)?;
-    Ok((report, out_dir))
+    let wall = start.elapsed().as_secs_f64();
+    let mut reports = Vec::new();
+    for ((p, dir), runs) in kernels.iter().zip(runs) {
+        let report = build_report(p, opts, clock, runs, wall);
+        write(&report, dir)?;
+        reports.push(report);
+    }
+    Ok(reports)
 }
 
 /// The committed instruction-clock smoke report of `kernel` that `cargo xtask ci` compares its
@@ -299,29 +360,35 @@ pub fn check_against_reference(report: &BenchReport, events: &Events) -> Result<
 /// Where an interrupted run leaves its boots, inside the output directory.
 const INTERRUPTED: &str = "interrupted";
 
-/// Ctrl-C or SIGTERM: the boots done so far go to `<out_dir>/interrupted/`, never over the
-/// last complete report, and the error says where.
+/// Ctrl-C or SIGTERM: the boots done so far go to `<out_dir>/interrupted/` of each kernel,
+/// never over the last complete report, and the error says where.
 fn interrupted(
-    p: &Prepared,
+    kernels: &[(&Prepared, PathBuf)],
     opts: &BenchOptions,
     clock: Clock,
-    runs: Vec<Run>,
-    out_dir: &Path,
+    runs: Vec<Vec<Run>>,
     start: std::time::Instant,
     not_run: usize,
 ) -> anyhow::Error {
-    let done = runs.len();
+    let done: usize = runs.iter().map(Vec::len).sum();
     let total = done + not_run;
-    let partial = out_dir.join(INTERRUPTED);
-    let report = build_report(p, opts, clock, runs, start.elapsed().as_secs_f64());
-    let kept = match write(&report, &partial) {
-        Ok(()) => format!("its {done} boots are in {}", partial.display()),
-        Err(e) => format!("its {done} boots were not written ({e:#})"),
-    };
+    let mut kept = Vec::new();
+    let mut untouched = Vec::new();
+    for ((p, out_dir), runs) in kernels.iter().zip(runs) {
+        let partial = out_dir.join(INTERRUPTED);
+        let n = runs.len();
+        let report = build_report(p, opts, clock, runs, start.elapsed().as_secs_f64());
+        kept.push(match write(&report, &partial) {
+            Ok(()) => format!("its {n} boots are in {}", partial.display()),
+            Err(e) => format!("its {n} boots were not written ({e:#})"),
+        });
+        untouched.push(out_dir.display().to_string());
+    }
     anyhow::anyhow!(
         "interrupted with {not_run} of {total} boots not run; the report of the last complete \
-         run in {} is untouched, {kept}",
-        out_dir.display()
+         run in {} is untouched, {}",
+        untouched.join(" and "),
+        kept.join("; ")
     )
 }
 

@@ -153,7 +153,7 @@ pub fn list(root: &Path) -> Vec<Listed> {
             }
         })
         .collect();
-    all.sort_by(|a, b| b.last_used.cmp(&a.last_used));
+    all.sort_by_key(|l| std::cmp::Reverse(l.last_used));
     all
 }
 
@@ -282,13 +282,13 @@ mod tests {
         let total: u64 = list(d.path()).iter().map(|l| l.bytes).sum();
         // Room for two: the oldest goes.
         let removed = evict(d.path(), total - 1, &new.dir);
-        assert_eq!(removed, [old.dir.clone()]);
+        assert_eq!(removed, std::slice::from_ref(&old.dir));
         assert!(mid.dir.exists() && new.dir.exists());
         // The one being built is kept even when it alone is over the limit; a locked one too.
         let held = mid.lock(|| {}).unwrap();
         assert!(evict(d.path(), 0, &new.dir).is_empty());
         drop(held);
-        assert_eq!(evict(d.path(), 0, &new.dir), [mid.dir.clone()]);
+        assert_eq!(evict(d.path(), 0, &new.dir), std::slice::from_ref(&mid.dir));
         assert!(new.dir.exists());
     }
 }

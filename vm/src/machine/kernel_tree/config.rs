@@ -114,8 +114,9 @@ pub(crate) fn selftests_without_modules(text: &str) -> String {
     text.lines()
         .filter(|l| {
             let t = l.trim();
-            !(t.starts_with("CONFIG_MODULE") || t.starts_with("CONFIG_MODVERSIONS"))
-                && !t.ends_with("=m")
+            !(t.starts_with("CONFIG_MODULE")
+                || t.starts_with("CONFIG_MODVERSIONS")
+                || t.ends_with("=m"))
         })
         .map(|l| format!("{l}\n"))
         .collect()

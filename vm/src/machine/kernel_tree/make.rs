@@ -112,7 +112,7 @@ pub(crate) fn run(
 
 /// A kbuild step line: `  CC      kernel/bpf/bloom_filter.o`.
 fn is_step(line: &str) -> bool {
-    line.starts_with("  ") && line.trim_start().split_whitespace().count() >= 2
+    line.starts_with("  ") && line.split_whitespace().count() >= 2
 }
 
 /// `4m05s`.

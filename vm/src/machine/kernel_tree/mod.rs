@@ -273,6 +273,17 @@ fn configure(
     Ok(())
 }
 
+/// Where a git ref of a tree is checked out for an A/B (see `source::checkout_ref`).
+pub fn checkout_ref(tree: &Path, rev: &str) -> Result<PathBuf> {
+    source::checkout_ref(tree, rev, &crate::paths::cache_dir().join("tree-refs"))
+}
+
+/// Whether `dir` looks like a kernel source tree (a top-level Makefile with VERSION and
+/// PATCHLEVEL): what `--against` tells a tree from a pin or an image by.
+pub fn is_tree(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("Makefile")).is_ok_and(|m| source::kernelversion(&m).is_some())
+}
+
 /// Builds (or finds cached) the kernel of a checked tree.
 pub fn build(checked: &Checked, events: &Events) -> Result<Built> {
     let src = &checked.source;

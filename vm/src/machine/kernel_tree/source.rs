@@ -202,6 +202,53 @@ fn hash_metadata(dir: &Path, h: &mut Sha256) -> Result<()> {
     Ok(())
 }
 
+/// Where `rev` of the git tree `tree` is checked out for an A/B: `git archive` of the commit
+/// unpacked under `root/<commit>/` (the user's repository and work tree are not touched), once;
+/// a checkout that died half-way has no marker and is made again.
+pub(crate) fn checkout_ref(tree: &Path, rev: &str, root: &Path) -> Result<PathBuf> {
+    let verify = git(
+        tree,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{rev}^{{commit}}"),
+        ],
+    )?;
+    if !verify.status.success() {
+        bail!(
+            "--against {rev}: not a pin, a kernel tree, a bzImage, nor a commit of the git tree {}",
+            tree.display()
+        );
+    }
+    let commit = String::from_utf8_lossy(&verify.stdout).trim().to_string();
+    let dest = root.join(&commit);
+    const COMPLETE: &str = ".bpfvm-complete";
+    if dest.join(COMPLETE).is_file() {
+        return Ok(dest);
+    }
+    std::fs::create_dir_all(root).with_context(|| format!("create {}", root.display()))?;
+    if dest.exists() {
+        std::fs::remove_dir_all(&dest)
+            .with_context(|| format!("remove the incomplete {}", dest.display()))?;
+    }
+    let tmp = tempfile::Builder::new().prefix(".tmp-").tempdir_in(root)?;
+    duct::cmd!("git", "-C", tree, "archive", "--format=tar", &commit)
+        .pipe(duct::cmd!("tar", "-x", "-C", tmp.path()))
+        .stderr_capture()
+        .run()
+        .with_context(|| {
+            format!(
+                "git archive {commit} | tar -x into {}",
+                tmp.path().display()
+            )
+        })?;
+    std::fs::write(tmp.path().join(COMPLETE), commit.as_bytes())?;
+    std::fs::rename(tmp.keep(), &dest)
+        .with_context(|| format!("move the checkout to {}", dest.display()))?;
+    Ok(dest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,5 +348,18 @@ mod tests {
         let k2 = content_key(&open(d.path()).unwrap()).unwrap();
         assert_ne!(k1, k2);
         assert_eq!(k2, content_key(&open(d.path()).unwrap()).unwrap());
+        // The first commit, checked out beside it: without the later edits, made once.
+        let refs = d.path().join("refs");
+        let base = checkout_ref(d.path(), "HEAD", &refs).unwrap();
+        assert_eq!(std::fs::read_to_string(base.join("Kbuild")).unwrap(), "");
+        assert!(!base.join("new.c").exists());
+        assert_eq!(checkout_ref(d.path(), "HEAD", &refs).unwrap(), base);
+        let err = checkout_ref(d.path(), "no-such-ref", &refs)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("not a pin, a kernel tree, a bzImage, nor a commit"),
+            "{err}"
+        );
     }
 }

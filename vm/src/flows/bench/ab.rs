@@ -1,0 +1,174 @@
+//! `bench-vm --against A`: what a kernel change costs, row by row. Kernel B is the run's own
+//! (`--kernel`, `--kernel-tree`); A is a pin, a kernel tree, a bzImage, or a git ref of B's
+//! tree (checked out with `git archive` and built like any tree). Both boot in the same
+//! spectre_v2 modes, alternated (`bench::bench_ab`); the comparison is `compare`'s, and a row
+//! has *changed* when its whole interval of B/A lies beyond the threshold, either way.
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+
+use super::compare::{self, Comparison};
+use crate::custom;
+use crate::kernel_tree;
+use crate::kernels;
+use crate::options::VmOptions;
+
+/// The VM options of kernel A, from B's and `--against`'s value.
+pub fn base_options(base: &str, b: &VmOptions) -> Result<VmOptions> {
+    let mut a = b.clone();
+    a.kernel_tree = None;
+    a.modules = None;
+    let path = Path::new(base);
+    if path.is_dir() {
+        if !kernel_tree::is_tree(path) {
+            bail!("--against {base}: a directory, but not a kernel source tree (no top-level Makefile with VERSION and PATCHLEVEL)");
+        }
+        a.kernel_tree = Some(path.to_path_buf());
+        return Ok(a);
+    }
+    if custom::is_path(base) || path.is_file() {
+        a.kernel = base.to_string();
+        return Ok(a);
+    }
+    if kernels::resolve(base).is_ok() {
+        a.kernel = base.to_string();
+        return Ok(a);
+    }
+    match &b.kernel_tree {
+        Some(tree) => {
+            a.kernel_tree = Some(kernel_tree::checkout_ref(tree, base)?);
+            Ok(a)
+        }
+        None => bail!(
+            "--against {base}: not a pin (see `cargo xtask kernels list`), a kernel tree or a \
+             bzImage; a git ref needs --kernel-tree"
+        ),
+    }
+}
+
+/// A row whose B/A interval lies wholly beyond `threshold_pct`, either way, with its change
+/// in percent (the ratio's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Changed {
+    pub row: String,
+    pub pct: f64,
+}
+
+pub fn changed(c: &Comparison) -> Vec<Changed> {
+    let up = 1.0 + c.threshold_pct / 100.0;
+    let down = 1.0 / up;
+    c.rows
+        .iter()
+        .filter_map(|r| {
+            let ci = r.cost?;
+            (ci.lo > up || ci.hi < down).then(|| Changed {
+                row: r.name(),
+                pct: (ci.ratio - 1.0) * 100.0,
+            })
+        })
+        .collect()
+}
+
+/// The A/B report: A and B named, every row with A, B and B/A, then the rows that changed.
+pub fn render(a: &str, b: &str, c: &Comparison) -> String {
+    let mut s = compare::markdown(a, b, c).replacen("# bench-compare", "# kernel A/B", 1);
+    let moved = changed(c);
+    if moved.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nNo row changed beyond {} % either way.",
+            c.threshold_pct
+        );
+    } else {
+        let _ = writeln!(s, "\nChanged beyond {} % (B against A):\n", c.threshold_pct);
+        for m in &moved {
+            let _ = writeln!(s, "- {}: {:+.2} %", m.row, m.pct);
+        }
+    }
+    s
+}
+
+/// Where the A/B report is written.
+pub fn report_path(dir: &Path) -> PathBuf {
+    dir.join("ab.md")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::stats::Ci;
+    use compare::Row;
+
+    fn row(key: &str, ratio: f64, lo: f64, hi: f64) -> Row {
+        Row {
+            key: key.into(),
+            mode: crate::bench::Mode::Off,
+            unit: "insns/op",
+            a: Some(100.0),
+            b: Some(100.0 * ratio),
+            cost: Some(Ci { ratio, lo, hi }),
+            exact: false,
+            regressed: hi > 1.0,
+        }
+    }
+
+    #[test]
+    fn rows_that_moved_either_way_beyond_the_threshold_are_changed() {
+        let c = Comparison {
+            threshold_pct: 1.0,
+            row_confidence: 0.99,
+            rows: vec![
+                row("bloom lookup", 1.10, 1.09, 1.11),
+                row("bpf_loop inlined", 0.97, 0.965, 0.975),
+                row("batch dump", 1.004, 0.99, 1.02),
+                row("bloom update", 1.02, 1.005, 1.03),
+            ],
+            problems: vec![],
+            notes: vec![],
+        };
+        let names: Vec<String> = changed(&c).into_iter().map(|m| m.row).collect();
+        assert_eq!(
+            names,
+            [
+                "bloom lookup (spectre_v2=off)",
+                "bpf_loop inlined (spectre_v2=off)"
+            ]
+        );
+        let md = render("6.12", "tree-6.12.118", &c);
+        assert!(md.starts_with("# kernel A/B"), "{md}");
+        assert!(
+            md.contains("- bloom lookup (spectre_v2=off): +10.00 %"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- bpf_loop inlined (spectre_v2=off): -3.00 %"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn a_base_is_a_pin_an_image_or_a_tree() {
+        let b = VmOptions {
+            kernel_tree: Some("/nonexistent/linux".into()),
+            ..VmOptions::new("6.1", std::time::Duration::from_secs(60))
+        };
+        let a = base_options("./bzImage", &b).unwrap();
+        assert_eq!(
+            (a.kernel.as_str(), a.kernel_tree.is_none()),
+            ("./bzImage", true)
+        );
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("Makefile"), "VERSION = 6\nPATCHLEVEL = 12\n").unwrap();
+        let a = base_options(d.path().to_str().unwrap(), &b).unwrap();
+        assert_eq!(a.kernel_tree.as_deref(), Some(d.path()));
+        let empty = tempfile::tempdir().unwrap();
+        let err = base_options(empty.path().to_str().unwrap(), &b)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a kernel source tree"), "{err}");
+        let plain = VmOptions::new("6.1", std::time::Duration::from_secs(60));
+        let err = base_options("v6.12", &plain).unwrap_err().to_string();
+        assert!(err.contains("a git ref needs --kernel-tree"), "{err}");
+    }
+}

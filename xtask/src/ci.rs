@@ -20,11 +20,19 @@ pub(crate) struct Options {
     /// The kernel the guest steps boot.
     #[arg(long, default_value = defaults::KERNEL)]
     kernel: String,
+    /// The separate kernel-build check instead of the others (not part of CI: a cold build
+    /// takes many minutes): the kernel_tree host tests, then the whole guest suite on the
+    /// kernel built from DIR (docs/kernel-tree.md).
+    #[arg(long, value_name = "DIR")]
+    kernel_tree: Option<std::path::PathBuf>,
 }
 
 /// Runs every step, prints the summary; fails if any step failed.
 pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
-    let results = steps(&opts.kernel, events);
+    let results = match &opts.kernel_tree {
+        Some(dir) => kernel_tree_steps(dir, events),
+        None => steps(&opts.kernel, events),
+    };
     outln!("{}", summary(&results));
     Ok(crate::exit_if(results.iter().all(|r| r.result.is_ok())))
 }
@@ -53,17 +61,7 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
     sh.change_dir(workspace_root());
     let cargo = |args: &[&str], ebpf_dir: Option<&Path>| cargo(&sh, args, ebpf_dir);
     let mut step = |name: &'static str, f: &mut dyn FnMut() -> Result<()>| {
-        events.step(format!("ci: {name}"));
-        let start = Instant::now();
-        let result = f();
-        if let Err(e) = &result {
-            events.warn(format!("ci: {name} failed: {e:#}"));
-        }
-        results.push(StepResult {
-            name,
-            result,
-            elapsed: start.elapsed(),
-        });
+        record(&mut results, events, name, f)
     };
     step("rustfmt", &mut || {
         cargo(&["fmt", "--all", "--", "--check"], None)?;
@@ -196,6 +194,59 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
         },
     );
     results
+}
+
+/// `ci --kernel-tree DIR`: the config, cache and build logic's host tests, then the guest
+/// suite on DIR's kernel, which must pass with no skip where the tree's release has the
+/// feature (the same verdicts as for a pin).
+fn kernel_tree_steps(dir: &Path, events: &Events) -> Vec<StepResult> {
+    let mut results = Vec::new();
+    let mut step = |name: &'static str, f: &mut dyn FnMut() -> Result<()>| {
+        record(&mut results, events, name, f)
+    };
+    step("kernel_tree host tests", &mut || {
+        let sh = Shell::new()?;
+        sh.change_dir(workspace_root());
+        cargo(
+            &sh,
+            &["test", "-p", "bpfvm-host", "--lib", "kernel_tree"],
+            None,
+        )
+    });
+    step("vm-test --kernel-tree (builds the kernel)", &mut || {
+        let mut vm = VmOptions::new(
+            defaults::KERNEL,
+            Duration::from_secs(defaults::TEST_TIMEOUT_S),
+        );
+        vm.kernel_tree = Some(dir.to_path_buf());
+        let (report, out) = run::vm_test(&TestOptions { vm, filter: None }, events)?;
+        events.note(bpfvm_host::report::summary_table(&report));
+        if !report.ok() {
+            bail!("vm-test failed; see {}", out.join("report.json").display());
+        }
+        Ok(())
+    });
+    results
+}
+
+/// Runs one step, warning when it fails, and records its result and time.
+fn record(
+    results: &mut Vec<StepResult>,
+    events: &Events,
+    name: &'static str,
+    f: &mut dyn FnMut() -> Result<()>,
+) {
+    events.step(format!("ci: {name}"));
+    let start = Instant::now();
+    let result = f();
+    if let Err(e) = &result {
+        events.warn(format!("ci: {name} failed: {e:#}"));
+    }
+    results.push(StepResult {
+        name,
+        result,
+        elapsed: start.elapsed(),
+    });
 }
 
 /// The example crate a user would write, outside the workspace (docs/own-crate.md).

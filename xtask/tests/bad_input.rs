@@ -347,3 +347,66 @@ fn bench_vm_zero_producers_are_refused_before_anything_runs() {
     );
     assert!(!err.contains("==> checking host tools"), "{err}");
 }
+
+/// The smallest directory `--kernel-tree` takes for a kernel source tree.
+fn fake_kernel_tree(dir: &std::path::Path) {
+    std::fs::write(
+        dir.join("Makefile"),
+        "VERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 118\nEXTRAVERSION =\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("Kbuild"), "").unwrap();
+    for d in ["scripts/kconfig", "kernel/bpf", "arch/x86"] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    std::fs::write(dir.join("scripts/kconfig/merge_config.sh"), "").unwrap();
+    std::fs::write(dir.join("arch/x86/Kconfig"), "").unwrap();
+}
+
+#[test]
+fn a_kernel_tree_that_is_none_is_refused_before_anything_is_built() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().to_str().unwrap();
+    refused_before_provisioning(
+        &["vm-test", "--kernel-tree", "/nonexistent/linux"],
+        "--kernel-tree /nonexistent/linux: no such directory",
+    );
+    refused_before_provisioning(
+        &["vm-run", "--kernel-tree", dir, "--", "true"],
+        "is not a kernel source tree",
+    );
+    fake_kernel_tree(d.path());
+    std::fs::write(d.path().join(".config"), "CONFIG_X86_64=y\n").unwrap();
+    refused_before_provisioning(
+        &["bench-vm", "--smoke", "--kernel-tree", dir],
+        "holds an in-tree build (.config)",
+    );
+    std::fs::remove_file(d.path().join(".config")).unwrap();
+    let frag = d.path().join("mine.config");
+    std::fs::write(&frag, "CONFIG_BPF=y\nBPF_JIT=y\n").unwrap();
+    refused_before_provisioning(
+        &[
+            "vm-test",
+            "--kernel-tree",
+            dir,
+            "--kconfig",
+            frag.to_str().unwrap(),
+        ],
+        "mine.config:2: `BPF_JIT=y` is not a config line",
+    );
+}
+
+#[test]
+fn kernel_tree_options_that_do_not_go_together_are_usage_errors() {
+    let (code, err) = xtask(&["vm-test", "--kernel-tree", "/tmp", "--kernel", "6.1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--kernel-tree") && err.contains("--kernel"),
+        "{err}"
+    );
+    let (code, err) = xtask(&["vm-test", "--kconfig", "x.config"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--kernel-tree"), "{err}");
+    let (code, err) = xtask(&["bench-vm", "--against", "6.1", "--null"]);
+    assert_eq!(code, 2, "{err}");
+}

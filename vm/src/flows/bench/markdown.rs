@@ -53,6 +53,9 @@ fn ci_cells(f: &Figure) -> (String, String) {
 pub fn render(r: &BenchReport) -> String {
     let mut s = String::new();
     writeln!(s, "# bench-vm: kernel {} ({})\n", r.kernel, r.release).unwrap();
+    if let Some(tree) = &r.tree {
+        writeln!(s, "Kernel {}.\n", crate::report::built_from(tree)).unwrap();
+    }
     let p = &r.params;
     writeln!(
         s,

@@ -450,6 +450,7 @@ fn build_report(
         clock,
         kernel: p.label.clone(),
         release: p.tree.release.clone(),
+        tree: p.built_from.clone(),
         accel: AccelInfo::from(&p.accel),
         accel_note,
         host_cpu: host_cpu(),

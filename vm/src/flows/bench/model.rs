@@ -241,6 +241,9 @@ pub struct BenchReport {
     pub clock: Clock,
     pub kernel: String,
     pub release: String,
+    /// The source tree the kernel was built from (`--kernel-tree`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<crate::kernel_tree::TreeInfo>,
     pub accel: AccelInfo,
     /// What the accelerator means for the figures.
     pub accel_note: String,

@@ -228,15 +228,19 @@ fn configure(
         &slot.config_log(),
         events,
     )?;
-    let mut merge = Command::new(tree.join("scripts/kconfig/merge_config.sh"));
-    merge.current_dir(&out).args(["-n", "-O", "."]);
+    // Through sh: a copied tree may have lost the script's executable bit.
+    let mut merge = Command::new("sh");
+    merge
+        .current_dir(&out)
+        .arg(tree.join("scripts/kconfig/merge_config.sh"))
+        .args(["-n", "-O", "."]);
     for (name, text) in &frags.files {
         let path = dir.join(name);
         std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
         merge.arg(path);
     }
     let shown = format!(
-        "cd {} && {}/scripts/kconfig/merge_config.sh -n -O . bpfvm/*.config",
+        "cd {} && sh {}/scripts/kconfig/merge_config.sh -n -O . bpfvm/*.config",
         out.display(),
         tree.display()
     );

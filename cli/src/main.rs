@@ -90,6 +90,17 @@ enum Cmd {
         #[arg(long, default_value_t = 0.0)]
         threshold: f64,
     },
+    /// Check bpfvm-inventory.txt in the workspace's root (the tests `bpfvm test` must run; the
+    /// check is on when the file exists) against the crate's tests; --bless writes it.
+    /// Arguments after `--` are cargo test's, as for `test`.
+    Inventory {
+        /// Write the tests the build holds into bpfvm-inventory.txt.
+        #[arg(long)]
+        bless: bool,
+        /// cargo's arguments (`--release`, `-p NAME`, `--features X`...).
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
     /// An interactive root shell in the guest, in the current directory (shared, writable),
     /// for debugging by hand; `exit` or Ctrl-D powers the VM off.
     Shell {
@@ -230,6 +241,7 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
             }
             Ok(exit_if(c.failures.is_empty()))
         }
+        Cmd::Inventory { bless, args } => inventory(bless, &args, &events),
         Cmd::Shell { vm, timeout } => {
             // The shell's deadline is `timeout` alone (vm_shell passes it on); a zero one is
             // refused as for every run.
@@ -279,6 +291,24 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `bpfvm inventory [--bless]`.
+fn inventory(bless: bool, cargo_args: &[String], events: &Events) -> Result<ExitCode> {
+    use bpfvm_host::inventory::{bless_or_check, CRATE_BLESS, CRATE_FILE};
+    let (built, path) = crate_test::crate_inventory(cargo_args, events)?;
+    let (ok, say) = bless_or_check(
+        &built,
+        &path,
+        (CRATE_FILE, CRATE_BLESS, "bpfvm test"),
+        bless,
+    )?;
+    if ok {
+        bpfvm_host::ui::print_stdout(&say);
+    } else {
+        bpfvm_host::ui::print_stderr(&say);
+    }
+    Ok(exit_if(ok))
 }
 
 fn github_summary(

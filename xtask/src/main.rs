@@ -25,6 +25,7 @@ mod bench_suite;
 mod bench_vm;
 mod build_ebpf;
 mod ci;
+mod inventory;
 mod kernels;
 mod lint;
 mod mutants;
@@ -57,6 +58,7 @@ enum Cmd {
     VmRun(vm_run::Options),
     Ci(ci::Options),
     VmTest(vm_test::Options),
+    Inventory(inventory::Options),
     BenchVm(bench_vm::Options),
     BenchCompare(bench_compare::Options),
     BenchSuite(bench_suite::Options),
@@ -93,6 +95,7 @@ fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
         Cmd::VmRun(opts) => vm_run::run(opts, events),
         Cmd::Ci(opts) => ci::run(opts, events),
         Cmd::VmTest(opts) => vm_test::run(opts, events),
+        Cmd::Inventory(opts) => inventory::run(opts, events),
         Cmd::BenchVm(opts) => bench_vm::run(opts, events),
         Cmd::BenchCompare(opts) => bench_compare::run(opts),
         Cmd::BenchSuite(opts) => bench_suite::run(opts, events),

@@ -13,6 +13,7 @@ use anyhow::{bail, Context, Result};
 use crate::build::{parse_cargo_messages, Artifact};
 use crate::guest::{self, CrateBinary, VerifierRun};
 use crate::health::{self, allow::Allowlist};
+use crate::inventory::{self, Inventory};
 use crate::options::VmOptions;
 use crate::output::Events;
 use crate::provision::tail_lines;
@@ -44,6 +45,8 @@ pub struct CrateTestOptions {
 struct Built {
     binaries: Vec<CrateBinary>,
     verifier: Option<VerifierRun>,
+    /// The workspace's `bpfvm-inventory.txt`, if it has one.
+    inventory: Option<Inventory>,
     time: Duration,
 }
 
@@ -61,17 +64,18 @@ pub fn split_args(args: &[String]) -> (Vec<String>, Vec<String>) {
 pub fn crate_test(opts: &CrateTestOptions, events: &Events) -> Result<(Vec<Report>, PathBuf)> {
     let start = Instant::now();
     let allow = health::allow::load(&health::allow::path())?;
-    let (binaries, target) = build_tests(&opts.cargo_args, events)?;
+    let (binaries, dirs) = build_tests(&opts.cargo_args, events)?;
     let verifier = match &opts.verifier_stats {
-        Some(objects) => Some(verifier_run(objects, &target, events)?),
+        Some(objects) => Some(verifier_run(objects, &dirs.target, events)?),
         None => None,
     };
     let built = Built {
         binaries,
         verifier,
+        inventory: user_inventory(&dirs.workspace_root)?,
         time: start.elapsed(),
     };
-    let out = target.join(REPORTS);
+    let out = dirs.target.join(REPORTS);
     crate::paths::check_target_dir(&out)?;
     let mut reports = Vec::new();
     for kernel in &opts.kernels {
@@ -98,9 +102,23 @@ pub fn crate_test(opts: &CrateTestOptions, events: &Events) -> Result<(Vec<Repor
     Ok((reports, out))
 }
 
+/// The workspace's `bpfvm-inventory.txt`, if it has one.
+fn user_inventory(workspace_root: &Path) -> Result<Option<Inventory>> {
+    let path = workspace_root.join(inventory::CRATE_FILE);
+    path.exists().then(|| Inventory::load(&path)).transpose()
+}
+
+/// `bpfvm inventory`: the tests the crate in the current directory builds (`cargo test
+/// --no-run` with `cargo_args`), and where its inventory file goes.
+pub fn crate_inventory(cargo_args: &[String], events: &Events) -> Result<(Inventory, PathBuf)> {
+    let (binaries, dirs) = build_tests(cargo_args, events)?;
+    let inv = inventory::of_binaries(binaries.iter().map(|b| (b.name.as_str(), b.path.as_path())))?;
+    Ok((inv, dirs.workspace_root.join(inventory::CRATE_FILE)))
+}
+
 /// Builds the test binaries of the crate in the current directory; returns them and the
-/// crate's target directory.
-fn build_tests(cargo_args: &[String], events: &Events) -> Result<(Vec<CrateBinary>, PathBuf)> {
+/// crate's directories.
+fn build_tests(cargo_args: &[String], events: &Events) -> Result<(Vec<CrateBinary>, CargoDirs)> {
     let mut args: Vec<String> = ["test", "--no-run", "--message-format=json"]
         .map(String::from)
         .to_vec();
@@ -115,7 +133,7 @@ fn build_tests(cargo_args: &[String], events: &Events) -> Result<(Vec<CrateBinar
             args.join(" ")
         );
     }
-    Ok((binaries, cargo_dirs(events)?.target))
+    Ok((binaries, cargo_dirs(events)?))
 }
 
 /// The directories cargo uses for the crate in the current directory.
@@ -197,8 +215,8 @@ pub fn crate_binaries(arts: &[Artifact]) -> Vec<CrateBinary> {
     out
 }
 
-/// One kernel: boot, run every binary, judge the tests and the kernel log, write
-/// `<out>/<kernel>/{report.json,junit.xml,kernel.log}`.
+/// One kernel: boot, run every binary, judge the tests (against the inventory, if the crate has
+/// one) and the kernel log, write `<out>/<kernel>/{report.json,junit.xml,kernel.log}`.
 fn test_on(
     vm: &VmOptions,
     opts: &CrateTestOptions,
@@ -232,6 +250,14 @@ fn test_on(
     let vm_ok = outcome.ending == Ending::Exited(0);
     let ending = outcome.diagnosis().lines().next().unwrap_or("").to_string();
     let mut tests = collect(shared, binaries, &ending);
+    if let Some(inv) = &built.inventory {
+        let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
+        // Test arguments select tests in ways the inventory cannot replay: then only tests
+        // it does not list are named.
+        let full = opts.test_args.is_empty();
+        let diff = inv.compare(&inventory::read_lists(shared, &names), None, full);
+        tests.extend(diff.entry(inventory::CRATE_FILE, inventory::CRATE_BLESS));
+    }
     let release = report::read_fact(shared, guest::files::RELEASE);
     let mut health = kernel_health(shared, &dir, &outcome, allow, &p.label, &release)?;
     report::apply_kernel_health(&mut tests, &mut health, vm_ok, report_name);

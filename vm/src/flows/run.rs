@@ -11,6 +11,7 @@ use crate::custom;
 use crate::expect::{Expectation, Probe};
 use crate::guest;
 use crate::health::{self, allow::Allowlist, Health, Judged};
+use crate::inventory;
 use crate::kernel_tree::{self, TreeInfo};
 use crate::kernels::{self, KernelTree};
 use crate::options::{self, VmOptions};
@@ -366,6 +367,11 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         None if !vm_ok => vec![report::never_started(&ending)],
         _ => verdict.tests,
     };
+    tests.extend(inventory::check_suite(
+        shared,
+        &names,
+        opts.filter.as_deref(),
+    ));
     let release = report::read_fact(shared, guest::files::RELEASE);
     let mut health = kernel_health(shared, &out_dir, &outcome, &allow, &p.label, &release)?;
     report::apply_kernel_health(&mut tests, &mut health, vm_ok, report::display_name);

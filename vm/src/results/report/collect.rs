@@ -59,14 +59,14 @@ pub struct BinaryOutput {
 pub(super) use crate::shell::status_words;
 
 /// The test names of libtest's `--list --format terse` output (`name: test` lines).
-pub(super) fn listed(list: &str) -> Vec<String> {
+pub fn listed(list: &str) -> Vec<String> {
     list.lines()
         .filter_map(|l| l.strip_suffix(": test"))
         .map(str::to_string)
         .collect()
 }
 
-pub(super) fn failed(name: String, reason: String) -> TestResult {
+pub(crate) fn failed(name: String, reason: String) -> TestResult {
     TestResult {
         name,
         outcome: Outcome::Fail,

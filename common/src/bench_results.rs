@@ -125,6 +125,17 @@ pub struct BatchRow {
     pub entries: u64,
 }
 
+/// A benchmark group the guest did not run: the kernel lacks a feature it needs. The host
+/// fails the run when the kernel is expected to have the feature (`expect::judge_skip`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Skipped {
+    /// The group's `--only` name.
+    pub group: String,
+    /// The feature's name in the expected-features table (`bloom_filter_map`).
+    pub feature: String,
+    pub reason: String,
+}
+
 /// What one guest run measured.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Results {
@@ -139,9 +150,9 @@ pub struct Results {
     /// Benchmarks that failed, with the error.
     #[serde(default)]
     pub errors: Vec<String>,
-    /// Benchmark groups this kernel cannot run, with the reason (a missing feature).
+    /// Benchmark groups this kernel cannot run, each with the feature it lacks.
     #[serde(default)]
-    pub skipped: Vec<String>,
+    pub skipped: Vec<Skipped>,
     /// Every file of /sys/devices/system/cpu/vulnerabilities/ as `name: line`, sorted by name
     /// (the mitigations this boot ran with, not only spectre_v2's).
     #[serde(default)]

@@ -3,8 +3,9 @@
 //! `BPF_MAP_LOOKUP_BATCH` at a given buffer size, against get_next_key + lookup per entry.
 //!
 //! Both dumps are raw syscalls into buffers allocated before the clock starts (the batch
-//! wrapper's iterator allocates per entry, which is not what the thread timed); one untimed
-//! dump of each warms up. The get_next_key dump does not depend on the buffer size, so it is
+//! wrapper's iterator allocates per entry, which is not what the thread timed), and both fold
+//! every key and value they read into the same checksum, checked against the map's (the same
+//! user-space work on each side); one untimed dump of each warms up. The get_next_key dump does not depend on the buffer size, so it is
 //! timed once per boot (`Plan::entry_reps` times) and every buffer's row carries those runs.
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::Instant;
@@ -39,7 +40,9 @@ pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<BatchRow>) -> Res
     .context("create the hash map")?;
     let map = BatchMap::new(fd.as_fd()).context("hash map layout")?;
     let keys: Vec<u8> = (0..n as u64).flat_map(|i| i.to_ne_bytes()).collect();
-    let values: Vec<u8> = (0..n as u64).flat_map(|i| (i * 3).to_ne_bytes()).collect();
+    let values: Vec<u8> = (0..n as u64)
+        .flat_map(|i| value_of(i).to_ne_bytes())
+        .collect();
     map.update_batch(&keys, &values, Flags::default())
         .context("fill the hash map")?;
     if plan.batch_warmup {
@@ -177,8 +180,10 @@ fn dump_batch(fd: BorrowedFd<'_>, bufs: &mut Buffers, n: u32) -> Result<DumpStat
             }
         };
         let got = (got as usize).min(size as usize);
-        sum = sum.wrapping_add(bufs.keys[..got].iter().sum::<u64>());
-        sum = sum.wrapping_add(bufs.values[..got].iter().sum::<u64>());
+        sum = bufs.keys[..got]
+            .iter()
+            .zip(&bufs.values[..got])
+            .fold(sum, |s, (&k, &v)| add_entry(s, k, v));
         st.entries += got as u64;
         if end {
             break;
@@ -186,43 +191,65 @@ fn dump_batch(fd: BorrowedFd<'_>, bufs: &mut Buffers, n: u32) -> Result<DumpStat
         bufs.tokens[0] = bufs.tokens[1];
         first = false;
     }
-    std::hint::black_box(sum);
-    if st.entries != n as u64 {
+    if st.entries != n as u64 || sum != checksum(n) {
         bail!(
-            "batch dump (buffer {}) saw {} entries, the map holds {n}",
+            "batch dump (buffer {}) saw {} entries summing to {sum}, the map holds {n} \
+             summing to {}",
             bufs.buffer,
-            st.entries
+            st.entries,
+            checksum(n)
         );
     }
     Ok(st)
 }
 
+/// The value stored under key `i`.
+fn value_of(i: u64) -> u64 {
+    i * 3
+}
+
+/// What each dump folds every entry it read into, so that both timed dumps do the same work
+/// on what they copied out (and prove they read every key and value).
+fn add_entry(sum: u64, key: u64, value: u64) -> u64 {
+    sum.wrapping_add(key).wrapping_add(value)
+}
+
+/// The sum of a whole dump of the map of `n` entries.
+fn checksum(n: u32) -> u64 {
+    (0..n as u64).fold(0, |s, i| add_entry(s, i, value_of(i)))
+}
+
 /// Dumps the map the old way: `BPF_MAP_GET_NEXT_KEY` then `BPF_MAP_LOOKUP_ELEM` per entry,
 /// into locals; fails unless it saw the map's `n` entries.
 fn dump_entries(fd: BorrowedFd<'_>, n: u32) -> Result<()> {
-    let seen = walk_entries(fd)?;
-    if seen != n as u64 {
-        bail!("get_next_key dump saw {seen} entries, the map holds {n}");
+    let (seen, sum) = walk_entries(fd)?;
+    if seen != n as u64 || sum != checksum(n) {
+        bail!(
+            "get_next_key dump saw {seen} entries summing to {sum}, the map holds {n} summing \
+             to {}",
+            checksum(n)
+        );
     }
     Ok(())
 }
 
-fn walk_entries(fd: BorrowedFd<'_>) -> Result<u64> {
+/// The entries seen and their sum (`add_entry`, as the batch dump sums its buffers).
+fn walk_entries(fd: BorrowedFd<'_>) -> Result<(u64, u64)> {
     let elems = sys::Elems::of(fd).context("map info")?;
     let (mut key, mut next, mut value) = ([0u8; 8], [0u8; 8], [0u8; 8]);
-    let mut seen = 0u64;
+    let (mut seen, mut sum) = (0u64, 0u64);
     loop {
         // The first call passes a NULL key: the kernel answers with the first key.
         let prev = (seen > 0).then_some(&key[..]);
         match elems.next_key(prev, &mut next) {
             Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(seen),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok((seen, sum)),
             Err(e) => return Err(e).context("BPF_MAP_GET_NEXT_KEY"),
         }
         elems
             .lookup(Some(&next), &mut value, 0)
             .context("BPF_MAP_LOOKUP_ELEM")?;
-        std::hint::black_box(value);
+        sum = add_entry(sum, u64::from_ne_bytes(next), u64::from_ne_bytes(value));
         key = next;
         seen += 1;
     }

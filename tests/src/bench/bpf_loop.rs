@@ -16,6 +16,7 @@ use super::prog::{self, Globals};
 use super::sample;
 use super::LoopRow;
 use super::{Plan, Progress};
+use crate::features::Feature;
 use crate::sys;
 
 /// Loop iterations per trigger at most: the kernel's 1000 calls per trigger, fewer for long
@@ -31,6 +32,7 @@ pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<LoopRow>) -> Resu
     let btf = Btf::from_sys_fs().context("read the kernel's BTF")?;
     // None when kallsyms hides addresses: the row then says "unknown".
     let helper = sys::helper_call_imm("bpf_loop").context("read /proc/kallsyms")?;
+    let inlines = crate::features::require(Feature::BpfLoopInlining).is_ok();
     for flags_from_map in [false, true] {
         let name = if flags_from_map {
             names::BPF_LOOP_HELPER
@@ -50,6 +52,7 @@ pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<LoopRow>) -> Resu
                     Some(imm) => Some(prog::helper_calls(e, name, imm)?),
                     None => None,
                 };
+                check_variant(name, flags_from_map, inlines, calls)?;
                 let t = sample::measure(&plan.sampling, plan.producers, |cpu| {
                     Ok(prog::slot(e, cpu)?[HITS])
                 })?;
@@ -69,6 +72,30 @@ pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<LoopRow>) -> Resu
     Ok(())
 }
 
+/// Each variant measures what it is named for, or the row fails: the helper variant keeps at
+/// least one `bpf_loop` call (else it would time the inline loop), and on a kernel whose
+/// verifier inlines (`Feature::BpfLoopInlining`) the constant-flags variant keeps none. `calls`
+/// is `None` when kallsyms hides the helper's address (nothing to check).
+fn check_variant(
+    name: &str,
+    flags_from_map: bool,
+    inlines: bool,
+    calls: Option<u32>,
+) -> Result<()> {
+    match (calls, flags_from_map) {
+        (Some(0), true) => anyhow::bail!(
+            "`{name}` kept no bpf_loop helper call: the verifier inlined it, so the row would \
+             time the inline loop, not the helper (`loop_flag_is_zero`, kernel/bpf/verifier.c)"
+        ),
+        (Some(n), false) if inlines && n > 0 => anyhow::bail!(
+            "`{name}` kept {n} bpf_loop helper calls on a kernel that inlines them: the row \
+             would time the helper, not the inline loop (`optimize_bpf_loop`, \
+             kernel/bpf/verifier.c)"
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// The kernel bench's latency (bench.c `ops_report_final`: `1000.0 / hits_mean *
 /// env.producer_cnt`): the throughput summed over producers, per producer.
 pub fn ns_per_op(mops: f64, producers: u32) -> f64 {
@@ -85,6 +112,28 @@ mod unit {
         assert_eq!(outer(1000), 1000);
         assert_eq!(outer(10_000), 100);
         assert_eq!(outer(1_000_000), 1);
+    }
+
+    #[test]
+    fn each_variant_must_keep_or_lose_the_helper_call_as_named() {
+        assert!(check_variant("h", true, true, Some(1)).is_ok());
+        let e = check_variant("h", true, true, Some(0))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`h` kept no bpf_loop helper call"), "{e}");
+        assert!(check_variant("i", false, true, Some(0)).is_ok());
+        let e = check_variant("i", false, true, Some(2))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("kept 2 bpf_loop helper calls on a kernel that inlines"),
+            "{e}"
+        );
+        assert!(
+            check_variant("i", false, false, Some(1)).is_ok(),
+            "5.10 inlines nothing"
+        );
+        assert!(check_variant("h", true, true, None).is_ok());
     }
 
     #[test]

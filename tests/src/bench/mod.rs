@@ -12,7 +12,9 @@ pub mod sample;
 
 use std::io::Write as _;
 
-pub use bpfvm_common::bench_results::{BatchRow, BloomRow, HashRow, LoopRow, Results, Stat};
+pub use bpfvm_common::bench_results::{
+    BatchRow, BloomRow, HashRow, LoopRow, Results, Skipped, Stat,
+};
 pub use plan::{parse_group, Group, Plan};
 
 /// The prefix of the progress lines the host turns into a progress bar.
@@ -43,7 +45,8 @@ impl Progress {
     }
 }
 
-/// Runs every group of `plan` the kernel supports ([`Group::needs`]) (the others are recorded in `skipped`); a
+/// Runs every group of `plan` the kernel supports ([`Group::needs`]) (the others are recorded in `skipped`, with the
+/// feature the kernel lacks); a
 /// group that fails is recorded in `errors` and the others run.
 pub fn run(plan: &Plan) -> Results {
     let mut results = Results {
@@ -54,9 +57,13 @@ pub fn run(plan: &Plan) -> Results {
     plan.groups.retain(|group| {
         let missing = plan::needs(*group)
             .iter()
-            .find_map(|f| crate::features::require(*f).err());
-        if let Some(reason) = &missing {
-            results.skipped.push(format!("{}: {reason}", group.name()));
+            .find_map(|f| Some((f.name(), crate::features::require(*f).err()?)));
+        if let Some((feature, reason)) = &missing {
+            results.skipped.push(Skipped {
+                group: group.name().to_string(),
+                feature: feature.clone(),
+                reason: reason.clone(),
+            });
         }
         missing.is_none()
     });

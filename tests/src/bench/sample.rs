@@ -8,6 +8,7 @@
 //! interval. Between triggers a CPU's slot is exact.
 use std::time::{Duration, Instant};
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 
 use anyhow::{anyhow, Context, Result};
@@ -70,14 +71,24 @@ pub fn measure(
     ops: impl Fn(u32) -> Result<u64> + Sync,
 ) -> Result<Stat> {
     let start = Barrier::new(producers.max(1) as usize);
+    // Every producer reaches the barrier, pinned or not (one that returned before it would
+    // leave the others waiting until the VM's timeout); then all stop if one could not pin.
+    let unpinned = AtomicBool::new(false);
     let per_producer: Vec<(Vec<f64>, Vec<f64>)> = std::thread::scope(|scope| {
         let threads: Vec<_> = (0..producers.max(1))
             .map(|cpu| {
-                let (ops, start) = (&ops, &start);
-                scope.spawn(move || -> Result<(Vec<f64>, Vec<f64>)> {
-                    crate::sys::pin_to_cpu(cpu as usize)
-                        .with_context(|| format!("pin producer {cpu} to CPU {cpu}"))?;
+                let (ops, start, unpinned) = (&ops, &start, &unpinned);
+                scope.spawn(move || -> Result<Option<(Vec<f64>, Vec<f64>)>> {
+                    let pinned = crate::sys::pin_to_cpu(cpu as usize)
+                        .with_context(|| format!("pin producer {cpu} to CPU {cpu}"));
+                    if pinned.is_err() {
+                        unpinned.store(true, Ordering::SeqCst);
+                    }
                     start.wait();
+                    pinned?;
+                    if unpinned.load(Ordering::SeqCst) {
+                        return Ok(None);
+                    }
                     let mut rates = Vec::new();
                     let mut speeds = Vec::new();
                     for _ in 0..s.warmup + s.samples {
@@ -95,16 +106,20 @@ pub fn measure(
                             speeds.push((before + reference_speed()) / 2.0);
                         }
                     }
-                    Ok((rates, speeds))
+                    Ok(Some((rates, speeds)))
                 })
             })
             .collect();
-        threads
+        let done = threads
             .into_iter()
             .map(|t| {
                 t.join()
                     .unwrap_or_else(|_| Err(anyhow!("a producer thread panicked")))
             })
+            .collect::<Result<Vec<_>>>()?;
+        // `None`: it stopped for another producer's error, which was returned above.
+        done.into_iter()
+            .map(|p| p.context("a producer stopped for no error"))
             .collect::<Result<_>>()
     })?;
     let kept = (s.warmup..s.warmup + s.samples)
@@ -121,4 +136,24 @@ pub fn measure(
         speeds,
         ..Stat::of(kept)
     })
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    /// A producer that cannot pin itself (a CPU past the online ones) fails the measurement at
+    /// once, named, instead of leaving the others at the start barrier.
+    #[test]
+    fn a_producer_that_cannot_start_fails_at_once_named() {
+        let online = std::thread::available_parallelism().unwrap().get() as u32;
+        let s = Sampling::new(Duration::from_millis(1), 0, 1);
+        let t = Instant::now();
+        let e = measure(&s, online + 1, |_| Ok(0)).unwrap_err();
+        assert!(
+            format!("{e:#}").contains(&format!("pin producer {online} to CPU {online}")),
+            "{e:#}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    }
 }

@@ -41,7 +41,33 @@ pub struct Row {
     /// The cost is the ratio of two instruction counts (one boot a side, instruction clock),
     /// not an interval: `lo` and `hi` equal the ratio.
     pub exact: bool,
+    /// How B's cost moved against the threshold (`change`).
+    pub change: Change,
     pub regressed: bool,
+}
+
+/// Where a cost lies against a threshold, in either direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// The whole interval lies above `1 + threshold`: B is slower.
+    Slower,
+    /// The whole interval lies below `1 / (1 + threshold)`: B is faster by as much.
+    Faster,
+    /// Neither.
+    Within,
+}
+
+/// Where `cost` (B's over A's) lies against `threshold_pct`, in both directions: the
+/// comparison of one row that `bench-compare`, `ci`'s reference check and a kernel A/B share.
+pub fn change(cost: Ci, threshold_pct: f64) -> Change {
+    let limit = 1.0 + threshold_pct / 100.0;
+    if cost.lo > limit {
+        Change::Slower
+    } else if cost.hi < 1.0 / limit {
+        Change::Faster
+    } else {
+        Change::Within
+    }
 }
 
 impl Row {
@@ -62,6 +88,9 @@ pub struct Comparison {
     pub problems: Vec<String>,
     /// Differences that are allowed but change what the costs mean (different kernels).
     pub notes: Vec<String>,
+    /// The reports count instructions (`Clock::Icount`): a row that runs far fewer of them
+    /// now measures other work (a helper the verifier inlined), so it fails as a slower one does.
+    pub instructions: bool,
 }
 
 impl Comparison {
@@ -73,9 +102,40 @@ impl Comparison {
             .collect()
     }
 
-    /// No regression and nothing that keeps the comparison from vouching for B.
+    /// The rows faster than the threshold allows the other way.
+    pub fn faster(&self) -> Vec<String> {
+        self.rows
+            .iter()
+            .filter(|r| r.change == Change::Faster)
+            .map(Row::name)
+            .collect()
+    }
+
+    /// No regression, no row that counts far fewer instructions, and nothing that keeps the
+    /// comparison from vouching for B.
     pub fn passed(&self) -> bool {
-        self.problems.is_empty() && self.rows.iter().all(|r| !r.regressed)
+        self.failures().is_empty()
+    }
+
+    /// Why it did not pass, each row named: regressions, rows that count far fewer
+    /// instructions (the reference must be re-blessed if that is meant), problems.
+    pub fn failures(&self) -> Vec<String> {
+        let mut why: Vec<String> = self
+            .regressed()
+            .into_iter()
+            .map(|r| format!("{r}: slower beyond +{} %", self.threshold_pct))
+            .collect();
+        if self.instructions {
+            why.extend(self.faster().into_iter().map(|r| {
+                format!(
+                    "{r}: fewer instructions beyond -{} %: it measures other work now; if \
+                     that is meant, re-bless the reference",
+                    self.threshold_pct
+                )
+            }));
+        }
+        why.extend(self.problems.iter().cloned());
+        why
     }
 }
 
@@ -283,6 +343,7 @@ pub fn compare(a: &BenchReport, b: &BenchReport, threshold_pct: f64) -> Result<C
         rows,
         problems,
         notes,
+        instructions: exact_counts,
     })
 }
 
@@ -296,7 +357,6 @@ fn judge(
     exact_counts: bool,
 ) -> (Vec<Row>, f64) {
     let confidence = 1.0 - (1.0 - FAMILY_CONFIDENCE) / family.max(1) as f64;
-    let limit = 1.0 + threshold_pct / 100.0;
     let rows = measured
         .iter()
         .map(|m| {
@@ -316,6 +376,7 @@ fn judge(
                 _ => None,
             };
             let cost = interval.or(counts);
+            let change = cost.map_or(Change::Within, |c| change(c, threshold_pct));
             Row {
                 key: m.key.clone(),
                 mode: m.mode,
@@ -324,7 +385,8 @@ fn judge(
                 b: median(&m.b),
                 cost,
                 exact: counts.is_some(),
-                regressed: cost.is_some_and(|c| c.lo > limit),
+                change,
+                regressed: change == Change::Slower,
             }
         })
         .collect();
@@ -339,6 +401,11 @@ fn verdict(r: &Row, threshold_pct: f64) -> String {
             "**regression**: B's count {:+.2} % off A's, beyond +{threshold_pct} %",
             (c.ratio - 1.0) * 100.0
         ),
+        Some(c) if r.exact && r.change == Change::Faster => format!(
+            "**fewer instructions**: B's count {:+.2} % off A's, beyond -{threshold_pct} %: \
+             it measures other work now (re-bless the reference if that is meant)",
+            (c.ratio - 1.0) * 100.0
+        ),
         Some(c) if r.exact => format!(
             "counts differ by {:+.2} % (one boot a side: no interval)",
             (c.ratio - 1.0) * 100.0
@@ -350,6 +417,11 @@ fn verdict(r: &Row, threshold_pct: f64) -> String {
         ),
         Some(c) if c.lo > 1.0 => format!(
             "B slower by {} % ({}), not all of it beyond +{threshold_pct} %",
+            stats::pct(c.ratio),
+            ci(c)
+        ),
+        Some(c) if r.change == Change::Faster => format!(
+            "**faster**: B faster by {} % ({}), all of it beyond -{threshold_pct} %",
             stats::pct(c.ratio),
             ci(c)
         ),
@@ -405,6 +477,16 @@ pub fn markdown(a: &str, b: &str, c: &Comparison) -> String {
     } else {
         writeln!(s, "\nRegressed: {}.", bad.join("; ")).unwrap();
     }
+    let faster = c.faster();
+    if !faster.is_empty() {
+        let what = if c.instructions {
+            "Fewer instructions beyond the threshold (the comparison fails: the row measures \
+             other work; re-bless the reference if that is meant)"
+        } else {
+            "Faster beyond the threshold"
+        };
+        writeln!(s, "\n{what}: {}.", faster.join("; ")).unwrap();
+    }
     s
 }
 
@@ -436,13 +518,19 @@ mod tests {
     }
 
     const ICOUNT_A: &str = include_str!("../../../tests/data/bench-6.1-quick-icount-a.json");
-    const ICOUNT_B: &str = include_str!("../../../tests/data/bench-6.1-quick-icount-b.json");
+    /// Runs B and C of docs/benchmarks.md: the least-count method of today's boots.
+    const LEAST_B: &str = include_str!("../../../tests/data/bench-6.1-quick-icount-least-b.json");
+    const LEAST_C: &str = include_str!("../../../tests/data/bench-6.1-quick-icount-least-c.json");
 
+    /// Each way round: with the change judged in both directions, A against B and B against A
+    /// are the same verdict. (The first boots of the older runs A and B, before the least
+    /// count, differ by 7 % in the batch dump row.)
     #[test]
     fn instruction_mode_compares_the_counts_of_one_boot_a_side() {
-        let a = one_boot_a_side(ICOUNT_A);
+        let a = one_boot_a_side(LEAST_B);
         // Another run of identical code, its own first boots.
-        let b = one_boot_a_side(ICOUNT_B);
+        let b = one_boot_a_side(LEAST_C);
+        assert!(compare(&b, &a, 3.0).unwrap().passed());
         let c = compare(&a, &b, 3.0).unwrap();
         assert!(
             c.rows.iter().all(|r| r.exact),
@@ -591,17 +679,57 @@ mod tests {
         assert!(!c.passed());
     }
 
+    /// Counting instructions, a row that suddenly costs far fewer (the helper variant inlined)
+    /// fails as a slower one does, named, and says to re-bless; under the wall clock it is
+    /// flagged, not failed.
+    #[test]
+    fn in_instructions_a_row_30_percent_cheaper_fails_naming_that_row_and_the_re_bless() {
+        let (a, mut b) = icount_runs();
+        let key = "bpf_loop nr_loops=1000";
+        scale(&mut b, key, Mode::Off, 1.0 / 0.7);
+        let c = compare(&a, &b, 1.0).unwrap();
+        let row = format!("{key} (spectre_v2=off)");
+        assert_eq!(c.faster(), std::slice::from_ref(&row));
+        assert!(c.regressed().is_empty());
+        assert!(!c.passed());
+        let why = c.failures().join("; ");
+        assert!(
+            why.contains(&format!("{row}: fewer instructions beyond -1 %"))
+                && why.contains("re-bless the reference"),
+            "{why}"
+        );
+        let mut wall = (a.clone(), b.clone());
+        wall.0.clock = model::Clock::Wall;
+        wall.1.clock = model::Clock::Wall;
+        let c = compare(&wall.0, &wall.1, 1.0).unwrap();
+        assert_eq!(c.faster(), [row]);
+        assert!(c.passed(), "{:?}", c.failures());
+        assert!(markdown("A", "B", &c).contains("Faster beyond the threshold: "));
+    }
+
+    #[test]
+    fn a_change_is_judged_in_both_directions() {
+        let at = |lo, hi| Ci {
+            ratio: (lo + hi) / 2.0,
+            lo,
+            hi,
+        };
+        assert_eq!(change(at(1.06, 1.1), 5.0), Change::Slower);
+        assert_eq!(change(at(0.9, 0.95), 5.0), Change::Faster);
+        assert_eq!(change(at(0.9, 1.1), 5.0), Change::Within);
+        assert_eq!(
+            change(at(0.953, 0.96), 5.0),
+            Change::Within,
+            "1/1.05 = 0.952"
+        );
+    }
+
     #[test]
     fn two_least_count_runs_of_identical_code_pass_at_1_percent_with_exact_headlines() {
         // Runs B and C of docs/benchmarks.md: the least-count method, fixed hash seed, both
         // bpf_loop variants.
         let load = |json: &str| -> BenchReport { serde_json::from_str(json).unwrap() };
-        let b = load(include_str!(
-            "../../../tests/data/bench-6.1-quick-icount-least-b.json"
-        ));
-        let c = load(include_str!(
-            "../../../tests/data/bench-6.1-quick-icount-least-c.json"
-        ));
+        let (b, c) = (load(LEAST_B), load(LEAST_C));
         let cmp = compare(&b, &c, 1.0).unwrap();
         assert_eq!(cmp.rows.len(), 40);
         assert!(cmp.passed(), "{:?} {:?}", cmp.regressed(), cmp.problems);

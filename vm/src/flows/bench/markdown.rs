@@ -272,7 +272,12 @@ fn runs_table(s: &mut String, r: &BenchReport) {
             writeln!(s, "|  | error | {e} | | | | | | |").unwrap();
         }
         for skip in &run.results.skipped {
-            writeln!(s, "|  | skipped | {skip} | | | | | | |").unwrap();
+            writeln!(
+                s,
+                "|  | skipped | {}: {} ({}) | | | | | | |",
+                skip.group, skip.reason, skip.feature
+            )
+            .unwrap();
         }
     }
     s.push('\n');

@@ -168,9 +168,10 @@ impl VmArgs {
 }
 
 /// The exit status of a command run in the guest (`vm-run`, `bpfvm exec`): the command's own,
-/// or 1 when it succeeded but the kernel log fails the run as `vm-test`'s verdict would
+/// or 1 when it succeeded but the run fails as `vm-test`'s verdict would
 /// (`report::apply_kernel_health`: a splat no allow entry excuses, in any phase; records the
-/// log lost; a log that stops early) and `allow_splats` is off. Every splat is shown (an
+/// log lost; a log that stops early, all three excused by `allow_splats`; another release
+/// booted than asked for). Every splat is shown (an
 /// allowed one as a note, with its reason); a VM that did not end with the command's status
 /// is an error.
 pub fn command_status(
@@ -191,9 +192,14 @@ pub fn command_status(
     for e in entries.iter().filter(|e| e.name.starts_with("guest:")) {
         events.warn(format!("{}: {}", e.name, e.reason.as_deref().unwrap_or("")));
     }
+    // --allow-splats excuses what the kernel log says, never another kernel than asked for.
+    let about_the_log = |name: &str| name.starts_with("kernel:") || name == "guest:kernel.log";
+    let failing = entries
+        .iter()
+        .any(|e| !(allow_splats && about_the_log(&e.name)));
     match outcome.ending {
-        Ending::Exited(0) if !entries.is_empty() && !allow_splats => {
-            events.warn("the kernel log fails the run (see above): exit status 1 (--allow-splats keeps the command's)");
+        Ending::Exited(0) if failing => {
+            events.warn("the run fails (see above): exit status 1 (--allow-splats keeps the command's when only the kernel log fails it)");
             Ok(ExitCode::FAILURE)
         }
         Ending::Exited(code) => Ok(ExitCode::from(code.clamp(0, 255) as u8)),
@@ -257,5 +263,19 @@ mod tests {
         let lost = format!("{clean}12,5,5,-;x\n{end}");
         assert_eq!(status(&lost, false), ExitCode::FAILURE);
         assert_eq!(status(clean, false), ExitCode::FAILURE, "no `phase end`");
+    }
+
+    /// The release the guest booted is checked on every run, `vm-run`'s and `bpfvm exec`'s too.
+    #[test]
+    fn another_release_than_asked_for_fails_a_command_that_succeeded() {
+        let log = "12,0,0,-;bpfvm: phase command\n12,1,1,-;bpfvm: phase end\n";
+        let mut health = bpfvm_host::health::judge(log, &allow::parse("").unwrap(), "6.1", None);
+        let ok = command_status(&exited(0), &health, false, &Events::silent()).unwrap();
+        assert_eq!(ok, ExitCode::SUCCESS);
+        health.wrong_release = Some("the guest booted 6.1.0-9, not 6.1.0-57 (6.1)".into());
+        for allow_splats in [false, true] {
+            let bad = command_status(&exited(0), &health, allow_splats, &Events::silent());
+            assert_eq!(bad.unwrap(), ExitCode::FAILURE);
+        }
     }
 }

@@ -259,7 +259,7 @@ fn test_on(
         tests.extend(diff.entry(inventory::CRATE_FILE, inventory::CRATE_BLESS));
     }
     let release = report::read_fact(shared, guest::files::RELEASE);
-    let mut health = kernel_health(shared, &dir, &outcome, allow, &p.label, &release)?;
+    let mut health = kernel_health(shared, &dir, &outcome, allow, &p, &release)?;
     report::apply_kernel_health(&mut tests, &mut health, vm_ok, report_name);
     let mut verifier_stats = vec![];
     if built.verifier.is_some() {

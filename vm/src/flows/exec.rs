@@ -93,9 +93,17 @@ pub fn vm_exec(
     )?;
     let outcome = boot(&p, opts, &files.shared, &files.script, events)?;
     let release = report::read_fact(&files.shared, guest::files::RELEASE);
-    let health = kernel_health(&files.shared, &parent, &outcome, &allow, &p.label, &release)?;
-    // Missing when the VM died before the command ran: nothing to hand back.
-    let read = |name| std::fs::read(files.shared.join(name)).unwrap_or_default();
+    let health = kernel_health(&files.shared, &parent, &outcome, &allow, &p, &release)?;
+    // Missing when the VM died before the command ran: nothing to hand back. Bounded and
+    // never through a symlink, as every guest file (`guest_files`).
+    let read = |name| match crate::guest_files::read_bytes(&files.shared.join(name)) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => vec![],
+        Err(e) => {
+            events.warn(format!("the command's {name} is not handed back: {e}"));
+            vec![]
+        }
+    };
     Ok(Exec {
         stdout: read(guest::EXEC_STDOUT),
         stderr: read(guest::EXEC_STDERR),

@@ -296,7 +296,7 @@ pub fn vm_run(opts: &VmOptions, argv: &[String], events: &Events) -> Result<(Run
     )?;
     let outcome = boot(&p, opts, &files.shared, &files.script, events)?;
     let release = report::read_fact(&files.shared, guest::files::RELEASE);
-    let health = kernel_health(&files.shared, &parent, &outcome, &allow, &p.label, &release)?;
+    let health = kernel_health(&files.shared, &parent, &outcome, &allow, &p, &release)?;
     Ok((outcome, health))
 }
 
@@ -373,7 +373,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         opts.filter.as_deref(),
     ));
     let release = report::read_fact(shared, guest::files::RELEASE);
-    let mut health = kernel_health(shared, &out_dir, &outcome, &allow, &p.label, &release)?;
+    let mut health = kernel_health(shared, &out_dir, &outcome, &allow, &p, &release)?;
     report::apply_kernel_health(&mut tests, &mut health, vm_ok, report::display_name);
     let (verifier_stats, verifier_failed) = crate::verifier::keep(shared, &out_dir);
     tests.extend(verifier_failed);
@@ -413,19 +413,25 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
 }
 
 /// The guest's kernel log (`guest::files::KERNEL_LOG`), kept as `<dest>/kernel.log` whatever
-/// the outcome (the console's tail when the guest wrote none), judged by `vm::health`.
+/// the outcome (the console's tail when the guest wrote none), judged by `vm::health`; and the
+/// release the guest booted (`uname -r` as it recorded it) against `p`'s, for every flow.
 pub(crate) fn kernel_health(
     shared: &Path,
     dest: &Path,
     outcome: &RunOutcome,
     allow: &Allowlist,
-    version: &str,
+    p: &Prepared,
     release: &Option<String>,
 ) -> Result<Health> {
     let log = read_kernel_log(shared).unwrap_or_else(|| outcome.console_tail.join("\n") + "\n");
     std::fs::create_dir_all(dest)?;
     crate::fs::write_atomic(&dest.join(guest::files::KERNEL_LOG), log.as_bytes())?;
-    Ok(health::judge(&log, allow, version, release.as_deref()))
+    let mut health = health::judge(&log, allow, &p.label, release.as_deref());
+    health.wrong_release = release
+        .as_ref()
+        .filter(|r| **r != p.tree.release)
+        .map(|r| format!("the guest booted {r}, not {} ({})", p.tree.release, p.label));
+    Ok(health)
 }
 
 /// The kernel log the guest copied, if it did (read as every guest file is: `guest_files`).

@@ -16,6 +16,12 @@ pub const MAX_ENTRIES: usize = 10_000;
 
 /// Reads the guest file `path` (see the module doc).
 pub fn read(path: &Path) -> io::Result<String> {
+    Ok(String::from_utf8_lossy(&read_bytes(path)?).into_owned())
+}
+
+/// Reads the guest file `path` as bytes, bounded as [`read`] is (`bpfvm exec`'s stdout and
+/// stderr, handed back byte for byte).
+pub fn read_bytes(path: &Path) -> io::Result<Vec<u8>> {
     let file = open_regular(path)?;
     let mut bytes = Vec::new();
     file.take(MAX_FILE + 1).read_to_end(&mut bytes)?;
@@ -29,7 +35,7 @@ pub fn read(path: &Path) -> io::Result<String> {
             ),
         ));
     }
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    Ok(bytes)
 }
 
 /// Opens `path` without following a symlink or blocking on a FIFO; fails unless it is a
@@ -94,6 +100,17 @@ mod tests {
         let f = d.path().join("out.jsonl");
         std::fs::write(&f, b"{\"a\":1}\n\xff\n").unwrap();
         assert_eq!(read(&f).unwrap(), "{\"a\":1}\n\u{fffd}\n");
+    }
+
+    #[test]
+    fn bytes_are_read_unchanged_and_a_symlink_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("exec.stdout");
+        std::fs::write(&f, b"a\xff\x00b").unwrap();
+        assert_eq!(read_bytes(&f).unwrap(), b"a\xff\x00b");
+        let link = d.path().join("exec.stderr");
+        std::os::unix::fs::symlink("/etc/hostname", &link).unwrap();
+        assert!(read_bytes(&link).is_err());
     }
 
     #[test]

@@ -32,16 +32,23 @@ pub struct Splat {
     pub phase: String,
     /// The tests running when it was logged (several when tests ran in parallel).
     pub running: Vec<String>,
+    /// The new taint flags of a `Kind::Taint` splat (0 for the others).
+    pub taint: u64,
 }
 
 impl Splat {
     /// "while a ran", "while tests ran in parallel: a, b", "during boot (no test running)".
     pub fn when(&self) -> String {
-        match self.running.as_slice() {
-            [] => format!("during {} (no test running)", self.phase),
-            [one] => format!("while {one} ran"),
-            many => format!("while tests ran in parallel: {}", many.join(", ")),
-        }
+        when(&self.phase, &self.running)
+    }
+}
+
+/// Where the script was: see [`Splat::when`].
+fn when(phase: &str, running: &[String]) -> String {
+    match running {
+        [] => format!("during {phase} (no test running)"),
+        [one] => format!("while {one} ran"),
+        many => format!("while tests ran in parallel: {}", many.join(", ")),
     }
 }
 
@@ -58,14 +65,11 @@ pub struct Lost {
 impl Lost {
     /// "3 records lost between seq 41 and 45 while a ran".
     pub fn describe(&self) -> String {
-        let when = Splat {
-            kind: Kind::Warning,
-            text: String::new(),
-            phase: self.phase.clone(),
-            running: self.running.clone(),
-        }
-        .when();
-        format!("{} {when}", self.gap.describe())
+        format!(
+            "{} {}",
+            self.gap.describe(),
+            when(&self.phase, &self.running)
+        )
     }
 }
 
@@ -107,6 +111,7 @@ pub fn scan(kernel_log: &str) -> Scan {
                 text: b.text.clone(),
                 phase: phase.clone(),
                 running: running.iter().cloned().collect(),
+                taint: 0,
             });
         }
         let Some(m) = Marker::parse(&r.text) else {
@@ -140,6 +145,7 @@ pub fn scan(kernel_log: &str) -> Scan {
                         text: format!("new taint flags: {}", taint::describe(new)),
                         phase: phase.clone(),
                         running: before_marker.union(&running).cloned().collect(),
+                        taint: new,
                     });
                 }
             }
@@ -175,16 +181,10 @@ impl Judged {
 
     /// "kernel warning while a ran: WARNING: CPU: ...".
     pub fn describe(&self) -> String {
-        let splat = Splat {
-            kind: self.kind,
-            text: String::new(),
-            phase: self.phase.clone(),
-            running: self.running.clone(),
-        };
         format!(
             "kernel {} {}: {}",
             self.kind.name(),
-            splat.when(),
+            when(&self.phase, &self.running),
             self.headline()
         )
     }
@@ -200,10 +200,15 @@ pub struct Health {
     pub lost: Vec<Lost>,
     /// The tests with a marker in the log (a test with none may have run inside a gap).
     pub marked: BTreeSet<String>,
+    /// The guest booted another release than the one asked for (`uname -r`, what it booted;
+    /// set by the flow, which knows what it asked for).
+    pub wrong_release: Option<String>,
 }
 
 /// Scans `kernel_log` and judges each splat against the allowlist for this kernel (its pin
-/// version or label, and release).
+/// version or label, and release). A taint whose every new flag an allowed splat logged
+/// before it sets (`taint_set_by`) is allowed with that splat's reason, and only then: an
+/// allowed WARN still taints the kernel `W`, which would fail the run on its own.
 pub fn judge(
     kernel_log: &str,
     allow: &allow::Allowlist,
@@ -211,17 +216,36 @@ pub fn judge(
     release: Option<&str>,
 ) -> Health {
     let scan = scan(kernel_log);
+    // The flags set by allowed splats since the last taint, and the last one's reason.
+    let (mut allowed_flags, mut last_reason) = (0u64, None::<String>);
     let splats = scan
         .splats
         .into_iter()
-        .map(|s| Judged {
-            allowed: allow
-                .allowing(&s.text, version, release)
-                .map(|e| e.reason.clone()),
-            kind: s.kind,
-            phase: s.phase,
-            running: s.running,
-            text: s.text,
+        .map(|s| {
+            let allowed = if s.kind == Kind::Taint {
+                let covered = s.taint & !allowed_flags == 0;
+                allowed_flags = 0;
+                last_reason
+                    .take()
+                    .filter(|_| covered)
+                    .map(|r| format!("set by the allowed splat before it ({r})"))
+            } else {
+                let reason = allow
+                    .allowing(&s.text, version, release)
+                    .map(|e| e.reason.clone());
+                if let Some(r) = &reason {
+                    allowed_flags |= taint_set_by(s.kind);
+                    last_reason = Some(r.clone());
+                }
+                reason
+            };
+            Judged {
+                allowed,
+                kind: s.kind,
+                phase: s.phase,
+                running: s.running,
+                text: s.text,
+            }
         })
         .collect();
     let end = Marker::Phase(END_PHASE.into());
@@ -233,6 +257,21 @@ pub fn judge(
         complete,
         lost: scan.lost,
         marked: scan.marked,
+        wrong_release: None,
+    }
+}
+
+/// The taint flag a splat of `kind` sets: `W` for a WARN (`__warn`, kernel/panic.c), a
+/// refcount or verifier warning (both `WARN_ONCE`: `refcount_warn_saturate`, lib/refcount.c;
+/// kernel/bpf/verifier.c) and a `BUG: sleeping function called...` (`__might_resched`,
+/// kernel/sched/core.c); `D` for an oops (`oops_end`, arch/x86/kernel/dumpstack.c); `L` for a
+/// soft lockup (`watchdog_timer_fn`, kernel/watchdog.c); none known for the others.
+fn taint_set_by(kind: Kind) -> u64 {
+    match kind {
+        Kind::Warning | Kind::Refcount | Kind::VerifierBug | Kind::Bug => taint::WARN,
+        Kind::Oops => taint::DIE,
+        Kind::SoftLockup => taint::SOFTLOCKUP,
+        _ => 0,
     }
 }
 

@@ -32,6 +32,11 @@ const FLAGS: [(char, &str, &str); 20] = [
     ('J', "FWCTL", "fwctl was used to change the device"),
 ];
 
+/// `TAINT_DIE`, `TAINT_WARN` and `TAINT_SOFTLOCKUP` as mask bits.
+pub const DIE: u64 = 1 << 7;
+pub const WARN: u64 = 1 << 9;
+pub const SOFTLOCKUP: u64 = 1 << 14;
+
 /// Reads `/proc/sys/kernel/tainted`'s text (a decimal mask).
 pub fn parse(text: &str) -> Option<u64> {
     text.trim().parse().ok()

@@ -217,7 +217,11 @@ fn an_allowed_splat_carries_its_reason_and_a_complete_log_ends_with_its_marker()
     .unwrap();
     let h = judge(&fixture("two-tests.kmsg"), &allow, "6.1", None);
     assert_eq!(h.splats[0].allowed.as_deref(), Some("r"));
-    assert_eq!(h.splats[1].allowed, None, "the taint is not matched");
+    assert_eq!(
+        h.splats[1].allowed.as_deref(),
+        Some("set by the allowed splat before it (r)"),
+        "the W the allowed WARN set is allowed with it"
+    );
     assert_eq!(
         h.splats[0].describe(),
         "kernel warning while tests ran in parallel: batch::hash, bloom_filter::a: \
@@ -231,4 +235,26 @@ fn an_allowed_splat_carries_its_reason_and_a_complete_log_ends_with_its_marker()
     );
     assert!(judge(&ended, &allow, "6.12", None).complete);
     assert_eq!(judge(&ended, &allow, "6.12", None).splats[0].allowed, None);
+}
+
+/// The taint is allowed only with the splat that set it: without an allowed WARN before it,
+/// or when it brings a flag the allowed splat does not set, it fails.
+#[test]
+fn a_taint_is_allowed_only_with_the_allowed_splat_that_sets_it() {
+    let allow = allow::parse(
+        "[[allow]]\nregex = 'at kernel/bpf/syscall\\.c:512'\nkernels = [\"6.1\"]\nreason = \"r\"\n",
+    )
+    .unwrap();
+    let none = allow::parse("").unwrap();
+    let h = judge(&fixture("two-tests.kmsg"), &none, "6.1", None);
+    assert!(h.splats.iter().all(|s| s.allowed.is_none()), "{h:#?}");
+    // W and D appear at once after the allowed WARN: D is no WARN's.
+    let log = fixture("two-tests.kmsg").replace(
+        "bpfvm: tainted 8704",
+        &format!("bpfvm: tainted {}", 8704 | taint::DIE),
+    );
+    let h = judge(&log, &allow, "6.1", None);
+    assert_eq!(h.splats[0].allowed.as_deref(), Some("r"));
+    assert_eq!(h.splats[1].kind, Kind::Taint);
+    assert_eq!(h.splats[1].allowed, None, "{:?}", h.splats[1]);
 }

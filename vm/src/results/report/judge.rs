@@ -157,7 +157,7 @@ pub fn never_started(vm_ending: &str) -> TestResult {
 /// `report_name` (`display_name` for `vm-test`).
 /// A kernel log that lost records on the way, or stops before the guest script's last marker
 /// (the VM ended normally), is a failing `guest:kernel.log` entry: splats may be missing
-/// (`log_losses`).
+/// (`log_losses`). A guest that booted another release than asked for fails `guest:release`.
 pub fn apply_kernel_health(
     tests: &mut Vec<TestResult>,
     health: &mut Health,
@@ -165,6 +165,9 @@ pub fn apply_kernel_health(
     report_name: fn(&str) -> String,
 ) {
     log_losses(tests, health, vm_ok, report_name);
+    if let Some(why) = &health.wrong_release {
+        tests.push(failed("guest:release".into(), why.clone()));
+    }
     let splats = &mut health.splats;
     for s in splats.iter_mut() {
         s.running = s.running.iter().map(|n| report_name(n)).collect();

@@ -250,6 +250,9 @@ fn test_on(
     let vm_ok = outcome.ending == Ending::Exited(0);
     let ending = outcome.diagnosis().lines().next().unwrap_or("").to_string();
     let mut tests = collect(shared, binaries, &ending);
+    if vm_ok && !tests.iter().any(|t| report::is_test(&t.name)) {
+        tests.push(report::no_test_ran(None));
+    }
     if let Some(inv) = &built.inventory {
         let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
         // Test arguments select tests in ways the inventory cannot replay: then only tests

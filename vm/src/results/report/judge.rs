@@ -19,7 +19,7 @@ use crate::health::{Health, Judged};
 /// Turns passes that recorded a skip into skips with their reason, or into failures when the
 /// feature they skipped for is one the kernel must have (`expect::judge_skip`).
 pub fn apply_skips(
-    results: &mut [TestResult],
+    results: &mut Vec<TestResult>,
     skips_jsonl: &str,
     exp: &Expectation,
     probes: &BTreeMap<String, Probe>,
@@ -35,6 +35,29 @@ pub fn apply_skips(
         r.outcome = outcome;
         r.reason = Some(reason);
     }
+    let unmatched: Vec<String> = skips
+        .iter()
+        .filter(|(name, _)| !results.iter().any(|r| &r.name == *name))
+        .map(|(name, s)| format!("`{name}` ({})", s.reason))
+        .collect();
+    if !unmatched.is_empty() {
+        unmatched_skips(results, unmatched);
+    }
+}
+
+/// Skip records that name no test: the test that skipped passes unnoticed, so the run
+/// fails. A skip recorded from a thread the test spawned is named after that thread
+/// (`<unknown test>` for an unnamed one), not the test.
+fn unmatched_skips(results: &mut Vec<TestResult>, mut names: Vec<String>) {
+    names.sort();
+    results.push(failed(
+        format!("guest:{}", files::SKIPS),
+        format!(
+            "skips recorded for no test that ran: {}; record a skip from the test's own \
+             thread (its name is the test's)",
+            names.join(", ")
+        ),
+    ));
 }
 
 /// For the live progress: what the final report will make of a test libtest just reported as
@@ -126,12 +149,12 @@ pub fn judge(
 pub(super) const ENTRY_KINDS: [&str; 4] = ["feature:", "binary:", "guest:", "kernel:"];
 
 /// Whether a report entry is a test (not a probe, binary or guest entry).
-pub(super) fn is_test(name: &str) -> bool {
+pub(crate) fn is_test(name: &str) -> bool {
     !ENTRY_KINDS.iter().any(|k| name.starts_with(k))
 }
 
 /// The failing entry of a run in which no test ran.
-pub(super) fn no_test_ran(filter: Option<&str>) -> TestResult {
+pub(crate) fn no_test_ran(filter: Option<&str>) -> TestResult {
     failed(
         "guest:tests".into(),
         match filter {

@@ -141,6 +141,29 @@ fn recorded_skips_turn_passes_into_skips_but_never_hide_failures() {
     assert_eq!(c.reason.as_deref(), Some("no kallsyms"));
 }
 
+/// A skip recorded from a thread the test spawned is named after that thread: it matches no
+/// test, and the run fails naming it instead of the skip vanishing while its test passes.
+#[test]
+fn a_skip_that_names_no_test_fails_the_run() {
+    let mut r = parse_binary(&binary(RUN, Some(101), ""), "");
+    let before = summarize(&r);
+    apply_skips(
+        &mut r,
+        "{\"test\":\"<unknown test>\",\"reason\":\"no bloom\"}\n",
+        &exp("6.1.0-57-cloud-amd64"),
+        &BTreeMap::new(),
+    );
+    let by = by_name(&r);
+    assert_eq!(
+        by["guest:skips.jsonl"].reason.as_deref(),
+        Some(
+            "skips recorded for no test that ran: `<unknown test>` (no bloom); record a skip \
+             from the test's own thread (its name is the test's)"
+        )
+    );
+    assert_eq!(summarize(&r).failed, before.failed + 1);
+}
+
 #[test]
 fn live_progress_judges_a_pass_by_its_skip_record_as_the_report_will() {
     let d = tempfile::tempdir().unwrap();

@@ -47,8 +47,8 @@ pub fn base_options(base: &str, b: &VmOptions) -> Result<VmOptions> {
     }
 }
 
-/// A row whose B/A interval lies wholly beyond `threshold_pct`, either way, with its change
-/// in percent (the ratio's).
+/// A row whose B/A interval lies wholly beyond the threshold, either way (`compare::change`),
+/// with its change in percent (the ratio's).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Changed {
     pub row: String,
@@ -56,15 +56,13 @@ pub struct Changed {
 }
 
 pub fn changed(c: &Comparison) -> Vec<Changed> {
-    let up = 1.0 + c.threshold_pct / 100.0;
-    let down = 1.0 / up;
     c.rows
         .iter()
+        .filter(|r| r.change != compare::Change::Within)
         .filter_map(|r| {
-            let ci = r.cost?;
-            (ci.lo > up || ci.hi < down).then(|| Changed {
+            Some(Changed {
                 row: r.name(),
-                pct: (ci.ratio - 1.0) * 100.0,
+                pct: (r.cost?.ratio - 1.0) * 100.0,
             })
         })
         .collect()
@@ -109,6 +107,8 @@ mod tests {
             b: Some(100.0 * ratio),
             cost: Some(Ci { ratio, lo, hi }),
             exact: false,
+            // The comparison's threshold below.
+            change: compare::change(Ci { ratio, lo, hi }, 1.0),
             regressed: hi > 1.0,
         }
     }
@@ -126,6 +126,7 @@ mod tests {
             ],
             problems: vec![],
             notes: vec![],
+            instructions: false,
         };
         let names: Vec<String> = changed(&c).into_iter().map(|m| m.row).collect();
         assert_eq!(

@@ -353,6 +353,30 @@ mod tests {
     }
 
     #[test]
+    fn the_verifier_matrix_shows_each_kernels_insns_and_the_rejections_made_inert() {
+        use bpfvm_host::verifier::{ProgStats, Verdict};
+        let mut reports = load(&planted()).unwrap();
+        assert!(!step_summary(&reports, &example_paths()).contains("#### Verifier"));
+        let mut ok = ProgStats::not_loaded("counter", "count", String::new());
+        ok.verdict = Verdict::Success;
+        ok.reason = None;
+        ok.log.processed_insns = Some(40);
+        let mut bad = ok.clone();
+        bad.verdict = Verdict::Rejected;
+        bad.log.processed_insns = Some(7);
+        bad.reason = Some("R1 <invalid> | mem access".into());
+        reports[0].verifier = vec![ok];
+        reports[1].verifier = vec![bad];
+        let md = step_summary(&reports, &example_paths());
+        assert!(md.contains("| program | 6.1 | 6.12 |"), "{md}");
+        assert!(md.contains("| counter/count | 40 | ✗ 7 |"), "{md}");
+        assert!(
+            md.contains("- 6.12: rejected: R1 &lt;invalid&gt; \\| mem access: counter/count"),
+            "{md}"
+        );
+    }
+
+    #[test]
     fn the_summary_has_the_failure_row_and_the_matrix() {
         let reports = load(&planted()).unwrap();
         let md = step_summary(&reports, &example_paths());

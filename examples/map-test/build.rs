@@ -22,7 +22,9 @@ fn main() {
     match status {
         Ok(s) if s.success() => {}
         Ok(s) => panic!("`bpfvm build-ebpf ebpf` failed ({s}); its output is above"),
-        Err(e) => panic!("cannot run bpfvm ({e}): install it (docs/own-crate.md in the bpfvm repository)"),
+        Err(e) => {
+            panic!("cannot run bpfvm ({e}): install it (docs/own-crate.md in the bpfvm repository)")
+        }
     }
     let objects = target.join("bpfel-unknown-none/release");
     println!("cargo:rustc-env=MAP_TEST_EBPF_DIR={}", objects.display());

@@ -49,13 +49,14 @@ pub fn of_bytes(file: &str, bytes: &[u8]) -> Result<Vec<ProgStats>> {
 }
 
 /// Why an object's maps or BTF could not be created: the features this kernel lacks, when
-/// the probes name any, else aya's error.
+/// the probes name any (not aya's error then: it names whichever map it created first, and aya
+/// creates them in hash order), else aya's error.
 fn not_loaded_reason(bytes: &[u8], e: &anyhow::Error) -> String {
     let absent = features::absent_map_features(bytes);
     if absent.is_empty() {
         format!("{e:#}")
     } else {
-        format!("feature absent: {} ({e:#})", absent.join("; "))
+        format!("feature absent: {}", absent.join("; "))
     }
 }
 

@@ -27,8 +27,12 @@ const BASE_PACKAGES: &[&str] = &[
     "qemu-system-x86",
     "kmod",
     "udev",
-    // vng builds an initramfs (to load virtio/virtiofs modules of the cloud kernels) from it.
+    // vng builds an initramfs (to load virtio/virtiofs modules of the cloud kernels) from it,
+    // after asking `file -L` whether it is static (`virtme/commands/run.py`,
+    // `is_statically_linked`): without `file` (priority standard, so not on a minimal Debian 13)
+    // virtme-run dies with FileNotFoundError before qemu starts.
     "busybox-static",
+    "file",
     "python3",
     "python3-venv",
     // virtiofsd.

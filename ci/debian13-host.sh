@@ -6,8 +6,8 @@
 #
 #   ci/debian13-host.sh ROOT [COMMAND...]    default COMMAND: cargo xtask vm-test --kernel 6.1
 #
-# ROOT is made once (about 2 minutes) and reused; the checkout is copied again on every run
-# (tracked files, as in the work tree). Run as root on a Debian host with mmdebstrap
+# ROOT is made once (about 3 minutes) and reused; the checkout is copied again on every run
+# (tracked files, as in the work tree; the copy's target/ is kept). Run as root on a Debian host with mmdebstrap
 # (`apt-get install mmdebstrap`). ROOT gets /proc, /sys and /dev from the host.
 #
 # What a chroot cannot show: it shares this host's kernel and /dev/kvm (so the accelerator
@@ -43,12 +43,15 @@ unmount() {
     done
 }
 trap unmount EXIT
-for dir in proc sys dev; do
-    if ! mountpoint -q "$root/$dir"; then
-        mount --rbind "/$dir" "$root/$dir"
+# ROOT itself a mount point: virtiofsd's sandbox bind-mounts and pivots into its shared
+# directory, which fails with EINVAL ("Error entering sandbox: CleanMount") in a chroot whose
+# root is a plain directory; then qemu finds no virtiofsd socket ("Connection refused").
+for dir in "" /proc /sys /dev; do
+    if ! mountpoint -q "$root$dir"; then
+        mount --rbind "${dir:-$root}" "$root$dir"
         # Unmounting the copy must never unmount the host's own /dev or /sys.
-        mount --make-rslave "$root/$dir"
-        mounted+=("$root/$dir")
+        mount --make-rslave "$root$dir"
+        mounted+=("$root$dir")
     fi
 done
 # The root uses the host's network: its resolver and the local CAs the host trusts (a TLS proxy).
@@ -58,9 +61,10 @@ if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
     chroot "$root" update-ca-certificates >/dev/null
 fi
 
-# A fresh copy of the checkout (its tracked files, without target/).
-rm -rf "$root/work/bpfvm"
+# The checkout's tracked files, copied afresh; the copy's target/ stays, so a rerun builds
+# only what changed.
 mkdir -p "$root/work/bpfvm"
+find "$root/work/bpfvm" -mindepth 1 -maxdepth 1 ! -name target -exec rm -rf {} +
 git -C "$repo" ls-files -z | tar -C "$repo" --null -T - -cf - | tar -C "$root/work/bpfvm" -xf -
 
 echo "debian13-host: running '$*' in $root"

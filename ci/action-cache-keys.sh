@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The action's cache keys (action.yml), as `name=key` lines for $GITHUB_OUTPUT. Computed here,
 # not with hashFiles(): that reads only the workspace, and a used action lives outside it.
-# - bin: the installed bpfvm, from its sources, the compiler, and the checkout's path (bpfvm
-#   reads its kernel pins from where it was built).
+# - bin: the installed bpfvm, from its sources (every crate it compiles in: cli, vm, common),
+#   the compiler, and the checkout's path (bpfvm reads its kernel pins from where it was built).
 # - tools: virtme-ng, virtiofsd and bpf-linker, from the provisioning code and the nightly.
 # - kernels: the kernels input and the pins.
 set -euo pipefail
@@ -17,6 +17,6 @@ hash() {
 rustc_version="$(rustc -V | tr -c 'a-zA-Z0-9.\n-' _)"
 path_hash="$(pwd | sha256sum | cut -c1-8)"
 os="${RUNNER_OS:-Linux}"
-echo "bin=bpfvm-bin-$os-$rustc_version-$path_hash-$(hash cli vm Cargo.toml Cargo.lock)"
+echo "bin=bpfvm-bin-$os-$rustc_version-$path_hash-$(hash cli vm common Cargo.toml Cargo.lock)"
 echo "tools=bpfvm-tools-$os-$NIGHTLY-$(hash vm/src/machine/provision)"
 echo "kernels=bpfvm-kernels-$(tr -c 'a-zA-Z0-9.,\n-' _ <<<"$KERNELS")-$(hash kernels -name '*.toml')"

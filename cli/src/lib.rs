@@ -279,3 +279,35 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod cache_key {
+    /// The action caches the installed `bpfvm` under a key of the sources it compiles in
+    /// (ci/action-cache-keys.sh): every workspace crate it depends on (the root Cargo.toml's
+    /// `path = "..."` dependencies) must be hashed, or a change to one reuses a stale binary.
+    #[test]
+    fn the_binary_cache_key_hashes_every_crate_the_binary_compiles_in() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let script = std::fs::read_to_string(root.join("ci/action-cache-keys.sh")).unwrap();
+        let line = script
+            .lines()
+            .find(|l| l.starts_with("echo \"bin="))
+            .unwrap();
+        let hashed: Vec<&str> = line
+            .split("$(hash ")
+            .nth(1)
+            .and_then(|h| h.split(')').next())
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+        let dirs: Vec<&str> = manifest
+            .lines()
+            .filter_map(|l| l.split("path = \"").nth(1)?.split('"').next())
+            .collect();
+        assert!(dirs.contains(&"common") && dirs.contains(&"vm"), "{dirs:?}");
+        for d in dirs.iter().chain(&["cli", "Cargo.toml", "Cargo.lock"]) {
+            assert!(hashed.contains(d), "{d} is not in the bin key: {line}");
+        }
+    }
+}

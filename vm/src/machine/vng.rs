@@ -347,8 +347,12 @@ fn vng_args(spec: &VmSpec) -> Result<Vec<String>> {
     if !spec.accel.is_kvm() {
         args.push("--disable-kvm".into());
     }
-    // Warnings and worse reach the console (vng's --verbose asks for everything, which slows
-    // a TCG boot); panic=-1 turns a panic into an immediate exit instead of a hang.
+    // loglevel=5: the console prints the messages of a level below 5, so warnings (4,
+    // KERN_WARNING) and worse: a WARN's `WARNING: CPU: ...` and its cut-here line are
+    // `pr_warn` (`__warn`, kernel/panic.c), and the console is where a run without a kernel.log
+    // looks for splats. loglevel=4 kept them off. vng's --verbose asks for everything, which
+    // slows a TCG boot; a whole vm-test boot of 6.1 logs 7 warnings (588 bytes).
+    // panic=-1 turns a panic into an immediate exit instead of a hang.
     // cryptomgr.notests=1 skips the self-tests of the crypto drivers udev's coldplug loads
     // (aesni_intel, ghash_clmulni_intel, sha*_ssse3; `alg_test`, crypto/testmgr.c), which nothing
     // here uses: under TCG they took 3-7 s of every boot of 6.1 (docs/boot-time.md), and under
@@ -357,7 +361,7 @@ fn vng_args(spec: &VmSpec) -> Result<Vec<String>> {
     // CONFIG_LOG_BUF_SHIFT=17) holds a flood's records until the guest's copy of /dev/kmsg,
     // slow under TCG, reads them; with 128 KiB it lost 7,830 of 20,000 lines written at once.
     let append = [
-        "loglevel=4".to_string(),
+        "loglevel=5".to_string(),
         "log_buf_len=16M".into(),
         "panic=-1".into(),
         "cryptomgr.notests=1".into(),
@@ -454,7 +458,7 @@ mod tests {
         let append = &args[args.iter().position(|a| a == "--append").unwrap() + 1];
         assert_eq!(
             append,
-            "loglevel=4 log_buf_len=16M panic=-1 cryptomgr.notests=1 spectre_v2=off"
+            "loglevel=5 log_buf_len=16M panic=-1 cryptomgr.notests=1 spectre_v2=off"
         );
         assert_eq!(args.last().unwrap(), "sh /run/guest.sh");
     }

@@ -1,9 +1,12 @@
-//! `cargo xtask mutants`: shows that the batch tests catch a wrong batch wrapper. It plants each
-//! defect issue 25 names in `tests/src/maps/batch.rs` of a throw-away git worktree of `HEAD`
-//! (never the real tree; uncommitted changes are not in it), runs `vm-test --filter batch` there
-//! on one kernel (one guest build and boot per mutant), and names the tests that failed. An
-//! unmutated run goes first: if it fails, no mutant's failure would mean anything. A mutant no
-//! test catches, or one that no longer applies to the wrapper, fails the run.
+//! `cargo xtask mutants`: shows that the verdicts catch planted defects. It plants each defect
+//! issue 25 names in `tests/src/maps/batch.rs` of a throw-away git worktree of `HEAD` (never the
+//! real tree; uncommitted changes are not in it) and runs `vm-test --filter batch` there on one
+//! kernel (one guest build and boot per mutant), naming the tests that failed; then the three
+//! losses issue 35 measured: a test module switched off (`vm-test` must name the missing tests),
+//! a WARN after 20,000 kernel log records (`vm-run` must exit non-zero) and a broken bloom
+//! probe under `bench-vm` (it must fail). An unmutated batch run goes first: if it fails, no
+//! mutant's failure would mean anything. A mutant nothing catches, or one that no longer applies
+//! to its file, fails the run.
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -15,41 +18,68 @@ use xshell::{cmd, Shell};
 use bpfvm_host::output::Events;
 use bpfvm_host::paths::{target_dir, workspace_root};
 
-/// The file every mutant edits.
+/// The file the batch mutants edit.
 const WRAPPER: &str = "tests/src/maps/batch.rs";
 
-/// One planted defect: text replacements, each of which must match the wrapper exactly once.
+/// One planted defect: text replacements in `file`, each of which must match exactly once,
+/// and the run that must catch it.
 pub(crate) struct Mutant {
     pub(crate) name: &'static str,
     pub(crate) what: &'static str,
+    file: &'static str,
     edits: &'static [(&'static str, &'static str)],
+    check: Check,
 }
+
+/// The run a mutant must fail.
+#[derive(Clone, Copy)]
+enum Check {
+    /// `vm-test --filter F`: caught when a test (or a `guest:` entry) fails in its report.
+    VmTest(&'static str),
+    /// `vm-run --append printk.devkmsg=on -- sh -c SCRIPT`: caught when it exits non-zero.
+    VmRun(&'static str),
+    /// `bench-vm --smoke --only GROUP`: caught when it exits non-zero.
+    BenchSmoke(&'static str),
+}
+
+/// 20,000 lines to /dev/kmsg, then a WARN-shaped block: past the old 8,192-record copy.
+const FLOOD_THEN_WARN: &str = "i=0; while [ $i -lt 20000 ]; do echo \"flood $i\" > /dev/kmsg; \
+    i=$((i+1)); done; for l in '------------[ cut here ]------------' \
+    'WARNING: CPU: 0 PID: 1 at kernel/bpf/syscall.c:512 planted_after_a_flood+0x1/0x2' \
+    '---[ end trace 0000000000000000 ]---'; do echo \"$l\" > /dev/kmsg; done";
 
 pub(crate) const MUTANTS: &[Mutant] = &[
     Mutant {
         name: "drop_last_batch",
         what: "the batch that ends with ENOENT loses its entries",
+        file: WRAPPER,
         edits: &[(
             "        let got = copied(count, got)?;\n",
             "        let got = copied(count, got)?;\n        let got = if end { 0 } else { got };\n",
         )],
+        check: Check::VmTest("batch"),
     },
     Mutant {
         name: "clamp_count",
         what: "a kernel count above the request is clamped to it",
+        file: WRAPPER,
         edits: &[(
             "    if reported > requested {\n        return Err(BatchError::Overreported {\n            requested,\n            reported,\n        });\n    }\n    Ok(reported as usize)",
             "    Ok(reported.min(requested) as usize)",
         )],
+        check: Check::VmTest("batch"),
     },
     Mutant {
         name: "inflate_count",
         what: "one entry more than the kernel copied",
+        file: WRAPPER,
         edits: &[("    Ok(reported as usize)\n", "    Ok(reported as usize + 1)\n")],
+        check: Check::VmTest("batch"),
     },
     Mutant {
         name: "retry_enospc_after_partial_copy",
         what: "a short batch is taken for ENOSPC and retried from the old token",
+        file: WRAPPER,
         edits: &[
             (
                 "        let got = copied(count, got)?;\n",
@@ -60,22 +90,51 @@ pub(crate) const MUTANTS: &[Mutant] = &[
                 "Err(BatchError::NoSpace { .. }) => {",
             ),
         ],
+        check: Check::VmTest("batch"),
     },
     Mutant {
         name: "stride_by_online_cpus",
         what: "per-CPU values laid out by the online CPU count",
+        file: WRAPPER,
         edits: &[(
             "            features::possible_cpus()?,",
             "            aya::util::online_cpus().map_err(|(_, e)| e)?.len(),",
         )],
+        check: Check::VmTest("batch"),
     },
     Mutant {
         name: "zero_token_after_nothing_copied",
         what: "a call that copied nothing returns a zero token",
+        file: WRAPPER,
         edits: &[(
             "        } else if got == 0 {\n            // Nothing copied: the kernel wrote no out_batch, so the position has not moved.\n            from.cloned()\n        } else {",
             "        } else {",
         )],
+        check: Check::VmTest("batch"),
+    },
+    Mutant {
+        name: "module_switched_off",
+        what: "the bpf_loop test module is compiled out (#[cfg(any())])",
+        file: "tests/src/tests/mod.rs",
+        edits: &[("\nmod bpf_loop;\n", "\n#[cfg(any())]\nmod bpf_loop;\n")],
+        check: Check::VmTest("bpf_loop"),
+    },
+    Mutant {
+        name: "warn_after_20000_records",
+        what: "a WARN logged after 20,000 kernel log records",
+        file: "",
+        edits: &[],
+        check: Check::VmRun(FLOOD_THEN_WARN),
+    },
+    Mutant {
+        name: "broken_bloom_probe",
+        what: "the bloom filter probe creates its map with value_size 0 (EINVAL)",
+        file: "tests/src/features.rs",
+        edits: &[(
+            "bpf_map_type::BPF_MAP_TYPE_BLOOM_FILTER as u32,\n                0,\n                4,\n",
+            "bpf_map_type::BPF_MAP_TYPE_BLOOM_FILTER as u32,\n                0,\n                0,\n",
+        )],
+        check: Check::BenchSmoke("bloom"),
     },
 ];
 
@@ -95,31 +154,53 @@ impl Outcome {
     }
 }
 
-/// Plant each batch wrapper defect of issue 25 in a throw-away worktree of HEAD and run
-/// `vm-test --filter batch` on it; prints which test caught each. Non-zero exit when a
+/// Plant each defect (issue 25's in the batch wrapper, issue 35's three losses) in a throw-away
+/// worktree of HEAD and run what must catch it; prints what caught each. Non-zero exit when a
 /// mutant survives.
 #[derive(Args)]
 pub(crate) struct Options {
     #[arg(long, default_value = "6.1")]
     kernel: String,
+    /// Only these mutants (repeatable; the baseline always runs).
+    #[arg(long, value_name = "NAME")]
+    only: Vec<String>,
 }
 
 /// Runs the baseline and every mutant, prints the table; fails if a mutant survived.
 pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
-    let outcomes = run_all(&opts.kernel, events)?;
+    if let Some(bad) = opts
+        .only
+        .iter()
+        .find(|n| !MUTANTS.iter().any(|m| m.name == *n))
+    {
+        let names: Vec<&str> = MUTANTS.iter().map(|m| m.name).collect();
+        bail!(
+            "--only {bad}: no such mutant; the mutants are {}",
+            names.join(", ")
+        );
+    }
+    let outcomes = run_all(&opts.kernel, &opts.only, events)?;
     outln!("{}", table(&outcomes));
     Ok(crate::exit_if(all_caught(&outcomes)))
 }
 
-/// Runs the baseline and every mutant on `kernel`; returns their outcomes, baseline first.
-fn run_all(kernel: &str, events: &Events) -> Result<Vec<Outcome>> {
+/// Runs the baseline and every mutant (or those `only` names) on `kernel`; returns their
+/// outcomes, baseline first.
+fn run_all(kernel: &str, only: &[String], events: &Events) -> Result<Vec<Outcome>> {
     let base = target_dir().join("mutants");
     let tree = Worktree::add(&base.join("tree"))?;
     // A target directory of its own: the mutants' guest builds and reports stay out of the
     // caller's, and survive between runs so only the test crate rebuilds.
     let target = base.join("target");
     let mut outcomes = Vec::new();
-    let baseline = vm_test(&tree.path, &target, kernel, "baseline", events)?;
+    let baseline = run_check(
+        &tree.path,
+        &target,
+        kernel,
+        "baseline",
+        Check::VmTest("batch"),
+        events,
+    )?;
     if !baseline.failed.is_empty() || baseline.error.is_some() {
         bail!(
             "the unmutated batch tests fail on {kernel} ({}); fix them before mutating",
@@ -130,11 +211,18 @@ fn run_all(kernel: &str, events: &Events) -> Result<Vec<Outcome>> {
         );
     }
     outcomes.push(baseline);
-    for m in MUTANTS {
+    for m in MUTANTS
+        .iter()
+        .filter(|m| only.is_empty() || only.iter().any(|n| n == m.name))
+    {
         events.step(format!("mutant {}: {}", m.name, m.what));
         tree.reset()?;
-        plant(&tree.path.join(WRAPPER), m)?;
-        outcomes.push(vm_test(&tree.path, &target, kernel, m.name, events)?);
+        if !m.edits.is_empty() {
+            plant(&tree.path.join(m.file), m)?;
+        }
+        outcomes.push(run_check(
+            &tree.path, &target, kernel, m.name, m.check, events,
+        )?);
     }
     Ok(outcomes)
 }
@@ -181,9 +269,10 @@ fn plant(file: &Path, m: &Mutant) -> Result<()> {
         let n = text.matches(find).count();
         if n != 1 {
             bail!(
-                "mutant {}: the text it replaces occurs {n} times in {WRAPPER} (expected once); \
-                 the wrapper changed: update the mutant in xtask/src/mutants.rs\n{find}",
-                m.name
+                "mutant {}: the text it replaces occurs {n} times in {} (expected once); \
+                 the file changed: update the mutant in xtask/src/mutants.rs\n{find}",
+                m.name,
+                m.file
             );
         }
         text = text.replacen(find, replace, 1);
@@ -191,13 +280,14 @@ fn plant(file: &Path, m: &Mutant) -> Result<()> {
     std::fs::write(file, text).with_context(|| format!("write {}", file.display()))
 }
 
-/// `cargo xtask vm-test --kernel K --filter batch` in `tree`; reads the failing tests from its
-/// report.
-fn vm_test(
+/// Runs `check` in `tree` on `kernel`: for `vm-test`, the failing tests from its report; for
+/// `vm-run` and `bench-vm`, a non-zero exit is the catch, named by its last error lines.
+fn run_check(
     tree: &Path,
     target: &Path,
     kernel: &str,
     name: &'static str,
+    check: Check,
     events: &Events,
 ) -> Result<Outcome> {
     let report = target.join("vm-test").join(kernel).join("report.json");
@@ -205,26 +295,46 @@ fn vm_test(
     let sh = Shell::new()?;
     sh.change_dir(tree);
     let start = Instant::now();
-    let run = cmd!(sh, "cargo xtask vm-test --kernel {kernel} --filter batch")
+    let command = match check {
+        Check::VmTest(filter) => cmd!(
+            sh,
+            "cargo xtask vm-test --kernel {kernel} --filter {filter}"
+        ),
+        Check::VmRun(script) => cmd!(
+            sh,
+            "cargo xtask vm-run --kernel {kernel} --append printk.devkmsg=on -- sh -c {script}"
+        ),
+        Check::BenchSmoke(group) => {
+            cmd!(
+                sh,
+                "cargo xtask bench-vm --smoke --kernel {kernel} --only {group}"
+            )
+        }
+    };
+    let run = command
         .env("CARGO_TARGET_DIR", target)
         .ignore_status()
         .quiet()
         .output()
-        .context("run cargo xtask vm-test in the mutant's worktree")?;
+        .context("run cargo xtask in the mutant's worktree")?;
     let elapsed = start.elapsed();
-    let (failed, error) = match failed_tests(&report) {
-        Ok(failed) => (failed, None),
-        Err(e) => {
-            let stderr = String::from_utf8_lossy(&run.stderr);
-            let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
-            (
-                vec![],
-                Some(format!("{e:#}; {}", last.unwrap_or("no output"))),
-            )
-        }
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    let (failed, error) = match check {
+        Check::VmTest(_) => match failed_tests(&report) {
+            Ok(failed) => (failed, None),
+            Err(e) => {
+                let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+                (
+                    vec![],
+                    Some(format!("{e:#}; {}", last.unwrap_or("no output"))),
+                )
+            }
+        },
+        Check::VmRun(_) | Check::BenchSmoke(_) if run.status.success() => (vec![], None),
+        Check::VmRun(_) | Check::BenchSmoke(_) => (error_lines(&stderr), None),
     };
     events.note(format!(
-        "{name}: {} failing tests in {:.0} s",
+        "{name}: {} failures in {:.0} s",
         failed.len(),
         elapsed.as_secs_f64()
     ));
@@ -234,6 +344,19 @@ fn vm_test(
         error,
         elapsed,
     })
+}
+
+/// The warning and error lines of a run's stderr, each cut to 200 characters (at least one).
+fn error_lines(stderr: &str) -> Vec<String> {
+    let mut lines: Vec<String> = stderr
+        .lines()
+        .filter(|l| l.starts_with("warning:") || l.starts_with("error:"))
+        .map(|l| l.chars().take(200).collect())
+        .collect();
+    if lines.is_empty() {
+        lines.push("exited non-zero".into());
+    }
+    lines
 }
 
 /// The tests of a vm-test report whose outcome is neither pass nor skip: the failed ones
@@ -314,14 +437,13 @@ impl Drop for Worktree {
 mod tests {
     use super::*;
 
-    /// Every mutant still applies to the wrapper as committed, and changes it.
+    /// Every mutant still applies to its file as committed, and changes it.
     #[test]
-    fn every_mutant_applies_to_the_wrapper() {
-        let path = workspace_root().join(WRAPPER);
-        let original = std::fs::read_to_string(&path).unwrap();
-        for m in MUTANTS {
+    fn every_mutant_applies_to_its_file() {
+        for m in MUTANTS.iter().filter(|m| !m.edits.is_empty()) {
+            let original = std::fs::read_to_string(workspace_root().join(m.file)).unwrap();
             let dir = tempfile::tempdir().unwrap();
-            let copy = dir.path().join("batch.rs");
+            let copy = dir.path().join("file.rs");
             std::fs::write(&copy, &original).unwrap();
             plant(&copy, m).unwrap_or_else(|e| panic!("{e:#}"));
             assert_ne!(

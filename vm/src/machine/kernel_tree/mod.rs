@@ -183,10 +183,15 @@ fn fragments(checked: &Checked, symbols: &Symbols) -> Result<Fragments> {
     for (i, lines) in user.iter().enumerate() {
         add(&format!("{}-user.config", 4 + i), lines, true);
     }
+    // A selftests option a later fragment sets otherwise (the lockup panics) is not lost.
+    let selftests = config::resolve(&selftests, symbols)
+        .into_iter()
+        .filter(|(w, _)| !required.iter().any(|(r, _)| r.name == w.name))
+        .collect();
     Ok(Fragments {
         files,
         required,
-        selftests: config::resolve(&selftests, symbols),
+        selftests,
     })
 }
 
@@ -224,7 +229,7 @@ fn configure(
     make::run(
         &mut cmd,
         &format!("{shown} -s outputmakefile"),
-        "configuring",
+        "the build directory's Makefile",
         &slot.config_log(),
         events,
     )?;
@@ -247,7 +252,7 @@ fn configure(
     make::run(
         &mut merge,
         &shown,
-        "configuring",
+        "merging the fragments",
         &slot.dir.join("merge.log"),
         events,
     )?;

@@ -233,16 +233,20 @@ pub(crate) fn run_logged(cmd: &mut Command, shown: &str, log: &Path) -> Result<(
     )
 }
 
+/// The packages of `pkgs` that dpkg does not report installed.
+fn missing_packages<'a>(pkgs: &[&'a str]) -> Vec<&'a str> {
+    let installed = dpkg_installed(pkgs);
+    pkgs.iter()
+        .copied()
+        .filter(|p| !installed.get(*p).copied().unwrap_or(false))
+        .collect()
+}
+
 /// Installs whichever of the Debian packages `pkgs` dpkg does not have (as root; otherwise
 /// the error gives the `sudo apt-get install` line). For what only some commands need, such as
 /// the kernel build tools of `--kernel-tree`.
 pub fn ensure_packages(pkgs: &[&str], events: &Events) -> Result<()> {
-    let installed = dpkg_installed(pkgs);
-    let missing: Vec<&str> = pkgs
-        .iter()
-        .copied()
-        .filter(|p| !installed.get(*p).copied().unwrap_or(false))
-        .collect();
+    let missing = missing_packages(pkgs);
     if missing.is_empty() {
         return Ok(());
     }
@@ -278,12 +282,7 @@ pub fn ensure_alongside<T: Send>(
 
     // Debian packages.
     let pkgs = required_packages(nightly);
-    let installed = dpkg_installed(&pkgs);
-    let missing: Vec<&str> = pkgs
-        .iter()
-        .copied()
-        .filter(|p| !installed.get(*p).copied().unwrap_or(false))
-        .collect();
+    let missing = missing_packages(&pkgs);
     if missing.is_empty() {
         events.note(format!("Debian packages: all {} present", pkgs.len()));
     } else {

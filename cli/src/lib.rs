@@ -14,6 +14,7 @@ use bpfvm_host::options::Choice;
 use bpfvm_host::options::{defaults, VmOptions};
 use bpfvm_host::output::Events;
 use bpfvm_host::report;
+use bpfvm_host::tcg_thread::Choice as TcgThread;
 use bpfvm_host::vng::{Ending, RunOutcome};
 use clap::Args;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -128,6 +129,11 @@ pub struct VmArgs {
     /// work) or tcg.
     #[arg(long, env = "BPFVM_ACCEL", default_value_t = Choice::Auto)]
     pub accel: Choice,
+    /// Under TCG: auto (one host thread for all vCPUs on qemu 10.0.4 and later, whose
+    /// multi-threaded TCG can crash while the guest remaps PCI devices: docs/hosts.md; a thread
+    /// per vCPU before), single or multi.
+    #[arg(long, env = "BPFVM_TCG_THREAD", default_value_t = TcgThread::Auto)]
+    pub tcg_thread: TcgThread,
     /// Extra kernel command line (repeatable).
     #[arg(long)]
     pub append: Vec<String>,
@@ -153,6 +159,7 @@ impl VmArgs {
             kernel_tree: self.kernel_tree,
             kconfig: self.kconfig,
             accel: self.accel,
+            tcg_thread: self.tcg_thread,
             append: self
                 .append
                 .into_iter()

@@ -21,6 +21,6 @@ pub mod ui;
 
 pub use domain::{custom, expect, kernels, options};
 pub use flows::{bench, crate_test, exec, interactive, run};
-pub use machine::{accel, build, guest, kernel_tree, provision, qemu, vng};
+pub use machine::{accel, build, guest, kernel_tree, provision, qemu, tcg_thread, vng};
 pub use results::{health, inventory, report, verifier};
 pub use support::{fs, guest_files, output, paths, proc, shell, wait};

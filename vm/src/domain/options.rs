@@ -18,6 +18,8 @@ pub struct VmOptions {
     /// The user's config fragments for `kernel_tree` (`--kconfig`).
     pub kconfig: Vec<PathBuf>,
     pub accel: Choice,
+    /// Under TCG, a host thread per vCPU or one for all (`--tcg-thread`).
+    pub tcg_thread: crate::tcg_thread::Choice,
     pub append: Vec<String>,
     pub timeout: Duration,
     pub cpus: u32,
@@ -53,6 +55,7 @@ impl VmOptions {
             kernel_tree: None,
             kconfig: vec![],
             accel: Choice::Auto,
+            tcg_thread: crate::tcg_thread::Choice::Auto,
             append: vec![],
             timeout,
             cpus: defaults::CPUS,

@@ -126,7 +126,7 @@ fn finish_prepare(
     events: &Events,
 ) -> Result<Prepared> {
     events.step("choosing the accelerator");
-    let accel = accel::decide(opts.accel, &tree.vmlinuz)?;
+    let accel = accel::decide(opts.accel, opts.tcg_thread, &tree.vmlinuz)?;
     events.note(format!("accelerator: {}", accel.describe()));
     Ok(Prepared {
         tools,
@@ -575,6 +575,7 @@ mod tests {
         Accel {
             kind,
             reason: String::new(),
+            tcg_thread: None,
         }
     }
 

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::options::Choice;
 use crate::paths::cache_dir;
 use crate::proc::{Group, Stream};
+use crate::tcg_thread::{self, Threading};
 
 /// Which accelerator qemu runs the guest with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -38,6 +39,9 @@ pub struct Accel {
     #[serde(rename = "name")]
     pub kind: Kind,
     pub reason: String,
+    /// Under TCG, how the vCPUs are threaded (`tcg_thread`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcg_thread: Option<Threading>,
 }
 
 impl Accel {
@@ -49,8 +53,22 @@ impl Accel {
     pub fn describe(&self) -> String {
         match self.kind {
             Kind::Kvm => format!("KVM ({})", self.reason),
-            Kind::Tcg => format!("TCG, software emulation ({})", self.reason),
+            Kind::Tcg => match &self.tcg_thread {
+                Some(t) => format!(
+                    "TCG, software emulation ({}; {})",
+                    self.reason,
+                    t.describe()
+                ),
+                None => format!("TCG, software emulation ({})", self.reason),
+            },
         }
+    }
+
+    /// The qemu arguments this accelerator needs beyond vng's own (`--disable-kvm`).
+    pub fn qemu_opts(&self) -> Vec<String> {
+        self.tcg_thread
+            .as_ref()
+            .map_or_else(Vec::new, Threading::qemu_opts)
     }
 }
 
@@ -61,23 +79,26 @@ impl Accel {
 /// core of system time for the whole wait, on every first run (20 s when this was 20).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(6);
 
-/// Decides the accelerator, probing KVM with `vmlinuz` unless the user chose TCG.
-pub fn decide(choice: Choice, vmlinuz: &Path) -> Result<Accel> {
-    if choice == Choice::Tcg {
-        return Ok(Accel {
+/// Decides the accelerator, probing KVM with `vmlinuz` unless the user chose TCG, and under
+/// TCG how its vCPUs are threaded (`threads`, `--tcg-thread`).
+pub fn decide(choice: Choice, threads: tcg_thread::Choice, vmlinuz: &Path) -> Result<Accel> {
+    let tcg = |reason: String| -> Result<Accel> {
+        Ok(Accel {
             kind: Kind::Tcg,
-            reason: "--accel tcg".into(),
-        });
+            reason,
+            tcg_thread: Some(tcg_thread::decide(threads)?),
+        })
+    };
+    if choice == Choice::Tcg {
+        return tcg("--accel tcg".into());
     }
     match probe_kvm_once_per_boot(vmlinuz, &verdict_file()) {
         Ok(how) => Ok(Accel {
             kind: Kind::Kvm,
             reason: how,
+            tcg_thread: None,
         }),
-        Err(why) if choice == Choice::Auto => Ok(Accel {
-            kind: Kind::Tcg,
-            reason: format!("KVM not usable: {why}"),
-        }),
+        Err(why) if choice == Choice::Auto => tcg(format!("KVM not usable: {why}")),
         Err(why) => bail!(
             "--accel kvm was asked for, but KVM does not work on this host: {why}\n\
              fix: run with --accel tcg (or --accel auto to fall back by itself)"
@@ -205,9 +226,16 @@ mod tests {
 
     #[test]
     fn tcg_choice_needs_no_probe() {
-        let a = decide(Choice::Tcg, Path::new("/nonexistent")).unwrap();
+        let a = decide(
+            Choice::Tcg,
+            tcg_thread::Choice::Single,
+            Path::new("/nonexistent"),
+        )
+        .unwrap();
         assert_eq!(a.kind, Kind::Tcg);
         assert!(a.describe().starts_with("TCG"));
+        assert!(a.describe().contains("one host thread for all vCPUs"));
+        assert_eq!(a.qemu_opts(), ["-accel", "tcg,thread=single"]);
     }
 
     #[test]

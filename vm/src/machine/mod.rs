@@ -5,4 +5,5 @@ pub mod guest;
 pub mod kernel_tree;
 pub mod provision;
 pub mod qemu;
+pub mod tcg_thread;
 pub mod vng;

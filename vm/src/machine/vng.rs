@@ -371,8 +371,10 @@ fn vng_args(spec: &VmSpec) -> Result<Vec<String>> {
     .collect::<Vec<_>>()
     .join(" ");
     args.extend(
-        spec.qemu_opts
+        spec.accel
+            .qemu_opts()
             .iter()
+            .chain(&spec.qemu_opts)
             .map(|o| format!("--qemu-opts={}", quote(o))),
     );
     args.extend([
@@ -439,6 +441,7 @@ mod tests {
             accel: Accel {
                 kind,
                 reason: String::new(),
+                tcg_thread: None,
             },
             cpus: 2,
             memory: "1G".into(),
@@ -461,6 +464,38 @@ mod tests {
             "loglevel=5 log_buf_len=16M panic=-1 cryptomgr.notests=1 spectre_v2=off"
         );
         assert_eq!(args.last().unwrap(), "sh /run/guest.sh");
+    }
+
+    /// qemu 10.0.4 and later under TCG: `-accel tcg,thread=single` (`tcg_thread`), as two
+    /// arguments, before bench-vm's own; never under KVM, nor on qemu 7.2.
+    #[test]
+    fn single_threaded_tcg_is_passed_to_qemu_where_its_version_needs_it() {
+        use crate::tcg_thread::{decide_for, Choice, Version};
+        let with = |kind, version: Option<Version>| {
+            let mut s = spec(kind);
+            s.accel.tcg_thread = version.map(|v| decide_for(Choice::Auto, v));
+            s.qemu_opts = vec!["-icount".into(), "shift=0,sleep=off".into()];
+            vng_args(&s)
+                .unwrap()
+                .into_iter()
+                .filter(|a| a.starts_with("--qemu-opts="))
+                .collect::<Vec<_>>()
+        };
+        let icount = ["--qemu-opts=-icount", "--qemu-opts=shift=0,sleep=off"];
+        assert_eq!(
+            with(crate::accel::Kind::Tcg, Some(Version(10, 0, 13))),
+            [
+                "--qemu-opts=-accel",
+                "--qemu-opts=tcg,thread=single",
+                icount[0],
+                icount[1]
+            ]
+        );
+        assert_eq!(
+            with(crate::accel::Kind::Tcg, Some(Version(7, 2, 22))),
+            icount
+        );
+        assert_eq!(with(crate::accel::Kind::Kvm, None), icount);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use bpfvm_host::bench::stats;
 use bpfvm_host::options::{defaults, Choice};
 use bpfvm_host::output::Events;
 use bpfvm_host::report::Report;
+use bpfvm_host::tcg_thread::Choice as TcgThread;
 use clap::Args;
 use xshell::{cmd, Shell};
 
@@ -65,7 +66,7 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     }
     let tools = bpfvm_host::provision::ensure(events)?;
     let tree = bpfvm_host::kernels::fetch(&pin, events)?;
-    let accel = bpfvm_host::accel::decide(Choice::Auto, &tree.vmlinuz)?;
+    let accel = bpfvm_host::accel::decide(Choice::Auto, TcgThread::Auto, &tree.vmlinuz)?;
     let sh = Shell::new()?;
     let (kernel, cpus, memory) = (&opts.kernel, opts.cpus.to_string(), &opts.memory);
     let args = &vm_test_args;
@@ -88,6 +89,12 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     let vng = &tools.vng;
     let vmlinuz = &tree.vmlinuz;
     let no_kvm = (!accel.is_kvm()).then_some("--disable-kvm");
+    // The bare boot threads TCG as vm-test does (`tcg_thread`).
+    let accel_opts: &Vec<String> = &accel
+        .qemu_opts()
+        .iter()
+        .map(|o| format!("--qemu-opts={o}"))
+        .collect();
     let report = bpfvm_host::paths::target_dir()
         .join("vm-test")
         .join(kernel)
@@ -101,7 +108,7 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         let t = read_report(&report)?.timings;
         // vng's output is piped (qemu truncates a file it is given as stdout).
         let start = Instant::now();
-        cmd!(sh, "{vng} --user root --cpus {cpus} --memory {memory} {no_kvm...} --run {vmlinuz} --exec true")
+        cmd!(sh, "{vng} --user root --cpus {cpus} --memory {memory} {no_kvm...} {accel_opts...} --run {vmlinuz} --exec true")
             .env("PATH", &path)
             .quiet()
             .ignore_stderr()

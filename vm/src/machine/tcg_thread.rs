@@ -1,0 +1,253 @@
+//! How TCG runs the vCPUs: a host thread each (multi-threaded TCG, qemu's default for x86) or one
+//! thread for all (`-accel tcg,thread=single`), chosen by qemu's version.
+//!
+//! Why: under multi-threaded TCG a vCPU can dispatch an MMIO access to the wrong device after
+//! another vCPU changed the memory map. A TLB entry holds a section *index* into the address
+//! space's dispatch table (`iotlb_to_section`, system/physmem.c); the new map gets new indexes,
+//! but the other vCPUs' TLBs are only flushed later, on their own threads (`tcg_commit` queues
+//! `tcg_commit_cpu` with `async_run_on_cpu`). Until then a stale index names another section,
+//! and the access reaches that section's region at the old offset: past the end of a smaller
+//! MSI-X table, qemu aborts in `msix_table_mmio_read` or `msix_table_mmio_write`
+//! (hw/pci/msix.c: `assert(addr + size <= dev->msix_entries_nr * PCI_MSIX_ENTRY_SIZE)`).
+//! A guest changes the map whenever it toggles a PCI device's memory decode or moves a BAR:
+//! Linux does both while it probes PCI at boot, while the other vCPUs read the HPET (the
+//! clocksource once the TSC is marked unstable, as 6.1 does under TCG).
+//!
+//! Where qemu looks the index up:
+//! - 8.1.0 to 10.0.3: in a per-vCPU copy of the dispatch pointer, updated together with that
+//!   vCPU's TLB flush (commit 0d58c660689, "softmmu: Use async_run_on_cpu in tcg_commit"),
+//!   so the index and the table always match;
+//! - 10.1.0 on, and 10.0.4 on in the 10.0 stable series: in the address space's current
+//!   dispatch, the copy removed to fix a use-after-free (commit 2865bf1c57, "system/physmem:
+//!   fix use-after-free with dispatch", qemu issue 3040; in 10.0.13, Debian 13's qemu,
+//!   `iotlb_to_section` reads `address_space_to_dispatch(cpuas->as)`);
+//! - 7.2 (Debian 12): the copy is updated for every vCPU at once by the thread that changed the
+//!   map, before the other vCPUs flush (`tcg_commit`, softmmu/physmem.c).
+//!
+//! What was measured (docs/hosts.md, `ci/qemu-mmio-race.sh`): a guest that toggles a device's
+//! memory decode on one vCPU while the other reads a second device's MSI-X page crashes
+//! Debian 13's qemu 10.0.13 within seconds in every run and Debian 12's 7.2 as well; with
+//! `thread=single` 10.0.13 ran it for 30 s three times. In the suite's own boots only 10.0.13
+//! ever crashed (one boot of 6.1, `msix_table_mmio_write`), never 7.2. `thread=single` serialises
+//! the vCPUs and cost Debian 12's `vm-test --kernel 6.1` 40-70 % of its tests phase, so it is
+//! chosen only where the lookup has no per-vCPU copy: qemu 10.0.4 and later. `--tcg-thread`
+//! overrides the choice either way.
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+/// What the user asked for with `--tcg-thread`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    /// Single where qemu's version needs it, else multi.
+    Auto,
+    Single,
+    Multi,
+}
+
+impl std::str::FromStr for Choice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Choice::Auto),
+            "single" => Ok(Choice::Single),
+            "multi" => Ok(Choice::Multi),
+            _ => Err(format!(
+                "{s:?} is not a TCG threading: auto, single or multi"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Choice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Choice::Auto => "auto",
+            Choice::Single => "single",
+            Choice::Multi => "multi",
+        })
+    }
+}
+
+/// How a TCG run threads its vCPUs, and why; recorded in reports beside the accelerator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Threading {
+    /// One host thread for every vCPU (`-accel tcg,thread=single`).
+    pub single: bool,
+    pub reason: String,
+}
+
+impl Threading {
+    /// The qemu arguments that set it (none for qemu's default, multi-threaded).
+    pub fn qemu_opts(&self) -> Vec<String> {
+        if self.single {
+            vec!["-accel".into(), "tcg,thread=single".into()]
+        } else {
+            vec![]
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        let how = if self.single {
+            "one host thread for all vCPUs"
+        } else {
+            "a host thread per vCPU"
+        };
+        format!("{how}: {}", self.reason)
+    }
+}
+
+/// A qemu release: major, minor, micro.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Version(pub u32, pub u32, pub u32);
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.0, self.1, self.2)
+    }
+}
+
+/// The first qemu release whose TLB lookups use the current dispatch (10.0.4: the stable
+/// backport of 2865bf1c57; 10.1.0 has it too).
+const FIRST_WITHOUT_PER_CPU_DISPATCH: Version = Version(10, 0, 4);
+
+/// The version in `qemu-system-x86_64 --version`'s first line, e.g. "QEMU emulator version
+/// 10.0.13 (Debian 1:10.0.13+ds-0+deb13u1)".
+pub fn parse_version(output: &str) -> Option<Version> {
+    let line = output.lines().next()?;
+    let rest = line.split("version ").nth(1)?;
+    let number = rest.split_whitespace().next()?;
+    let mut parts = number.split('.').map(|p| p.parse::<u32>().ok());
+    let major = parts.next()??;
+    let minor = parts.next()??;
+    let micro = parts.next().unwrap_or(Some(0))?;
+    Some(Version(major, minor, micro))
+}
+
+/// The version of the qemu vng will start (`qemu-system-x86_64` on PATH).
+fn qemu_version() -> Result<Version> {
+    let out = Command::new("qemu-system-x86_64")
+        .arg("--version")
+        .output()
+        .context("run qemu-system-x86_64 --version")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    match parse_version(&text) {
+        Some(v) if out.status.success() => Ok(v),
+        _ => bail!(
+            "qemu-system-x86_64 --version printed {:?} ({}), which names no version; \
+             fix: check the qemu on PATH (Debian's qemu-system-x86), or choose with \
+             --tcg-thread single|multi",
+            text.trim(),
+            out.status
+        ),
+    }
+}
+
+/// The threading for `choice` on qemu `version`.
+pub fn decide_for(choice: Choice, version: Version) -> Threading {
+    match choice {
+        Choice::Single => Threading {
+            single: true,
+            reason: "--tcg-thread single".into(),
+        },
+        Choice::Multi => Threading {
+            single: false,
+            reason: "--tcg-thread multi".into(),
+        },
+        Choice::Auto if version >= FIRST_WITHOUT_PER_CPU_DISPATCH => Threading {
+            single: true,
+            reason: format!(
+                "qemu {version} can route an MMIO access to the wrong device while another \
+                 vCPU changes the memory map (docs/hosts.md)"
+            ),
+        },
+        Choice::Auto => Threading {
+            single: false,
+            reason: format!("qemu {version}"),
+        },
+    }
+}
+
+/// The threading for `choice` on the qemu on PATH; the explicit choices need no qemu.
+pub fn decide(choice: Choice) -> Result<Threading> {
+    let version = match choice {
+        Choice::Auto => qemu_version()?,
+        // Not looked at: any version will do.
+        Choice::Single | Choice::Multi => Version(0, 0, 0),
+    };
+    Ok(decide_for(choice, version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_parse_from_debians_qemu() {
+        assert_eq!(
+            parse_version(
+                "QEMU emulator version 10.0.13 (Debian 1:10.0.13+ds-0+deb13u1)\n\
+                 Copyright (c) 2003-2025 Fabrice Bellard and the QEMU Project developers\n"
+            ),
+            Some(Version(10, 0, 13))
+        );
+        assert_eq!(
+            parse_version("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)\n"),
+            Some(Version(7, 2, 22))
+        );
+        assert_eq!(
+            parse_version("QEMU emulator version 9.2.50 (v9.2.0-1234-gabc)\n"),
+            Some(Version(9, 2, 50))
+        );
+        assert_eq!(
+            parse_version("QEMU emulator version 8.2\n"),
+            Some(Version(8, 2, 0))
+        );
+        assert_eq!(parse_version("qemu: command not found\n"), None);
+        assert_eq!(parse_version(""), None);
+        assert_eq!(parse_version("QEMU emulator version ten\n"), None);
+    }
+
+    /// The qemu option is passed exactly on the versions without a per-vCPU dispatch copy.
+    #[test]
+    fn single_threaded_tcg_from_qemu_10_0_4_on() {
+        for (v, single) in [
+            (Version(7, 2, 22), false),
+            (Version(8, 1, 0), false),
+            (Version(10, 0, 3), false),
+            (Version(10, 0, 4), true),
+            (Version(10, 0, 13), true),
+            (Version(10, 1, 0), true),
+            (Version(11, 0, 0), true),
+        ] {
+            let t = decide_for(Choice::Auto, v);
+            assert_eq!(t.single, single, "{v}");
+            assert_eq!(
+                t.qemu_opts(),
+                if single {
+                    vec!["-accel".to_string(), "tcg,thread=single".into()]
+                } else {
+                    vec![]
+                },
+                "{v}"
+            );
+            assert!(t.reason.contains(&v.to_string()), "{}", t.reason);
+        }
+    }
+
+    #[test]
+    fn the_users_choice_wins_either_way() {
+        assert!(decide_for(Choice::Single, Version(7, 2, 22)).single);
+        assert!(!decide_for(Choice::Multi, Version(10, 0, 13)).single);
+        assert!(decide(Choice::Multi)
+            .unwrap()
+            .reason
+            .contains("--tcg-thread multi"));
+        assert_eq!("single".parse::<Choice>(), Ok(Choice::Single));
+        assert!("one"
+            .parse::<Choice>()
+            .unwrap_err()
+            .contains("auto, single or multi"));
+    }
+}

@@ -232,6 +232,16 @@ fn an_unknown_accelerator_is_refused() {
 }
 
 #[test]
+fn an_unknown_tcg_threading_is_refused() {
+    let (code, err) = xtask(&["vm-run", "--tcg-thread", "both", "--", "true"]);
+    assert_eq!(code, 2, "clap's usage error: {err}");
+    assert!(
+        err.contains("\"both\" is not a TCG threading: auto, single or multi"),
+        "{err}"
+    );
+}
+
+#[test]
 fn more_producers_than_guest_cpus_are_refused_before_booting() {
     let (code, err) = xtask(&["bench-vm", "--smoke", "-p", "3", "--cpus", "2"]);
     assert_eq!(code, 1);

@@ -74,6 +74,9 @@ setup() {
     local missing
     mapfile -t missing < <(awk '$1 == "MISSING" && $2 ~ /^deb:/ { sub(/^deb:/, "", $2); print $2 }' "$tmp/bpfvm-setup-check.txt")
     if [ "${#missing[@]}" -gt 0 ]; then
+        # The package lists may be stale or absent (a fresh Ubuntu 24.04 root has none) when
+        # the toolchain phase, which updates them, did not run first.
+        sudo apt-get update -q
         sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
     fi
     echo "::endgroup::"

@@ -35,7 +35,7 @@
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What the user asked for with `--tcg-thread`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +71,7 @@ impl std::fmt::Display for Choice {
 }
 
 /// How a TCG run threads its vCPUs, and why; recorded in reports beside the accelerator.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Threading {
     /// One host thread for every vCPU (`-accel tcg,thread=single`).
     pub single: bool,

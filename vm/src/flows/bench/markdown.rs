@@ -62,7 +62,7 @@ pub fn render(r: &BenchReport) -> String {
         "- accelerator: **{}** ({})\n- {}\n- clock: {}\n- host CPU: {}\n- size: {}{}; {} boot(s) per mode; \
          {} producer(s); guest {} CPU(s), {}\n- wall time: {:.0} s\n",
         r.accel.name.to_uppercase(),
-        r.accel.reason,
+        r.accel.why(),
         r.accel_note,
         r.clock.note(),
         r.host_cpu,

@@ -54,6 +54,19 @@ pub struct KernelInfo {
 pub struct AccelInfo {
     pub name: String,
     pub reason: String,
+    /// Under TCG, how the vCPUs were threaded (`tcg_thread`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcg_thread: Option<crate::tcg_thread::Threading>,
+}
+
+impl AccelInfo {
+    /// The reason, and under TCG the threading.
+    pub fn why(&self) -> String {
+        match &self.tcg_thread {
+            Some(t) => format!("{}; {}", self.reason, t.describe()),
+            None => self.reason.clone(),
+        }
+    }
 }
 
 impl From<&Accel> for AccelInfo {
@@ -61,6 +74,7 @@ impl From<&Accel> for AccelInfo {
         Self {
             name: a.kind.name().to_string(),
             reason: a.reason.clone(),
+            tcg_thread: a.tcg_thread.clone(),
         }
     }
 }
@@ -219,6 +233,7 @@ impl Report {
             accel: AccelInfo {
                 name: "none".into(),
                 reason: "not booted".into(),
+                tcg_thread: None,
             },
             cmdline: None,
             spectre_v2: None,

@@ -315,6 +315,7 @@ fn report(tests: Vec<TestResult>) -> Report {
         accel: AccelInfo {
             name: "tcg".into(),
             reason: "test".into(),
+            tcg_thread: None,
         },
         cmdline: None,
         spectre_v2: None,
@@ -644,4 +645,31 @@ fn a_vm_dead_before_the_guest_script_is_one_entry_naming_why() {
         .reason
         .unwrap()
         .starts_with("qemu crashed: signal 6 (SIGABRT), with no message of its own; the guest"));
+}
+
+/// report.json names the TCG threading beside the accelerator, and reads back without it.
+#[test]
+fn the_accelerator_entry_carries_the_tcg_threading() {
+    let accel = crate::accel::Accel {
+        kind: crate::accel::Kind::Tcg,
+        reason: "--accel tcg".into(),
+        tcg_thread: Some(crate::tcg_thread::decide_for(
+            crate::tcg_thread::Choice::Auto,
+            crate::tcg_thread::Version(10, 0, 13),
+        )),
+    };
+    let info = AccelInfo::from(&accel);
+    let json = serde_json::to_string(&info).unwrap();
+    assert!(
+        json.contains(r#""tcg_thread":{"single":true,"reason":"qemu 10.0.13 "#),
+        "{json}"
+    );
+    assert!(
+        info.why().contains("one host thread for all vCPUs"),
+        "{}",
+        info.why()
+    );
+    let old: AccelInfo = serde_json::from_str(r#"{"name":"tcg","reason":"x"}"#).unwrap();
+    assert_eq!(old.why(), "x");
+    assert_eq!(old.tcg_thread, None);
 }

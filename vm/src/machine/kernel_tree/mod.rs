@@ -43,7 +43,8 @@ pub struct TreeInfo {
 #[derive(Debug)]
 pub struct Checked {
     source: source::Source,
-    user: Vec<(String, String)>,
+    /// Each `--kconfig` fragment as shown to the user, parsed.
+    user: Vec<(String, Vec<Line>)>,
 }
 
 impl Checked {
@@ -68,8 +69,9 @@ pub fn check(dir: &Path, kconfig: &[PathBuf]) -> Result<Checked> {
         let text = std::fs::read_to_string(f)
             .with_context(|| format!("--kconfig {}: cannot read the fragment", f.display()))?;
         let shown = f.display().to_string();
-        config::parse_fragment(&text, &shown).with_context(|| format!("--kconfig {shown}"))?;
-        user.push((shown, text));
+        let lines =
+            config::parse_fragment(&text, &shown).with_context(|| format!("--kconfig {shown}"))?;
+        user.push((shown, lines));
     }
     Ok(Checked { source, user })
 }
@@ -164,27 +166,20 @@ fn fragments(checked: &Checked, symbols: &Symbols) -> Result<Fragments> {
         .map(|t| config::selftests_without_modules(&t))
         .unwrap_or_default();
     let selftests = parse(&selftests_text, config::SELFTESTS)?;
-    let mut user: Vec<Vec<Line>> = Vec::new();
-    for (name, text) in &checked.user {
-        user.push(parse(text, name)?);
-    }
     let mut files = Vec::new();
-    let mut required = Vec::new();
-    let mut add = |name: &str, lines: &[Line], required_too: bool| {
+    let mut add = |name: &str, lines: &[Line]| {
         let wants = config::resolve(lines, symbols);
         files.push((name.to_string(), config::fragment_text(&wants)));
-        if required_too {
-            required.extend(wants);
-        }
+        wants
     };
-    add("1-boot.config", &boot, true);
-    add("2-selftests.config", &selftests, false);
-    add("3-suite.config", &suite, true);
-    for (i, lines) in user.iter().enumerate() {
-        add(&format!("{}-user.config", 4 + i), lines, true);
+    let mut required = add("1-boot.config", &boot);
+    let selftests = add("2-selftests.config", &selftests);
+    required.extend(add("3-suite.config", &suite));
+    for (i, (_, lines)) in checked.user.iter().enumerate() {
+        required.extend(add(&format!("{}-user.config", 4 + i), lines));
     }
     // A selftests option a later fragment sets otherwise (the lockup panics) is not lost.
-    let selftests = config::resolve(&selftests, symbols)
+    let selftests = selftests
         .into_iter()
         .filter(|(w, _)| !required.iter().any(|(r, _)| r.name == w.name))
         .collect();

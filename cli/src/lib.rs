@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use bpfvm_host::health::Health;
 use bpfvm_host::options::Choice;
+use bpfvm_host::options::TcgThread;
 use bpfvm_host::options::{defaults, VmOptions};
 use bpfvm_host::output::Events;
 use bpfvm_host::report;
-use bpfvm_host::tcg_thread::Choice as TcgThread;
 use bpfvm_host::vng::{Ending, RunOutcome};
 use clap::Args;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};

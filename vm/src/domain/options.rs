@@ -19,7 +19,7 @@ pub struct VmOptions {
     pub kconfig: Vec<PathBuf>,
     pub accel: Choice,
     /// Under TCG, a host thread per vCPU or one for all (`--tcg-thread`).
-    pub tcg_thread: crate::tcg_thread::Choice,
+    pub tcg_thread: TcgThread,
     pub append: Vec<String>,
     pub timeout: Duration,
     pub cpus: u32,
@@ -55,7 +55,7 @@ impl VmOptions {
             kernel_tree: None,
             kconfig: vec![],
             accel: Choice::Auto,
-            tcg_thread: crate::tcg_thread::Choice::Auto,
+            tcg_thread: TcgThread::Auto,
             append: vec![],
             timeout,
             cpus: defaults::CPUS,
@@ -92,6 +92,39 @@ impl std::fmt::Display for Choice {
             Choice::Auto => "auto",
             Choice::Kvm => "kvm",
             Choice::Tcg => "tcg",
+        })
+    }
+}
+
+/// What the user asked for with `--tcg-thread` (`tcg_thread::decide`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcgThread {
+    /// Single where qemu's version needs it, else multi.
+    Auto,
+    Single,
+    Multi,
+}
+
+impl std::str::FromStr for TcgThread {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(TcgThread::Auto),
+            "single" => Ok(TcgThread::Single),
+            "multi" => Ok(TcgThread::Multi),
+            _ => Err(format!(
+                "{s:?} is not a TCG threading: auto, single or multi"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for TcgThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TcgThread::Auto => "auto",
+            TcgThread::Single => "single",
+            TcgThread::Multi => "multi",
         })
     }
 }

@@ -37,38 +37,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-/// What the user asked for with `--tcg-thread`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Choice {
-    /// Single where qemu's version needs it, else multi.
-    Auto,
-    Single,
-    Multi,
-}
-
-impl std::str::FromStr for Choice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(Choice::Auto),
-            "single" => Ok(Choice::Single),
-            "multi" => Ok(Choice::Multi),
-            _ => Err(format!(
-                "{s:?} is not a TCG threading: auto, single or multi"
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for Choice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Choice::Auto => "auto",
-            Choice::Single => "single",
-            Choice::Multi => "multi",
-        })
-    }
-}
+pub use crate::options::TcgThread as Choice;
 
 /// How a TCG run threads its vCPUs, and why; recorded in reports beside the accelerator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,10 +10,10 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use bpfvm_host::bench::stats;
+use bpfvm_host::options::TcgThread;
 use bpfvm_host::options::{defaults, Choice};
 use bpfvm_host::output::Events;
 use bpfvm_host::report::Report;
-use bpfvm_host::tcg_thread::Choice as TcgThread;
 use clap::Args;
 use xshell::{cmd, Shell};
 

@@ -113,9 +113,29 @@ fn qemu_version() -> Result<Version> {
     }
 }
 
-/// The threading for `choice` on qemu `version`.
-pub fn decide_for(choice: Choice, version: Version) -> Threading {
-    match choice {
+/// What `--tcg-thread auto` chooses on qemu `version`.
+pub fn for_version(version: Version) -> Threading {
+    if version >= FIRST_WITHOUT_PER_CPU_DISPATCH {
+        Threading {
+            single: true,
+            reason: format!(
+                "qemu {version} can route an MMIO access to the wrong device while another \
+                 vCPU changes the memory map (docs/hosts.md)"
+            ),
+        }
+    } else {
+        Threading {
+            single: false,
+            reason: format!("qemu {version}"),
+        }
+    }
+}
+
+/// The threading for `choice`: auto asks the qemu on PATH its version, the explicit choices
+/// need no qemu.
+pub fn decide(choice: Choice) -> Result<Threading> {
+    Ok(match choice {
+        Choice::Auto => for_version(qemu_version()?),
         Choice::Single => Threading {
             single: true,
             reason: "--tcg-thread single".into(),
@@ -124,28 +144,7 @@ pub fn decide_for(choice: Choice, version: Version) -> Threading {
             single: false,
             reason: "--tcg-thread multi".into(),
         },
-        Choice::Auto if version >= FIRST_WITHOUT_PER_CPU_DISPATCH => Threading {
-            single: true,
-            reason: format!(
-                "qemu {version} can route an MMIO access to the wrong device while another \
-                 vCPU changes the memory map (docs/hosts.md)"
-            ),
-        },
-        Choice::Auto => Threading {
-            single: false,
-            reason: format!("qemu {version}"),
-        },
-    }
-}
-
-/// The threading for `choice` on the qemu on PATH; the explicit choices need no qemu.
-pub fn decide(choice: Choice) -> Result<Threading> {
-    let version = match choice {
-        Choice::Auto => qemu_version()?,
-        // Not looked at: any version will do.
-        Choice::Single | Choice::Multi => Version(0, 0, 0),
-    };
-    Ok(decide_for(choice, version))
+    })
 }
 
 #[cfg(test)]
@@ -190,7 +189,7 @@ mod tests {
             (Version(10, 1, 0), true),
             (Version(11, 0, 0), true),
         ] {
-            let t = decide_for(Choice::Auto, v);
+            let t = for_version(v);
             assert_eq!(t.single, single, "{v}");
             assert_eq!(
                 t.qemu_opts(),
@@ -207,8 +206,8 @@ mod tests {
 
     #[test]
     fn the_users_choice_wins_either_way() {
-        assert!(decide_for(Choice::Single, Version(7, 2, 22)).single);
-        assert!(!decide_for(Choice::Multi, Version(10, 0, 13)).single);
+        assert!(decide(Choice::Single).unwrap().single);
+        assert!(!decide(Choice::Multi).unwrap().single);
         assert!(decide(Choice::Multi)
             .unwrap()
             .reason

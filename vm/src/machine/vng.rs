@@ -470,10 +470,10 @@ mod tests {
     /// arguments, before bench-vm's own; never under KVM, nor on qemu 7.2.
     #[test]
     fn single_threaded_tcg_is_passed_to_qemu_where_its_version_needs_it() {
-        use crate::tcg_thread::{decide_for, Choice, Version};
+        use crate::tcg_thread::{for_version, Version};
         let with = |kind, version: Option<Version>| {
             let mut s = spec(kind);
-            s.accel.tcg_thread = version.map(|v| decide_for(Choice::Auto, v));
+            s.accel.tcg_thread = version.map(for_version);
             s.qemu_opts = vec!["-icount".into(), "shift=0,sleep=off".into()];
             vng_args(&s)
                 .unwrap()

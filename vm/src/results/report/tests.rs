@@ -653,10 +653,9 @@ fn the_accelerator_entry_carries_the_tcg_threading() {
     let accel = crate::accel::Accel {
         kind: crate::accel::Kind::Tcg,
         reason: "--accel tcg".into(),
-        tcg_thread: Some(crate::tcg_thread::decide_for(
-            crate::tcg_thread::Choice::Auto,
-            crate::tcg_thread::Version(10, 0, 13),
-        )),
+        tcg_thread: Some(crate::tcg_thread::for_version(crate::tcg_thread::Version(
+            10, 0, 13,
+        ))),
     };
     let info = AccelInfo::from(&accel);
     let json = serde_json::to_string(&info).unwrap();

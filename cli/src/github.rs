@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use bpfvm_host::report::{Outcome, Report};
+use bpfvm_host::results::report::{Outcome, Report};
 
 /// The reports in `dir`: a `bpfvm test` directory's `matrix.json` (every kernel), or one
 /// kernel's `report.json` (`bpfvm test`'s `<kernel>/`, `vm-test`'s `target/vm-test/<kernel>/`).
@@ -226,7 +226,7 @@ pub fn step_summary(reports: &[Report], paths: &Paths) -> String {
         md.push_str("\n| --- |");
         md.push_str(&" :---: |".repeat(reports.len()));
         md.push('\n');
-        let names = bpfvm_host::report::test_names(reports);
+        let names = bpfvm_host::results::report::test_names(reports);
         for name in names {
             let _ = write!(md, "| {} |", cell(name));
             for r in reports {
@@ -249,7 +249,7 @@ pub fn step_summary(reports: &[Report], paths: &Paths) -> String {
 /// instructions per program and kernel, why the rest did not verify, and the `bpf_loop`
 /// calls the verifier left.
 fn verifier_section(reports: &[Report]) -> String {
-    use bpfvm_host::verifier::matrix;
+    use bpfvm_host::results::verifier::matrix;
     let kernels = matrix::of_reports(reports);
     if kernels.is_empty() {
         return String::new();
@@ -354,7 +354,7 @@ mod tests {
 
     #[test]
     fn the_verifier_matrix_shows_each_kernels_insns_and_the_rejections_made_inert() {
-        use bpfvm_host::verifier::{ProgStats, Verdict};
+        use bpfvm_host::results::verifier::{ProgStats, Verdict};
         let mut reports = load(&planted()).unwrap();
         assert!(!step_summary(&reports, &example_paths()).contains("#### Verifier"));
         let mut ok = ProgStats::not_loaded("counter", "count", String::new());

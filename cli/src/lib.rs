@@ -9,13 +9,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use bpfvm_host::health::Health;
-use bpfvm_host::options::Choice;
-use bpfvm_host::options::TcgThread;
-use bpfvm_host::options::{defaults, VmOptions};
-use bpfvm_host::output::Events;
-use bpfvm_host::report;
-use bpfvm_host::vng::{Ending, RunOutcome};
+use bpfvm_host::domain::options::Choice;
+use bpfvm_host::domain::options::TcgThread;
+use bpfvm_host::domain::options::{defaults, VmOptions};
+use bpfvm_host::kernel::choice::{KernelArgs, KernelChoice};
+use bpfvm_host::machine::vng::{Ending, RunOutcome};
+use bpfvm_host::results::health::Health;
+use bpfvm_host::results::report;
+use bpfvm_host::support::output::Events;
+use bpfvm_host::support::status::Status;
 use clap::Args;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
@@ -31,10 +33,10 @@ pub struct SetupArgs {
 /// (non-zero exit when something is missing).
 pub fn setup(args: &SetupArgs, events: &Events) -> anyhow::Result<ExitCode> {
     if !args.check {
-        bpfvm_host::provision::ensure(events)?;
+        bpfvm_host::machine::provision::ensure(events)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let items = bpfvm_host::provision::check();
+    let items = bpfvm_host::machine::provision::check();
     for i in &items {
         let mark = if i.present { "ok     " } else { "MISSING" };
         bpfvm_host::ui::print_stdout(&format!("{mark} {:<28} {}", i.name, i.detail));
@@ -50,8 +52,8 @@ pub fn setup(args: &SetupArgs, events: &Events) -> anyhow::Result<ExitCode> {
 /// (`--kernel-tree`), most recently used first.
 pub fn kernels_list() -> anyhow::Result<Vec<String>> {
     let mut lines = Vec::new();
-    for pin in bpfvm_host::kernels::pins()? {
-        let cached = bpfvm_host::kernels::cached(&pin).map_or("not cached".to_string(), |t| {
+    for pin in bpfvm_host::kernel::pins::pins()? {
+        let cached = bpfvm_host::kernel::pins::cached(&pin).map_or("not cached".to_string(), |t| {
             format!("cached at {}", t.root.display())
         });
         lines.push(format!(
@@ -59,11 +61,12 @@ pub fn kernels_list() -> anyhow::Result<Vec<String>> {
             pin.version, pin.release, pin.description
         ));
     }
-    let trees = bpfvm_host::kernel_tree::list(&bpfvm_host::kernel_tree::cache_root());
+    let trees =
+        bpfvm_host::kernel::source_tree::list(&bpfvm_host::kernel::source_tree::cache_root());
     if !trees.is_empty() {
         lines.push(format!(
             "kernel tree builds in {} (least recently used removed past BPFVM_TREE_CACHE_GB, default 20):",
-            bpfvm_host::kernel_tree::cache_root().display()
+            bpfvm_host::kernel::source_tree::cache_root().display()
         ));
     }
     for t in trees {
@@ -93,32 +96,49 @@ pub fn kernels_list() -> anyhow::Result<Vec<String>> {
     Ok(lines)
 }
 
-/// The exit status of a command that failed with `e`: 125 when a kernel tree did not build
-/// (`git bisect run` skips the commit), 1 otherwise.
+/// The exit status of a command that failed with `e` before it judged anything: 125 when the
+/// kernel cannot be judged at this commit (a tree that does not build or cannot have the
+/// suite's config: `git bisect run` skips it), else 255 (bad input, the host, qemu or the
+/// tools: `git bisect run` stops). Never 1, which would blame the commit. docs/exit-status.md.
 pub fn error_status(e: &anyhow::Error) -> ExitCode {
-    if e.chain()
-        .any(|c| c.is::<bpfvm_host::kernel_tree::BuildFailed>())
-    {
-        ExitCode::from(bpfvm_host::kernel_tree::BUILD_FAILED_STATUS)
-    } else {
-        ExitCode::FAILURE
-    }
+    ExitCode::from(Status::of_error(e).code())
+}
+
+/// The command line parsed, or the process ended: help and version exit 0; a usage error exits
+/// 255 like every error that judged nothing (clap's own 2 would read as "bad" to `git bisect
+/// run`).
+pub fn parse_or_exit<P: clap::Parser>() -> P {
+    P::try_parse().unwrap_or_else(|e| {
+        let _ = e.print();
+        let code = match e.kind() {
+            clap::error::ErrorKind::DisplayHelp
+            | clap::error::ErrorKind::DisplayVersion
+            | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => 0,
+            _ => i32::from(bpfvm_host::support::status::STOP),
+        };
+        std::process::exit(code)
+    })
+}
+
+/// The exit status of a run that judged kernels (one, or each of a matrix).
+pub fn judged_status<'a>(reports: impl IntoIterator<Item = &'a report::Report>) -> ExitCode {
+    ExitCode::from(Status::combine(reports.into_iter().map(|r| r.status())).code())
 }
 
 /// The options of every command that boots a VM.
 #[derive(Args, Debug, Clone)]
 pub struct VmArgs {
     /// A pinned kernel version (see `kernels list`), `all` (vm-test, soak, bpfvm test), a
-    /// comma-separated list (bpfvm test), or the path of a kernel image you built (e.g.
-    /// arch/x86/boot/bzImage).
-    #[arg(long, env = "BPFVM_KERNEL", default_value = "6.1")]
-    pub kernel: String,
+    /// comma-separated list (bpfvm test), or the path of a kernel image you built (a value
+    /// with a `/`, e.g. arch/x86/boot/bzImage or ./bzImage). Default: $BPFVM_KERNEL, else 6.1.
+    #[arg(long)]
+    pub kernel: Option<String>,
     /// Modules for a kernel image you built: the INSTALL_MOD_PATH of `make modules_install`.
     #[arg(long)]
     pub modules: Option<PathBuf>,
     /// A kernel source tree to configure (the suite's config), build out of tree in bpfvm's
     /// cache and boot: see docs/kernel-tree.md. A failed build exits 125 (`git bisect run`
-    /// skips the commit).
+    /// skips the commit); BPFVM_KERNEL does not count against it.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["kernel", "modules"])]
     pub kernel_tree: Option<PathBuf>,
     /// A config fragment of yours merged last over the suite's config (repeatable; with
@@ -152,12 +172,26 @@ pub struct VmArgs {
 }
 
 impl VmArgs {
+    /// The kernel options as given, with `BPFVM_KERNEL` as the default (`kernel::choice`
+    /// parses them).
+    pub fn kernel_args(&self) -> KernelArgs {
+        KernelArgs {
+            kernel: self.kernel.clone(),
+            env: None,
+            modules: self.modules.clone(),
+            kernel_tree: self.kernel_tree.clone(),
+            kconfig: self.kconfig.clone(),
+        }
+        .with_env()
+    }
+
+    /// The one kernel these options name.
+    pub fn kernel(&self) -> anyhow::Result<KernelChoice> {
+        self.kernel_args().one()
+    }
+
     pub fn options(self, timeout: u64) -> VmOptions {
         VmOptions {
-            kernel: self.kernel,
-            modules: self.modules,
-            kernel_tree: self.kernel_tree,
-            kconfig: self.kconfig,
             accel: self.accel,
             tcg_thread: self.tcg_thread,
             append: self
@@ -174,8 +208,8 @@ impl VmArgs {
     }
 }
 
-/// The exit status of a command run in the guest (`vm-run`, `bpfvm exec`): the command's own,
-/// or 1 when it succeeded but the run fails as `vm-test`'s verdict would
+/// The exit status of a command run in the guest (`vm-run`, `bpfvm exec`): the command's own
+/// (1 for one above 127), 1 when the kernel panicked, or when it succeeded but the run fails as `vm-test`'s verdict would
 /// (`report::apply_kernel_health`: a splat no allow entry excuses, in any phase; records the
 /// log lost; a log that stops early, all three excused by `allow_splats`; another release
 /// booted than asked for). Every splat is shown (an
@@ -209,21 +243,40 @@ pub fn command_status(
             events.warn("the run fails (see above): exit status 1 (--allow-splats keeps the command's when only the kernel log fails it)");
             Ok(ExitCode::FAILURE)
         }
-        Ending::Exited(code) => Ok(ExitCode::from(code.clamp(0, 255) as u8)),
+        // Above 127 is a signal's status in the guest, or 255: git bisect would stop on it
+        // and read it as bpfvm's own. The command failed: that is 1.
+        Ending::Exited(code) if !(0..=127).contains(&code) => {
+            events.warn(format!(
+                "the command exited with status {code}: exit status 1 (statuses above 127 are \
+                 bpfvm's own, docs/exit-status.md)"
+            ));
+            Ok(ExitCode::FAILURE)
+        }
+        Ending::Exited(code) => Ok(ExitCode::from(code as u8)),
+        // The kernel's doing: the command's run is judged bad.
+        Ending::Panic | Ending::TooMuchOutput(_) => {
+            events.warn(outcome.diagnosis());
+            Ok(ExitCode::FAILURE)
+        }
+        _ if failing && entries.iter().any(|e| e.name.starts_with("kernel:")) => {
+            events.warn(outcome.diagnosis());
+            Ok(ExitCode::FAILURE)
+        }
+        // qemu crashed or failed, the timeout struck, the boot hung: nothing judged (255).
         _ => anyhow::bail!("{}", outcome.diagnosis()),
     }
 }
 
 /// Ctrl-C, SIGTERM and SIGHUP: the runner kills its VM's whole process group and stops what it
 /// waits for, then the command exits with 128 + the signal
-/// (`bpfvm_host::proc::interrupt_status`). Without the handler they would kill only this
+/// (`bpfvm_host::support::proc::interrupt_status`). Without the handler they would kill only this
 /// process and leave qemu running.
 pub fn install_signal_handlers() -> std::io::Result<()> {
     for signal in [SIGINT, SIGTERM, SIGHUP] {
         // SAFETY: the action only stores an atomic, which is async-signal-safe.
         unsafe {
             signal_hook::low_level::register(signal, move || {
-                bpfvm_host::proc::request_interrupt(signal)
+                bpfvm_host::support::proc::request_interrupt(signal)
             })?;
         }
     }
@@ -233,7 +286,7 @@ pub fn install_signal_handlers() -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bpfvm_host::health::allow;
+    use bpfvm_host::results::health::allow;
 
     fn exited(code: i32) -> RunOutcome {
         RunOutcome {
@@ -248,7 +301,7 @@ mod tests {
 
     fn status(log: &str, allow_splats: bool) -> ExitCode {
         let allow = allow::parse("").unwrap();
-        let health = bpfvm_host::health::judge(log, &allow, "6.1", None);
+        let health = bpfvm_host::results::health::judge(log, &allow, "6.1", None);
         command_status(&exited(0), &health, allow_splats, &Events::silent()).unwrap()
     }
 
@@ -276,7 +329,8 @@ mod tests {
     #[test]
     fn another_release_than_asked_for_fails_a_command_that_succeeded() {
         let log = "12,0,0,-;bpfvm: phase command\n12,1,1,-;bpfvm: phase end\n";
-        let mut health = bpfvm_host::health::judge(log, &allow::parse("").unwrap(), "6.1", None);
+        let mut health =
+            bpfvm_host::results::health::judge(log, &allow::parse("").unwrap(), "6.1", None);
         let ok = command_status(&exited(0), &health, false, &Events::silent()).unwrap();
         assert_eq!(ok, ExitCode::SUCCESS);
         health.wrong_release = Some("the guest booted 6.1.0-9, not 6.1.0-57 (6.1)".into());

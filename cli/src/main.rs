@@ -8,10 +8,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use bpfvm::{github, SetupArgs, VmArgs};
-use bpfvm_host::crate_test::{self, CrateTestOptions};
-use bpfvm_host::options::defaults;
-use bpfvm_host::output::{Events, Output};
-use bpfvm_host::vng::ShellEnding;
+use bpfvm_host::domain::options::defaults;
+use bpfvm_host::flows::crate_test::{self, CrateTestOptions};
+use bpfvm_host::machine::vng::ShellEnding;
+use bpfvm_host::support::output::{Events, Output};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -143,7 +143,7 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = bpfvm::parse_or_exit();
     if let Err(e) = bpfvm::install_signal_handlers() {
         bpfvm_host::ui::print_stderr(&format!(
             "error: cannot install the signal handler that stops the VM: {e}"
@@ -154,14 +154,14 @@ fn main() -> ExitCode {
     if let Err(e) = &result {
         bpfvm_host::ui::print_stderr(&format!("error: {e:#}"));
     }
-    if let Some(status) = bpfvm_host::proc::interrupt_status() {
+    if let Some(status) = bpfvm_host::support::proc::interrupt_status() {
         return ExitCode::from(status);
     }
     result.unwrap_or_else(|e| bpfvm::error_status(&e))
 }
 
 fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
-    bpfvm_host::paths::check_env()?;
+    bpfvm_host::support::paths::check_env()?;
     check_checkout()?;
     let events = bpfvm_host::ui::terminal(verbose);
     match cmd {
@@ -179,7 +179,7 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
             allow_splats,
             command,
         } => {
-            let env = bpfvm_host::exec::passed_env(std::env::vars_os(), &env)?;
+            let env = bpfvm_host::flows::exec::passed_env(std::env::vars_os(), &env)?;
             // The command's own output is all that goes to stdout and stderr: bpfvm's steps
             // only with --verbose, its warnings always.
             let events = if verbose {
@@ -187,7 +187,14 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
             } else {
                 warnings_only(events)
             };
-            let exec = bpfvm_host::exec::vm_exec(&vm.options(timeout), &command, &env, &events)?;
+            let kernel = vm.kernel()?;
+            let exec = bpfvm_host::flows::exec::vm_exec(
+                &kernel,
+                &vm.options(timeout),
+                &command,
+                &env,
+                &events,
+            )?;
             // A closed stdout or stderr drops the output, as for any command.
             let _ = std::io::stdout().lock().write_all(&exec.stdout);
             let _ = std::io::stderr().lock().write_all(&exec.stderr);
@@ -202,23 +209,25 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
         } => {
             let (cargo_args, test_args) = crate_test::split_args(&args);
             let opts = CrateTestOptions {
-                kernels: bpfvm_host::kernels::select(&vm.kernel)?,
+                kernels: vm.kernel_args().many()?,
                 vm: vm.options(timeout),
                 cargo_args,
                 test_args,
-                env: bpfvm_host::exec::passed_env(std::env::vars_os(), &env)?,
+                env: bpfvm_host::flows::exec::passed_env(std::env::vars_os(), &env)?,
                 verifier_stats,
             };
             let (reports, dir) = crate_test::crate_test(&opts, &events)?;
             for r in &reports {
-                bpfvm_host::ui::print_stdout(&bpfvm_host::report::summary_table(r));
+                bpfvm_host::ui::print_stdout(&bpfvm_host::results::report::summary_table(r));
             }
             if reports.len() > 1 {
-                bpfvm_host::ui::print_stdout(&bpfvm_host::report::matrix_table(&reports));
+                bpfvm_host::ui::print_stdout(&bpfvm_host::results::report::matrix_table(&reports));
             }
-            let verifier = bpfvm_host::verifier::matrix::of_reports(&reports);
+            let verifier = bpfvm_host::results::verifier::matrix::of_reports(&reports);
             if !verifier.is_empty() {
-                bpfvm_host::ui::print_stdout(&bpfvm_host::verifier::matrix::table(&verifier));
+                bpfvm_host::ui::print_stdout(&bpfvm_host::results::verifier::matrix::table(
+                    &verifier,
+                ));
             }
             for r in &reports {
                 if let Some(why) = r.why_failed() {
@@ -229,12 +238,14 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
                 }
             }
             bpfvm_host::ui::print_stdout(&format!("reports: {}", dir.display()));
-            Ok(exit_if(
-                !reports.is_empty() && reports.iter().all(|r| r.ok()),
-            ))
+            // No report: interrupted before the first kernel, nothing judged.
+            Ok(match reports.is_empty() {
+                true => ExitCode::from(bpfvm_host::support::status::STOP),
+                false => bpfvm::judged_status(&reports),
+            })
         }
         Cmd::VerifierCompare { a, b, threshold } => {
-            let c = bpfvm_host::verifier::compare_files(&a, &b, threshold)?;
+            let c = bpfvm_host::results::verifier::compare_files(&a, &b, threshold)?;
             bpfvm_host::ui::print_stdout(&c.table());
             for f in &c.failures {
                 bpfvm_host::ui::print_stderr(&format!("error: {f}"));
@@ -245,8 +256,10 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
         Cmd::Shell { vm, timeout } => {
             // The shell's deadline is `timeout` alone (vm_shell passes it on); a zero one is
             // refused as for every run.
+            let kernel = vm.kernel()?;
             let opts = vm.options(timeout.unwrap_or(u64::MAX / 4));
-            let ending = bpfvm_host::interactive::vm_shell(
+            let ending = bpfvm_host::flows::interactive::vm_shell(
+                &kernel,
                 &opts,
                 timeout.map(std::time::Duration::from_secs),
                 &events,
@@ -276,8 +289,9 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
                 Some(t) => std::path::absolute(&t).with_context(|| format!("{}", t.display()))?,
                 None => dir.join("target"),
             };
-            let tools = bpfvm_host::provision::ensure(&events)?;
-            let objects = bpfvm_host::build::build_ebpf_crate(&tools.ebpf, &dir, &target, &events)?;
+            let tools = bpfvm_host::machine::provision::ensure(&events)?;
+            let objects =
+                bpfvm_host::machine::build::build_ebpf_crate(&tools.ebpf, &dir, &target, &events)?;
             bpfvm_host::ui::print_stdout(&objects.display().to_string());
             Ok(ExitCode::SUCCESS)
         }
@@ -295,7 +309,7 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
 
 /// `bpfvm inventory [--bless]`.
 fn inventory(bless: bool, cargo_args: &[String], events: &Events) -> Result<ExitCode> {
-    use bpfvm_host::inventory::{bless_or_check, CRATE_BLESS, CRATE_FILE};
+    use bpfvm_host::results::inventory::{bless_or_check, CRATE_BLESS, CRATE_FILE};
     let (built, path) = crate_test::crate_inventory(cargo_args, events)?;
     let (ok, say) = bless_or_check(
         &built,
@@ -376,7 +390,7 @@ fn github_summary(
 /// `git pull` or `kernels bump` there is seen without reinstalling); a checkout moved or
 /// deleted since is named, with the fix.
 fn check_checkout() -> Result<()> {
-    let pins = bpfvm_host::kernels::pins_dir();
+    let pins = bpfvm_host::kernel::pins::pins_dir();
     if !pins.is_dir() {
         anyhow::bail!(
             "bpfvm reads its kernel pins from the checkout it was installed from, and {} is \

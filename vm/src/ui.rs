@@ -16,7 +16,7 @@ use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::output::{Events, Output};
+use crate::support::output::{Events, Output};
 
 /// A terminal sink. `verbose` also shows commands being run and the kernel console.
 pub fn terminal(verbose: bool) -> Events {

@@ -11,7 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// Bottom up. A module may import from its own layer and those before it.
-const LAYERS: [&str; 6] = ["support", "domain", "machine", "results", "flows", "ui"];
+const LAYERS: [&str; 7] = [
+    "support", "domain", "machine", "kernel", "results", "flows", "ui",
+];
 
 /// A module of the crate root, the layer it lives in, and what it imports, with the file and
 /// line of each import.
@@ -191,11 +193,11 @@ fn an_upward_import_and_a_cycle_are_reported() {
     write("support/mod.rs", "pub mod paths;");
     write(
         "support/paths.rs",
-        "use crate::report::Report; // crate::ui in a comment\n",
+        "use crate::results::report::Report; // crate::ui in a comment\n",
     );
     write("domain/a.rs", "use crate::{b::x, paths};\n");
     write("domain/b/mod.rs", "fn f() { crate::a::g() }\n");
-    write("results/report.rs", "use crate::paths;\n");
+    write("results/report.rs", "use crate::support::paths;\n");
     write("flows/run.rs", "pub(in crate::domain::a) fn f() {}\n");
     let mods = modules(d.path());
     assert_eq!(

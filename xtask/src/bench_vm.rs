@@ -3,12 +3,12 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use bpfvm::VmArgs;
-use bpfvm_host::bench::{BenchOptions, Group, Size};
-use bpfvm_host::options::defaults;
-use bpfvm_host::output::Events;
+use bpfvm_host::domain::options::defaults;
+use bpfvm_host::flows::bench::{BenchOptions, Group, Size};
+use bpfvm_host::support::output::Events;
 use clap::Args;
 
-use crate::exit_if;
+use bpfvm_host::support::status::Status;
 
 /// Benchmark retpoline against spectre_v2=off in the guest (bloom, bpf_loop, batch);
 /// writes target/bench-vm/<kernel>/report.{json,md} and plots.
@@ -77,22 +77,22 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         producers,
         boots,
         null,
-        ..BenchOptions::new(vm.options(timeout), size)
+        ..BenchOptions::new(vm.kernel()?, vm.options(timeout), size)
     };
     if let Some(base) = against {
         return ab(&opts, &base, threshold, events);
     }
-    let (report, dir) = bpfvm_host::bench::bench_vm(&opts, events)?;
+    let (report, dir) = bpfvm_host::flows::bench::bench_vm(&opts, events)?;
     outln!("report: {}", dir.join("report.md").display());
-    Ok(exit_if(report.ok()))
+    Ok(exit_status(report.ok()))
 }
 
 /// `--against BASE`: both kernels benchmarked, then compared row by row.
 fn ab(opts: &BenchOptions, base: &str, threshold: f64, events: &Events) -> Result<ExitCode> {
-    use bpfvm_host::bench::{ab, compare};
+    use bpfvm_host::flows::bench::{ab, compare};
     compare::check_threshold(threshold)?;
-    let against = ab::base_options(base, &opts.vm)?;
-    let (a, b, dir) = bpfvm_host::bench::bench_ab(opts, &against, events)?;
+    let against = bpfvm_host::kernel::choice::against(base, &opts.kernel)?;
+    let (a, b, dir) = bpfvm_host::flows::bench::bench_ab(opts, &against, events)?;
     let c = compare::compare(&a, &b, threshold)?;
     let md = ab::render(
         &format!("{} ({}, {base})", a.kernel, a.release),
@@ -100,17 +100,23 @@ fn ab(opts: &BenchOptions, base: &str, threshold: f64, events: &Events) -> Resul
         &c,
     );
     let path = ab::report_path(&dir);
-    bpfvm_host::fs::write_atomic(&path, md.as_bytes())?;
+    bpfvm_host::support::fs::write_atomic(&path, md.as_bytes())?;
     outln!("{md}");
     outln!(
         "A/B report: {} (A's and B's own reports in {}/A and /B)",
         path.display(),
         dir.display()
     );
-    Ok(exit_if(c.problems.is_empty() && a.ok() && b.ok()))
+    Ok(exit_status(c.problems.is_empty() && a.ok() && b.ok()))
 }
 
-/// The benchmark groups `--only` accepts (one list: `bpfvm_host::bench::Group`).
+/// The benchmark groups `--only` accepts (one list: `bpfvm_host::flows::bench::Group`).
 fn group_names() -> clap::builder::PossibleValuesParser {
     clap::builder::PossibleValuesParser::new(Group::ALL.map(|g| g.name()))
+}
+
+/// A benchmark run judged: 0, or 1 when a boot was invalid (a splat, the wrong kernel) or a
+/// row changed beyond the gate. What judged nothing (qemu, the host) is an error, 255.
+fn exit_status(ok: bool) -> ExitCode {
+    ExitCode::from(if ok { Status::Good } else { Status::Bad }.code())
 }

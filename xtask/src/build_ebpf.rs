@@ -2,11 +2,11 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use bpfvm_host::output::Events;
+use bpfvm_host::support::output::Events;
 
 pub(crate) fn run(events: &Events) -> Result<ExitCode> {
-    let tools = bpfvm_host::provision::ensure(events)?;
-    let dir = bpfvm_host::build::build_ebpf(&tools.ebpf, events)?;
+    let tools = bpfvm_host::machine::provision::ensure(events)?;
+    let dir = bpfvm_host::machine::build::build_ebpf(&tools.ebpf, events)?;
     outln!("{}", dir.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -8,11 +8,12 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use xshell::{cmd, Shell};
 
-use bpfvm_host::options::{defaults, VmOptions};
-use bpfvm_host::output::Events;
-use bpfvm_host::paths::workspace_root;
-use bpfvm_host::run::{self, TestOptions};
-use bpfvm_host::{build, provision};
+use bpfvm_host::domain::options::{defaults, VmOptions};
+use bpfvm_host::flows::run::{self, TestOptions};
+use bpfvm_host::kernel::choice::KernelChoice;
+use bpfvm_host::machine::{build, provision};
+use bpfvm_host::support::output::Events;
+use bpfvm_host::support::paths::workspace_root;
 
 /// The project's whole check as CI runs it: rustfmt, clippy, host tests, the guest suite.
 #[derive(Args)]
@@ -127,7 +128,7 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
                     "--",
                     "--ignored",
                     "--exact",
-                    "domain::kernels::tests::two_concurrent_fetches_share_one_cache",
+                    "kernel::pins::tests::two_concurrent_fetches_share_one_cache",
                 ],
                 None,
             )
@@ -152,11 +153,12 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
     );
     step("vm-test", &mut || {
         let opts = TestOptions {
-            vm: VmOptions::new(kernel, Duration::from_secs(defaults::TEST_TIMEOUT_S)),
+            kernel: pin(kernel)?,
+            vm: VmOptions::new(Duration::from_secs(defaults::TEST_TIMEOUT_S)),
             filter: None,
         };
         let (report, dir) = run::vm_test(&opts, events)?;
-        events.note(bpfvm_host::report::summary_table(&report));
+        events.note(bpfvm_host::results::report::summary_table(&report));
         if !report.ok() {
             bail!("vm-test failed; see {}", dir.join("report.json").display());
         }
@@ -178,11 +180,12 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
     step(
         "bench-vm --smoke, against the committed instruction counts",
         &mut || {
-            let opts = bpfvm_host::bench::BenchOptions::new(
-                VmOptions::new(kernel, Duration::from_secs(1800)),
-                bpfvm_host::bench::Size::Smoke,
+            let opts = bpfvm_host::flows::bench::BenchOptions::new(
+                pin(kernel)?,
+                VmOptions::new(Duration::from_secs(1800)),
+                bpfvm_host::flows::bench::Size::Smoke,
             );
-            let (report, dir) = bpfvm_host::bench::bench_vm(&opts, events)?;
+            let (report, dir) = bpfvm_host::flows::bench::bench_vm(&opts, events)?;
             if !report.ok() {
                 bail!(
                     "the benchmark smoke run failed; see {}",
@@ -190,10 +193,17 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
                 );
             }
             // Under TCG: a change that adds instructions to a measured path fails here.
-            bpfvm_host::bench::check_against_reference(&report, events)
+            bpfvm_host::flows::bench::check_against_reference(&report, events)
         },
     );
     results
+}
+
+/// The pin `version`.
+fn pin(version: &str) -> Result<KernelChoice> {
+    Ok(KernelChoice::Pin(bpfvm_host::kernel::pins::resolve(
+        version,
+    )?))
 }
 
 /// `ci --kernel-tree DIR`: the config, cache and build logic's host tests, then the guest
@@ -204,23 +214,26 @@ fn kernel_tree_steps(dir: &Path, events: &Events) -> Vec<StepResult> {
     let mut step = |name: &'static str, f: &mut dyn FnMut() -> Result<()>| {
         record(&mut results, events, name, f)
     };
-    step("kernel_tree host tests", &mut || {
+    step("source_tree host tests", &mut || {
         let sh = Shell::new()?;
         sh.change_dir(workspace_root());
         cargo(
             &sh,
-            &["test", "-p", "bpfvm-host", "--lib", "kernel_tree"],
+            &["test", "-p", "bpfvm-host", "--lib", "source_tree"],
             None,
         )
     });
     step("vm-test --kernel-tree (builds the kernel)", &mut || {
-        let mut vm = VmOptions::new(
-            defaults::KERNEL,
-            Duration::from_secs(defaults::TEST_TIMEOUT_S),
-        );
-        vm.kernel_tree = Some(dir.to_path_buf());
-        let (report, out) = run::vm_test(&TestOptions { vm, filter: None }, events)?;
-        events.note(bpfvm_host::report::summary_table(&report));
+        let opts = TestOptions {
+            kernel: KernelChoice::Tree {
+                dir: dir.to_path_buf(),
+                kconfig: vec![],
+            },
+            vm: VmOptions::new(Duration::from_secs(defaults::TEST_TIMEOUT_S)),
+            filter: None,
+        };
+        let (report, out) = run::vm_test(&opts, events)?;
+        events.note(bpfvm_host::results::report::summary_table(&report));
         if !report.ok() {
             bail!("vm-test failed; see {}", out.join("report.json").display());
         }
@@ -260,7 +273,7 @@ fn own_crate(sh: &Shell) -> Result<()> {
     cmd!(sh, "cargo build -p bpfvm")
         .run()
         .context("building bpfvm")?;
-    let bin = bpfvm_host::paths::target_dir().join("debug");
+    let bin = bpfvm_host::support::paths::target_dir().join("debug");
     let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
         &std::env::var_os("PATH").unwrap_or_default(),
     )))?;

@@ -1,11 +1,11 @@
 //! `cargo xtask inventory`: checks `tests/inventory.txt` against the tests the guest suite
-//! builds, or rewrites it with `--bless` (`bpfvm_host::inventory`).
+//! builds, or rewrites it with `--bless` (`bpfvm_host::results::inventory`).
 use std::process::ExitCode;
 
 use anyhow::Result;
-use bpfvm_host::inventory::{self, SUITE_BLESS, SUITE_FILE};
-use bpfvm_host::output::Events;
-use bpfvm_host::paths::workspace_root;
+use bpfvm_host::results::inventory::{self, SUITE_BLESS, SUITE_FILE};
+use bpfvm_host::support::output::Events;
+use bpfvm_host::support::paths::workspace_root;
 use clap::Args;
 
 /// Check tests/inventory.txt (the tests vm-test must run) against the guest suite's build;
@@ -18,9 +18,9 @@ pub(crate) struct Options {
 }
 
 pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
-    let tools = bpfvm_host::provision::ensure(events)?;
-    let ebpf = bpfvm_host::build::build_ebpf(&tools.ebpf, events)?;
-    let guest = bpfvm_host::build::build_guest(&ebpf, events)?;
+    let tools = bpfvm_host::machine::provision::ensure(events)?;
+    let ebpf = bpfvm_host::machine::build::build_ebpf(&tools.ebpf, events)?;
+    let guest = bpfvm_host::machine::build::build_guest(&ebpf, events)?;
     let built = inventory::of_binaries(
         guest
             .tests

@@ -2,7 +2,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use bpfvm_host::output::Events;
+use bpfvm_host::support::output::Events;
 use clap::{Args, Subcommand};
 
 /// Kernel pins (`kernels/*.toml`) and the download cache.
@@ -30,12 +30,14 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
             }
         }
         Cmd::Fetch { version } => {
-            let tree =
-                bpfvm_host::kernels::fetch(&bpfvm_host::kernels::resolve(&version)?, events)?;
+            let tree = bpfvm_host::kernel::pins::fetch(
+                &bpfvm_host::kernel::pins::resolve(&version)?,
+                events,
+            )?;
             outln!("{}", tree.vmlinuz.display());
         }
         Cmd::Bump { version } => {
-            let b = bpfvm_host::kernels::bump(&version, events)?;
+            let b = bpfvm_host::kernel::pins::bump(&version, events)?;
             if b.already_newest() {
                 outln!("{version}: already the newest ({})", b.old_release);
             }

@@ -19,9 +19,9 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
-use bpfvm_host::output::Events;
-use bpfvm_host::paths::{cache_dir, workspace_root};
-use bpfvm_host::provision::{parse_requirements, PipVenv};
+use bpfvm_host::machine::provision::{parse_requirements, PipVenv};
+use bpfvm_host::support::output::Events;
+use bpfvm_host::support::paths::{cache_dir, workspace_root};
 
 /// The pinned requirements, one `name==version --hash=sha256:...` per line.
 pub(crate) fn requirements() -> Result<Vec<String>> {

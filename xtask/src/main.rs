@@ -69,7 +69,7 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = bpfvm::parse_or_exit();
     if let Err(e) = bpfvm::install_signal_handlers() {
         errln!("error: cannot install the signal handler that stops the VM: {e}");
         return ExitCode::FAILURE;
@@ -80,14 +80,14 @@ fn main() -> ExitCode {
         bpfvm_host::ui::print_stderr(&format!("error: {e:#}"));
     }
     // Interrupted, the run ends as the shell would report the signal, whatever it returned.
-    if let Some(status) = bpfvm_host::proc::interrupt_status() {
+    if let Some(status) = bpfvm_host::support::proc::interrupt_status() {
         return ExitCode::from(status);
     }
     result.unwrap_or_else(|e| bpfvm::error_status(&e))
 }
 
-fn run(cmd: Cmd, events: &bpfvm_host::output::Events) -> Result<ExitCode> {
-    bpfvm_host::paths::check_env()?;
+fn run(cmd: Cmd, events: &bpfvm_host::support::output::Events) -> Result<ExitCode> {
+    bpfvm_host::support::paths::check_env()?;
     match cmd {
         Cmd::Setup(args) => bpfvm::setup(&args, events),
         Cmd::Kernels(opts) => kernels::run(opts, events),

@@ -15,8 +15,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use xshell::{cmd, Shell};
 
-use bpfvm_host::output::Events;
-use bpfvm_host::paths::{target_dir, workspace_root};
+use bpfvm_host::support::output::Events;
+use bpfvm_host::support::paths::{target_dir, workspace_root};
 
 /// The file the batch mutants edit.
 const WRAPPER: &str = "tests/src/maps/batch.rs";

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use bpfvm::VmArgs;
-use bpfvm_host::output::Events;
-use bpfvm_host::vng::Ending;
+use bpfvm_host::machine::vng::Ending;
+use bpfvm_host::support::output::Events;
 use clap::Args;
 
 /// Boot each kernel many times under `vm-run -- true` with the host kept busy; counts
@@ -60,17 +60,12 @@ fn soak(opts: Options, events: &Events) -> Result<Vec<Tally>> {
     if opts.boots == 0 {
         bail!("--boots 0 boots nothing: give at least 1 (30 for the hardening soak)");
     }
-    let versions = bpfvm_host::kernels::select(&opts.vm.kernel)?
-        .iter()
-        .map(|k| Ok(bpfvm_host::kernels::resolve(k)?.version))
-        .collect::<Result<Vec<String>>>()?;
-    // The VM's options for every pin; `kernel` is set per pin.
-    let base = opts.vm.options(opts.timeout);
+    let kernels = opts.vm.kernel_args().many()?;
+    let vm = opts.vm.options(opts.timeout);
     let _hogs = Hogs::start(opts.hogs);
     let mut tallies = Vec::new();
-    for version in versions {
-        let mut vm = base.clone();
-        vm.kernel = version.clone();
+    for kernel in kernels {
+        let version = kernel.shown();
         let mut t = Tally {
             kernel: version.clone(),
             boots: 0,
@@ -80,12 +75,12 @@ fn soak(opts: Options, events: &Events) -> Result<Vec<Tally>> {
             boot_secs: vec![],
         };
         for i in 1..=opts.boots {
-            if bpfvm_host::proc::interrupted() {
+            if bpfvm_host::support::proc::interrupted() {
                 bail!("interrupted during kernel {version}, boot {i}");
             }
             events.step(format!("kernel {version}: boot {i} of {}", opts.boots));
             t.boots += 1;
-            match bpfvm_host::run::vm_run(&vm, &["true".to_string()], events) {
+            match bpfvm_host::flows::run::vm_run(&kernel, &vm, &["true".to_string()], events) {
                 Ok((outcome, _)) => {
                     for r in &outcome.retries {
                         t.retries.push(format!("boot {i}: {}", r.ending));
@@ -146,7 +141,7 @@ fn summary(tallies: &[Tally], hogs: usize) -> String {
 }
 
 /// Processes whose parent is this one once a run has returned. The runner is a child
-/// subreaper (`bpfvm_host::proc`), so a qemu or virtiofsd the run failed to reap would be
+/// subreaper (`bpfvm_host::support::proc`), so a qemu or virtiofsd the run failed to reap would be
 /// reparented here rather than to init: an empty list means nothing was left.
 fn children() -> Vec<String> {
     let me = std::process::id().to_string();

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use bpfvm_host::kernels;
-use bpfvm_host::verifier;
+use bpfvm_host::kernel::pins;
+use bpfvm_host::results::verifier;
 use clap::Args;
 
 use crate::exit_if;
@@ -18,7 +18,7 @@ use crate::exit_if;
 #[derive(Args)]
 pub(crate) struct StatsOptions {
     /// The pinned kernel, or `all`.
-    #[arg(long, default_value = bpfvm_host::options::defaults::KERNEL)]
+    #[arg(long, default_value = bpfvm_host::domain::options::defaults::KERNEL)]
     kernel: String,
     /// Copy the runs' verifier.csv over the baselines (after showing what changed).
     #[arg(long)]
@@ -49,10 +49,10 @@ pub(crate) fn compare(opts: CompareOptions) -> Result<ExitCode> {
 }
 
 pub(crate) fn stats(opts: StatsOptions) -> Result<ExitCode> {
-    let versions: Vec<String> = if opts.kernel == kernels::ALL {
-        kernels::pins()?.into_iter().map(|p| p.version).collect()
+    let versions: Vec<String> = if opts.kernel == bpfvm_host::kernel::choice::ALL {
+        pins::pins()?.into_iter().map(|p| p.version).collect()
     } else {
-        vec![kernels::resolve(&opts.kernel)?.version]
+        vec![pins::resolve(&opts.kernel)?.version]
     };
     let mut ok = true;
     for v in &versions {

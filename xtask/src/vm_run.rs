@@ -3,8 +3,8 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use bpfvm::VmArgs;
-use bpfvm_host::options::defaults;
-use bpfvm_host::output::Events;
+use bpfvm_host::domain::options::defaults;
+use bpfvm_host::support::output::Events;
 use clap::Args;
 
 /// Run a command as root in the guest; exits with its status.
@@ -25,7 +25,12 @@ pub(crate) struct Options {
 }
 
 pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
-    let (outcome, health) =
-        bpfvm_host::run::vm_run(&opts.vm.options(opts.timeout), &opts.command, events)?;
+    let kernel = opts.vm.kernel()?;
+    let (outcome, health) = bpfvm_host::flows::run::vm_run(
+        &kernel,
+        &opts.vm.options(opts.timeout),
+        &opts.command,
+        events,
+    )?;
     bpfvm::command_status(&outcome, &health, opts.allow_splats, events)
 }

@@ -3,12 +3,10 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use bpfvm::VmArgs;
-use bpfvm_host::options::defaults;
-use bpfvm_host::output::Events;
-use bpfvm_host::run::TestOptions;
+use bpfvm_host::domain::options::defaults;
+use bpfvm_host::flows::run::TestOptions;
+use bpfvm_host::support::output::Events;
 use clap::Args;
-
-use crate::exit_if;
 
 /// Build and run the test suite in the guest; exits non-zero on any failure.
 #[derive(Args)]
@@ -24,26 +22,31 @@ pub(crate) struct Options {
 }
 
 pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
+    let kernels = opts.vm.kernel_args().many()?;
     let opts = TestOptions {
+        kernel: kernels[0].clone(),
         vm: opts.vm.options(opts.timeout),
         filter: opts.filter,
     };
-    if opts.vm.kernel == bpfvm_host::kernels::ALL {
-        let reports = bpfvm_host::run::vm_test_all(&opts, events)?;
-        outln!("{}", bpfvm_host::report::matrix_table(&reports));
-        let verifier = bpfvm_host::verifier::matrix::of_reports(&reports);
+    if kernels.len() > 1 {
+        let reports = bpfvm_host::flows::run::vm_test_all(&kernels, &opts, events)?;
+        outln!("{}", bpfvm_host::results::report::matrix_table(&reports));
+        let verifier = bpfvm_host::results::verifier::matrix::of_reports(&reports);
         if !verifier.is_empty() {
-            outln!("{}", bpfvm_host::verifier::matrix::table(&verifier));
+            outln!(
+                "{}",
+                bpfvm_host::results::verifier::matrix::table(&verifier)
+            );
         }
         for r in &reports {
             if let Some(why) = r.why_failed() {
                 outln!("kernel {} FAILED: {why}", r.kernel.version);
             }
         }
-        return Ok(exit_if(reports.iter().all(|r| r.ok())));
+        return Ok(bpfvm::judged_status(&reports));
     }
-    let (report, dir) = bpfvm_host::run::vm_test(&opts, events)?;
-    outln!("{}", bpfvm_host::report::summary_table(&report));
+    let (report, dir) = bpfvm_host::flows::run::vm_test(&opts, events)?;
+    outln!("{}", bpfvm_host::results::report::summary_table(&report));
     outln!("report: {}", dir.join("report.json").display());
-    Ok(exit_if(report.ok()))
+    Ok(bpfvm::judged_status([&report]))
 }

@@ -1,6 +1,10 @@
-//! Bad input fails fast with an error that names the problem and the fix, and a non-zero exit,
+//! Bad input fails fast with an error that names the problem and the fix, and exit status 255
+//! (what judged nothing: `git bisect run` stops rather than blame a commit; docs/exit-status.md),
 //! before anything is installed, downloaded or booted.
 use std::process::Command;
+
+/// The exit status of a run that judged nothing, a usage error included.
+const STOP: i32 = 255;
 
 fn xtask(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
@@ -16,7 +20,7 @@ fn xtask(args: &[&str]) -> (i32, String) {
 #[test]
 fn an_unknown_kernel_lists_the_pins() {
     let (code, err) = xtask(&["vm-test", "--kernel", "9.9"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, STOP);
     assert!(err.contains("unknown kernel 9.9"), "{err}");
     assert!(err.contains("6.1"), "the pins are listed: {err}");
     assert!(
@@ -28,7 +32,7 @@ fn an_unknown_kernel_lists_the_pins() {
 #[test]
 fn a_missing_kernel_image_is_named() {
     let (code, err) = xtask(&["vm-run", "--kernel", "/nonexistent/bzImage", "--", "true"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, STOP);
     assert!(
         err.contains("/nonexistent/bzImage: cannot read the image"),
         "{err}"
@@ -38,18 +42,18 @@ fn a_missing_kernel_image_is_named() {
 #[test]
 fn a_file_that_is_not_a_bzimage_says_what_to_pass() {
     let (code, err) = xtask(&["vm-run", "--kernel", "./Cargo.toml", "--", "true"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, STOP);
     assert!(err.contains("pass arch/x86/boot/bzImage"), "{err}");
     // Without a slash it is a pin name, even when a file has that name: the error says so.
     let (code, err) = xtask(&["vm-run", "--kernel", "Cargo.toml", "--", "true"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("pass --kernel ./Cargo.toml"), "{err}");
+    assert_eq!(code, STOP);
+    assert!(err.contains("pass ./Cargo.toml"), "{err}");
 }
 
 #[test]
 fn modules_with_a_pinned_kernel_are_refused() {
     let (code, err) = xtask(&["vm-test", "--kernel", "6.1", "--modules", "/tmp"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, STOP);
     assert!(
         err.contains("--modules is for a kernel image you built"),
         "{err}"
@@ -59,14 +63,14 @@ fn modules_with_a_pinned_kernel_are_refused() {
 #[test]
 fn vm_run_needs_a_command() {
     let (code, err) = xtask(&["vm-run"]);
-    assert_eq!(code, 2, "clap's usage error");
+    assert_eq!(code, STOP, "a usage error");
     assert!(err.contains("<COMMAND>"), "{err}");
 }
 
 #[test]
 fn an_unknown_benchmark_group_is_refused_before_booting() {
     let (code, err) = xtask(&["bench-vm", "--smoke", "--only", "nonsense"]);
-    assert_eq!(code, 2, "clap's usage error: {err}");
+    assert_eq!(code, STOP, "a usage error: {err}");
     assert!(
         err.contains("possible values: bloom, bpf_loop, batch"),
         "{err}"
@@ -76,7 +80,7 @@ fn an_unknown_benchmark_group_is_refused_before_booting() {
 /// Fails with exit status 1 and `want` in the error, before anything is installed or booted.
 fn refused_before_provisioning(args: &[&str], want: &str) {
     let (code, err) = xtask(args);
-    assert_eq!(code, 1, "{args:?}: {err}");
+    assert_eq!(code, STOP, "{args:?}: {err}");
     assert!(err.contains(want), "{args:?}: {err}");
     assert!(
         !err.contains("==> checking host tools"),
@@ -169,8 +173,8 @@ fn a_cache_directory_that_cannot_be_written_is_named() {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr),
     );
-    assert!(out.contains("fetch=1\n"), "{out}{err}");
-    assert!(out.contains("vm-run=1\n"), "{out}{err}");
+    assert!(out.contains("fetch=255\n"), "{out}{err}");
+    assert!(out.contains("vm-run=255\n"), "{out}{err}");
     let cache = d.path().join("bpfvm");
     assert!(
         err.contains(&format!(
@@ -206,7 +210,7 @@ fn a_read_only_target_directory_is_named() {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr),
     );
-    assert!(out.contains("vm-test=1\n"), "{out}{err}");
+    assert!(out.contains("vm-test=255\n"), "{out}{err}");
     assert!(
         err.contains(&format!(
             "error: the build directory {} is not writable (Read-only file system",
@@ -224,7 +228,7 @@ fn a_read_only_target_directory_is_named() {
 #[test]
 fn an_unknown_accelerator_is_refused() {
     let (code, err) = xtask(&["vm-test", "--accel", "nope"]);
-    assert_eq!(code, 2, "clap's usage error: {err}");
+    assert_eq!(code, STOP, "a usage error: {err}");
     assert!(
         err.contains("\"nope\" is not an accelerator: auto, kvm or tcg"),
         "{err}"
@@ -234,7 +238,7 @@ fn an_unknown_accelerator_is_refused() {
 #[test]
 fn an_unknown_tcg_threading_is_refused() {
     let (code, err) = xtask(&["vm-run", "--tcg-thread", "both", "--", "true"]);
-    assert_eq!(code, 2, "clap's usage error: {err}");
+    assert_eq!(code, STOP, "a usage error: {err}");
     assert!(
         err.contains("\"both\" is not a TCG threading: auto, single or multi"),
         "{err}"
@@ -244,7 +248,7 @@ fn an_unknown_tcg_threading_is_refused() {
 #[test]
 fn more_producers_than_guest_cpus_are_refused_before_booting() {
     let (code, err) = xtask(&["bench-vm", "--smoke", "-p", "3", "--cpus", "2"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, STOP);
     assert!(
         err.contains("-p 3: the guest runs one producer per CPU"),
         "{err}"
@@ -259,7 +263,7 @@ fn bench_compare_names_a_missing_report() {
         "/nonexistent/a.json",
         "/nonexistent/b.json",
     ]);
-    assert_eq!(code, 1);
+    assert_eq!(code, STOP);
     assert!(err.contains("read /nonexistent/a.json"), "{err}");
 }
 
@@ -282,7 +286,7 @@ fn an_image_whose_release_holds_shell_syntax_runs_nothing() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(STOP), "{err}");
     assert!(err.contains("kernel version string"), "{err}");
     assert!(err.contains("'$' is not allowed"), "{err}");
     assert!(!d.path().join("pwned").exists());
@@ -304,7 +308,7 @@ fn bench_compare_refuses_a_nonsense_threshold() {
     for t in ["nan", "inf", "-5", "0"] {
         let arg = format!("--threshold={t}");
         let (code, err) = xtask(&["bench-compare", &recorded(), &recorded(), &arg]);
-        assert_eq!(code, 1, "{t}");
+        assert_eq!(code, STOP, "{t}");
         assert!(
             err.contains("must be a percentage above 0, e.g. --threshold 5"),
             "{t}: {err}"
@@ -318,7 +322,7 @@ fn bench_compare_refuses_a_vm_test_report_by_name() {
     let vm_test = dir.path().join("report.json");
     std::fs::write(&vm_test, r#"{"kernel": {}, "tests": [], "summary": {}}"#).unwrap();
     let (code, err) = xtask(&["bench-compare", &recorded(), vm_test.to_str().unwrap()]);
-    assert_eq!(code, 1);
+    assert_eq!(code, STOP);
     assert!(err.contains("is a vm-test report"), "{err}");
 }
 
@@ -341,7 +345,7 @@ fn bench_vm_boots_out_of_range_are_refused_before_anything_runs() {
         ),
     ] {
         let (code, err) = xtask(&["bench-vm", "--smoke", "--boots", boots]);
-        assert_eq!(code, 1, "{boots}: {err}");
+        assert_eq!(code, STOP, "{boots}: {err}");
         assert!(err.contains(says), "{boots}: {err}");
         assert!(!err.contains("==> checking host tools"), "{err}");
     }
@@ -350,7 +354,7 @@ fn bench_vm_boots_out_of_range_are_refused_before_anything_runs() {
 #[test]
 fn bench_vm_zero_producers_are_refused_before_anything_runs() {
     let (code, err) = xtask(&["bench-vm", "--smoke", "-p", "0"]);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, STOP, "{err}");
     assert!(
         err.contains("-p 0: the guest runs one producer per CPU"),
         "{err}"
@@ -408,15 +412,27 @@ fn a_kernel_tree_that_is_none_is_refused_before_anything_is_built() {
 
 #[test]
 fn kernel_tree_options_that_do_not_go_together_are_usage_errors() {
+    // BPFVM_KERNEL is a default: with --kernel-tree it is no conflict (the tree is checked).
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["vm-test", "--kernel-tree", "/nonexistent/linux"])
+        .env("BPFVM_KERNEL", "6.12")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(STOP), "{err}");
+    assert!(
+        err.contains("/nonexistent/linux: no such directory"),
+        "{err}"
+    );
     let (code, err) = xtask(&["vm-test", "--kernel-tree", "/tmp", "--kernel", "6.1"]);
-    assert_eq!(code, 2, "{err}");
+    assert_eq!(code, STOP, "{err}");
     assert!(
         err.contains("--kernel-tree") && err.contains("--kernel"),
         "{err}"
     );
     let (code, err) = xtask(&["vm-test", "--kconfig", "x.config"]);
-    assert_eq!(code, 2, "{err}");
+    assert_eq!(code, STOP, "{err}");
     assert!(err.contains("--kernel-tree"), "{err}");
     let (code, err) = xtask(&["bench-vm", "--against", "6.1", "--null"]);
-    assert_eq!(code, 2, "{err}");
+    assert_eq!(code, STOP, "{err}");
 }

@@ -27,16 +27,16 @@ fn text(o: &Output) -> String {
 
 /// The 6.1 pin's `.deb` in the user's cache, fetched there first if need be.
 fn deb_6_1() -> PathBuf {
-    let pin = bpfvm_host::kernels::resolve("6.1").unwrap();
+    let pin = bpfvm_host::kernel::pins::resolve("6.1").unwrap();
     let [pkg] = pin.packages.as_slice() else {
         panic!("the 6.1 pin has one package")
     };
-    let deb = bpfvm_host::paths::cache_dir()
+    let deb = bpfvm_host::support::paths::cache_dir()
         .join("debs")
         .join(pkg.deb_file_name());
     if !deb.is_file() {
         // The tree may be cached without its .deb: fetch into a cache of our own.
-        let own = bpfvm_host::paths::target_dir().join("test-debs");
+        let own = bpfvm_host::support::paths::target_dir().join("test-debs");
         let o = xtask_fetch(&own).output().unwrap();
         assert!(o.status.success(), "{}", text(&o));
         return own.join("bpfvm/debs").join(pkg.deb_file_name());

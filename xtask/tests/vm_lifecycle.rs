@@ -427,7 +427,7 @@ fn a_filter_with_shell_syntax_is_never_run() {
         "{err}"
     );
     // The run's shared directory (the guest's $BPFVM_RESULTS), kept under guest/.
-    let guest = bpfvm_host::paths::target_dir().join("vm-test/6.1/guest/shared");
+    let guest = bpfvm_host::support::paths::target_dir().join("vm-test/6.1/guest/shared");
     assert!(guest.join("uname-r").is_file(), "the guest files were kept");
     assert!(!guest.join("pwned").exists(), "the filter ran as a command");
 }
@@ -445,7 +445,7 @@ fn two_vm_test_runs_at_once_both_finish_and_the_report_is_whole() {
     for o in &runs {
         assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
     }
-    let dir = bpfvm_host::paths::target_dir().join("vm-test/6.1");
+    let dir = bpfvm_host::support::paths::target_dir().join("vm-test/6.1");
     let json = std::fs::read_to_string(dir.join("report.json")).unwrap();
     let report: serde_json::Value = serde_json::from_str(&json).expect("a whole report.json");
     assert_eq!(report["summary"]["failed"], 0, "{json}");
@@ -533,7 +533,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 #[ignore = "boots a VM"]
 fn ctrl_c_stops_bench_vm_and_keeps_the_last_report() {
     let memory = "1053M";
-    let dir = bpfvm_host::paths::target_dir().join("bench-vm/6.1-smoke");
+    let dir = bpfvm_host::support::paths::target_dir().join("bench-vm/6.1-smoke");
     let before = std::fs::read(dir.join("report.json")).ok();
     let kept = std::fs::read(dir.join("guest-1-retpoline/shared/bench.json")).ok();
     let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))

@@ -1,5 +1,2 @@
-//! Domain: the user's options checked, the kernel pins and trees, custom images, what each kernel must have.
-pub mod custom;
-pub mod expect;
-pub mod kernels;
+//! Domain: the user's VM options, checked before anything is installed or booted.
 pub mod options;

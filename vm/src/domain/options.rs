@@ -1,22 +1,13 @@
 //! The user's VM options, checked before anything is installed, fetched or booted. Each error
 //! names the option, what is wrong with it and a value that works.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-/// VM settings shared by every flow.
+/// VM settings shared by every flow (which kernel is `kernel::choice`'s).
 #[derive(Debug, Clone)]
 pub struct VmOptions {
-    /// A pinned version (`6.1`) or the path of a kernel image the user built.
-    pub kernel: String,
-    /// Modules for a custom kernel image (an `INSTALL_MOD_PATH` root).
-    pub modules: Option<PathBuf>,
-    /// A kernel source tree to build and boot instead of `kernel` (`--kernel-tree`).
-    pub kernel_tree: Option<PathBuf>,
-    /// The user's config fragments for `kernel_tree` (`--kconfig`).
-    pub kconfig: Vec<PathBuf>,
     pub accel: Choice,
     /// Under TCG, a host thread per vCPU or one for all (`--tcg-thread`).
     pub tcg_thread: TcgThread,
@@ -47,13 +38,9 @@ pub mod defaults {
 }
 
 impl VmOptions {
-    /// `kernel` with every other option at its default and `timeout`.
-    pub fn new(kernel: &str, timeout: Duration) -> Self {
+    /// Every option at its default but `timeout`.
+    pub fn new(timeout: Duration) -> Self {
         VmOptions {
-            kernel: kernel.to_string(),
-            modules: None,
-            kernel_tree: None,
-            kconfig: vec![],
             accel: Choice::Auto,
             tcg_thread: TcgThread::Auto,
             append: vec![],
@@ -133,7 +120,7 @@ impl std::fmt::Display for TcgThread {
 const MIN_MEMORY_MIB: u64 = 256;
 
 pub fn check(opts: &VmOptions) -> Result<()> {
-    crate::paths::check_target_dir(&crate::paths::target_dir())?;
+    crate::support::paths::check_target_dir(&crate::support::paths::target_dir())?;
     cpus(opts.cpus, host_cpus())?;
     memory_mib(&opts.memory, host_memory_mib())?;
     if opts.timeout.is_zero() {

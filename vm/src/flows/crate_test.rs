@@ -10,24 +10,27 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::build::{parse_cargo_messages, Artifact};
-use crate::guest::{self, CrateBinary, VerifierRun};
-use crate::health::{self, allow::Allowlist};
-use crate::inventory::{self, Inventory};
-use crate::options::VmOptions;
-use crate::output::Events;
-use crate::provision::tail_lines;
-use crate::report::{self, Report, Timings};
-use crate::run::{boot, kernel_health, prepare, report_of, with_test_progress, RunDir};
-use crate::shell;
-use crate::vng::Ending;
+use crate::domain::options::VmOptions;
+use crate::flows::run::{
+    boot, kernel_health, prepare, report_of, run_status, with_test_progress, RunDir,
+};
+use crate::kernel::choice::KernelChoice;
+use crate::machine::build::{parse_cargo_messages, Artifact};
+use crate::machine::guest::{self, CrateBinary, VerifierRun};
+use crate::machine::provision::tail_lines;
+use crate::machine::vng::Ending;
+use crate::results::health::{self, allow::Allowlist};
+use crate::results::inventory::{self, Inventory};
+use crate::results::report::{self, Report, Timings};
+use crate::support::output::Events;
+use crate::support::shell;
 
 #[derive(Debug, Clone)]
 pub struct CrateTestOptions {
-    /// The VM settings; its `kernel` is replaced by each of `kernels` in turn.
+    /// The VM settings, the same for each kernel.
     pub vm: VmOptions,
-    /// Pinned versions or kernel images, in the order they run.
-    pub kernels: Vec<String>,
+    /// The kernels, in the order they run.
+    pub kernels: Vec<KernelChoice>,
     /// Arguments for `cargo test --no-run` (`--release`, `-p NAME`, `--features X`...).
     pub cargo_args: Vec<String>,
     /// Arguments for every test binary (a name filter, `--test-threads 1`...).
@@ -76,26 +79,25 @@ pub fn crate_test(opts: &CrateTestOptions, events: &Events) -> Result<(Vec<Repor
         time: start.elapsed(),
     };
     let out = dirs.target.join(REPORTS);
-    crate::paths::check_target_dir(&out)?;
+    crate::support::paths::check_target_dir(&out)?;
     let mut reports = Vec::new();
-    for kernel in &opts.kernels {
-        if crate::proc::interrupted() {
+    for choice in &opts.kernels {
+        let kernel = choice.shown();
+        if crate::support::proc::interrupted() {
             events.warn(format!("interrupted: kernel {kernel} and later not run"));
             break;
         }
         events.step(format!("=== kernel {kernel} ==="));
-        let mut vm = opts.vm.clone();
-        vm.kernel = kernel.clone();
-        match test_on(&vm, opts, &built, &allow, &out, events) {
+        match test_on(choice, opts, &built, &allow, &out, events) {
             Ok(r) => reports.push(r),
-            Err(e) if crate::proc::interrupted() => return Err(e),
+            Err(e) if crate::support::proc::interrupted() => return Err(e),
             Err(e) => {
                 events.warn(format!("kernel {kernel}: {e:#}"));
-                reports.push(Report::not_run(kernel, &format!("{e:#}")));
+                reports.push(Report::not_run_because(&kernel, &e));
             }
         }
     }
-    crate::fs::write_atomic(
+    crate::support::fs::write_atomic(
         &out.join("matrix.json"),
         (serde_json::to_string_pretty(&reports)? + "\n").as_bytes(),
     )?;
@@ -218,7 +220,7 @@ pub fn crate_binaries(arts: &[Artifact]) -> Vec<CrateBinary> {
 /// One kernel: boot, run every binary, judge the tests (against the inventory, if the crate has
 /// one) and the kernel log, write `<out>/<kernel>/{report.json,junit.xml,kernel.log}`.
 fn test_on(
-    vm: &VmOptions,
+    kernel: &KernelChoice,
     opts: &CrateTestOptions,
     built: &Built,
     allow: &Allowlist,
@@ -227,9 +229,10 @@ fn test_on(
 ) -> Result<Report> {
     let binaries = &built.binaries;
     let start = Instant::now();
-    let p = prepare(vm, events)?;
+    let vm = &opts.vm;
+    let p = prepare(kernel, vm, events)?;
     let prepared = start.elapsed();
-    let dir = out.join(&p.label);
+    let dir = out.join(&p.kernel.label);
     let files = RunDir::new(&dir)?;
     let shared = files.shared.as_path();
     guest::write(
@@ -242,7 +245,11 @@ fn test_on(
             built.verifier.as_ref(),
         ),
     )?;
-    let live = with_test_progress(events.clone(), shared.to_path_buf(), p.expected.clone());
+    let live = with_test_progress(
+        events.clone(),
+        shared.to_path_buf(),
+        p.kernel.expected.clone(),
+    );
     let outcome = boot(&p, vm, shared, &files.script, &live)?;
     if outcome.ending == Ending::Interrupted {
         bail!("{}", outcome.diagnosis().lines().next().unwrap_or_default());
@@ -263,10 +270,11 @@ fn test_on(
     }
     let release = report::read_fact(shared, guest::files::RELEASE);
     let mut health = kernel_health(shared, &dir, &outcome, allow, &p, &release)?;
+    let kernel_blamed = health.splats.iter().any(|s| s.allowed.is_none());
     report::apply_kernel_health(&mut tests, &mut health, vm_ok, report_name);
     let mut verifier_stats = vec![];
     if built.verifier.is_some() {
-        let (stats, failed) = crate::verifier::keep(shared, &dir);
+        let (stats, failed) = crate::results::verifier::keep(shared, &dir);
         tests.extend(failed);
         verifier_stats = stats;
     }
@@ -281,6 +289,7 @@ fn test_on(
         Timings::of(prepared, built.time, &outcome),
     );
     r.verifier = verifier_stats;
+    r.status = Some(run_status(&outcome.ending, r.ok(), kernel_blamed));
     report::write(&r, &dir)?;
     files.keep(&dir.join("guest"), events);
     if !vm_ok {
@@ -325,12 +334,12 @@ fn verifier_run(objects: &[PathBuf], target: &Path, events: &Events) -> Result<V
             .collect::<Vec<_>>()
             .join(", ")
     ));
-    let tools = crate::provision::ensure(events)?;
-    let ebpf_dir = crate::build::build_ebpf(&tools.ebpf, events)?;
-    let bin = crate::build::build_guest_bin(
+    let tools = crate::machine::provision::ensure(events)?;
+    let ebpf_dir = crate::machine::build::build_ebpf(&tools.ebpf, events)?;
+    let bin = crate::machine::build::build_guest_bin(
         &ebpf_dir,
-        crate::build::VERIFIER_BIN,
-        crate::build::GUEST_PROFILE,
+        crate::machine::build::VERIFIER_BIN,
+        crate::machine::build::GUEST_PROFILE,
         events,
     )?;
     Ok(VerifierRun { bin, objects })

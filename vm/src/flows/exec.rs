@@ -7,14 +7,15 @@ use std::ffi::OsString;
 
 use anyhow::{bail, Context, Result};
 
-use crate::guest;
-use crate::health::{self, Health};
-use crate::options::VmOptions;
-use crate::output::Events;
-use crate::paths::target_dir;
-use crate::report;
-use crate::run::{boot, kernel_health, prepare, RunDir};
-use crate::vng::RunOutcome;
+use crate::domain::options::VmOptions;
+use crate::flows::run::{boot, kernel_health, prepare, RunDir};
+use crate::kernel::choice::KernelChoice;
+use crate::machine::guest;
+use crate::machine::vng::RunOutcome;
+use crate::results::health::{self, Health};
+use crate::results::report;
+use crate::support::output::Events;
+use crate::support::paths::target_dir;
 
 /// Variables passed to the guest as they are: what libtest, std and cargo's test environment
 /// read. Any other is passed only when named (`--env NAME`).
@@ -77,13 +78,14 @@ fn is_shell_name(name: &str) -> bool {
 /// the VM ended, the command's stdout and stderr, and the kernel's health, its log kept as
 /// `target/vm-exec/kernel.log` (as `vm-run` does).
 pub fn vm_exec(
+    kernel: &KernelChoice,
     opts: &VmOptions,
     argv: &[String],
     env: &[(String, String)],
     events: &Events,
 ) -> Result<Exec> {
     let allow = health::allow::load(&health::allow::path())?;
-    let p = prepare(opts, events)?;
+    let p = prepare(kernel, opts, events)?;
     let parent = target_dir().join("vm-exec");
     let files = RunDir::new(&parent)?;
     let cwd = std::env::current_dir().context("the current directory")?;
@@ -96,7 +98,7 @@ pub fn vm_exec(
     let health = kernel_health(&files.shared, &parent, &outcome, &allow, &p, &release)?;
     // Missing when the VM died before the command ran: nothing to hand back. Bounded and
     // never through a symlink, as every guest file (`guest_files`).
-    let read = |name| match crate::guest_files::read_bytes(&files.shared.join(name)) {
+    let read = |name| match crate::support::guest_files::read_bytes(&files.shared.join(name)) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => vec![],
         Err(e) => {

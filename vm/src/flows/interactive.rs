@@ -7,35 +7,26 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::options::VmOptions;
-use crate::output::Events;
-use crate::run::prepare;
-use crate::vng::{self, ShellEnding, VmSpec};
+use crate::domain::options::VmOptions;
+use crate::flows::run::{prepare, vm_spec};
+use crate::kernel::choice::KernelChoice;
+use crate::machine::vng::{self, ShellEnding};
+use crate::support::output::Events;
 
-/// Boots `opts.kernel` with a root shell in the current directory; `timeout` kills it.
+/// Boots `kernel` with a root shell in the current directory; `timeout` kills it.
 pub fn vm_shell(
+    kernel: &KernelChoice,
     opts: &VmOptions,
     timeout: Option<Duration>,
     events: &Events,
 ) -> Result<ShellEnding> {
-    let p = prepare(opts, events)?;
+    let p = prepare(kernel, opts, events)?;
     let cwd = std::env::current_dir().context("the current directory")?;
-    let spec = VmSpec {
-        vmlinuz: p.tree.vmlinuz.clone(),
-        accel: p.accel.clone(),
-        cpus: opts.cpus,
-        memory: opts.memory.clone(),
-        append: opts.append.clone(),
-        rwdir: cwd,
-        // A shell runs no script, and its deadline is `timeout`.
-        script: PathBuf::new(),
-        timeout: opts.timeout,
-        boot_timeout: opts.timeout,
-        qemu_opts: opts.qemu_opts.clone(),
-    };
+    // A shell runs no script, and its deadline is `timeout`.
+    let spec = vm_spec(&p, opts, &cwd, &PathBuf::new(), opts.timeout);
     events.step(format!(
         "booting {} under {} with a root shell (exit or Ctrl-D to power off)",
-        p.tree.release,
+        p.kernel.bootable.release,
         p.accel.kind.name().to_uppercase()
     ));
     vng::shell(&spec, timeout, &p.tools.vng, &p.tools.path_prefix, events)

@@ -5,21 +5,23 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::accel::{self, Accel};
-use crate::build;
-use crate::custom;
-use crate::expect::{Expectation, Probe};
-use crate::guest;
-use crate::health::{self, allow::Allowlist, Health, Judged};
-use crate::inventory;
-use crate::kernel_tree::{self, TreeInfo};
-use crate::kernels::{self, KernelTree};
-use crate::options::{self, VmOptions};
-use crate::output::{Events, Output, TestProgress};
-use crate::paths::target_dir;
-use crate::provision::{self, Tools};
-use crate::report::{self, AccelInfo, KernelInfo, Outcome, Report, TestResult, Timings, VmInfo};
-use crate::vng::{self, Ending, RunOutcome, VmSpec};
+use crate::domain::options::{self, VmOptions};
+use crate::kernel::choice::KernelChoice;
+use crate::kernel::expect::{Expectation, Probe};
+use crate::kernel::ready::{self, Ready};
+use crate::machine::accel::{self, Accel};
+use crate::machine::build;
+use crate::machine::guest;
+use crate::machine::provision::Tools;
+use crate::machine::vng::{self, Ending, RunOutcome, VmSpec};
+use crate::results::health::{self, allow::Allowlist, Health, Judged};
+use crate::results::inventory;
+use crate::results::report::{
+    self, AccelInfo, KernelInfo, Outcome, Report, TestResult, Timings, VmInfo,
+};
+use crate::support::output::{Events, Output, TestProgress};
+use crate::support::paths::target_dir;
+use crate::support::status::Status;
 
 /// The guest `vm-test` boots: twice the vCPUs, of which only `cpus` are brought online
 /// (`maxcpus=`, `setup_max_cpus` in kernel/smp.c), so the guest has more possible than online
@@ -34,108 +36,35 @@ fn with_offline_cpus(opts: &VmOptions) -> VmOptions {
     vm
 }
 
-/// A booted-to-be kernel: the tools, the extracted tree and the accelerator chosen for it.
+/// A booted-to-be kernel: the tools, the kernel made ready and the accelerator chosen for it.
 pub(crate) struct Prepared {
     pub tools: Tools,
-    pub tree: KernelTree,
+    pub kernel: Ready,
     pub accel: Accel,
-    /// Names the kernel in reports and output directories: the pin version, `custom-<release>`
-    /// or `tree-<release>`.
-    pub label: String,
-    /// The release the pin promises (none for a custom image).
-    pub pinned_release: Option<String>,
-    /// The BPF features this kernel must have.
-    pub expected: Expectation,
-    /// The source tree the kernel was built from (`--kernel-tree`).
-    pub built_from: Option<TreeInfo>,
 }
 
-pub(crate) fn prepare(opts: &VmOptions, events: &Events) -> Result<Prepared> {
-    options::check(opts)?;
-    crate::fs::writable(&target_dir(), "the build directory", "CARGO_TARGET_DIR")?;
-    crate::fs::writable(&crate::paths::cache_dir(), "the cache", "XDG_CACHE_HOME")?;
-    if let Some(dir) = &opts.kernel_tree {
-        // The tree and fragments first: a wrong path fails before anything is installed.
-        let checked = kernel_tree::check(dir, &opts.kconfig)?;
-        let expected = Expectation::for_release(checked.kernelversion())?;
-        events.step("checking host tools");
-        let tools = provision::ensure(events)?;
-        let built = kernel_tree::build(&checked, events)?;
-        let staging = target_dir().join("custom-kernels");
-        let tree = custom::stage(&built.image, None, &staging)?;
-        events.step(format!(
-            "kernel {} built from {}",
-            tree.release,
-            dir.display()
-        ));
-        let label = format!("tree-{}", tree.release);
-        let mut p = finish_prepare(opts, tools, tree, label, None, expected, events)?;
-        p.built_from = Some(built.info);
-        return Ok(p);
-    }
-    if custom::is_path(&opts.kernel) {
-        // The image first: a wrong path should fail before any installing.
-        let staging = target_dir().join("custom-kernels");
-        let tree = custom::stage(Path::new(&opts.kernel), opts.modules.as_deref(), &staging)?;
-        events.step(format!("custom kernel {} ({})", opts.kernel, tree.release));
-        let expected = Expectation::for_release(&tree.release)?;
-        events.step("checking host tools");
-        let tools = provision::ensure(events)?;
-        let label = format!("custom-{}", tree.release);
-        return finish_prepare(opts, tools, tree, label, None, expected, events);
-    }
-    if opts.modules.is_some() {
-        anyhow::bail!("--modules is for a kernel image you built (--kernel PATH); pinned kernels bring their own");
-    }
-    // The pin first: a typo in --kernel should fail before any installing.
-    let pin = kernels::resolve(&opts.kernel).map_err(|e| {
-        if Path::new(&opts.kernel).exists() {
-            e.context(format!(
-                "`{k}` is read as a pin; for the file of that name, pass --kernel ./{k}",
-                k = opts.kernel
-            ))
-        } else {
-            e
-        }
-    })?;
-    let expected = Expectation::for_pin(&pin)?;
-    events.step("checking host tools");
-    let (tools, tree) = provision::ensure_alongside(events, || {
-        events.step(format!("kernel {} ({})", pin.version, pin.description));
-        kernels::fetch(&pin, events)
-    })?;
-    let label = opts.kernel.clone();
-    finish_prepare(
-        opts,
-        tools,
-        tree,
-        label,
-        Some(pin.release),
-        expected,
-        events,
-    )
-}
-
-fn finish_prepare(
+/// Checks the VM options and the places bpfvm writes, makes `choice` ready to boot (checking
+/// it before anything is installed) and chooses the accelerator.
+pub(crate) fn prepare(
+    choice: &KernelChoice,
     opts: &VmOptions,
-    tools: Tools,
-    tree: KernelTree,
-    label: String,
-    pinned_release: Option<String>,
-    expected: Expectation,
     events: &Events,
 ) -> Result<Prepared> {
+    options::check(opts)?;
+    crate::support::fs::writable(&target_dir(), "the build directory", "CARGO_TARGET_DIR")?;
+    crate::support::fs::writable(
+        &crate::support::paths::cache_dir(),
+        "the cache",
+        "XDG_CACHE_HOME",
+    )?;
+    let (tools, kernel) = ready::ready(choice, events)?;
     events.step("choosing the accelerator");
-    let accel = accel::decide(opts.accel, opts.tcg_thread, &tree.vmlinuz)?;
+    let accel = accel::decide(opts.accel, opts.tcg_thread, &kernel.bootable.vmlinuz)?;
     events.note(format!("accelerator: {}", accel.describe()));
     Ok(Prepared {
         tools,
-        tree,
+        kernel,
         accel,
-        label,
-        pinned_release,
-        expected,
-        built_from: None,
     })
 }
 
@@ -185,21 +114,10 @@ fn boot_once(
     script: &Path,
     events: &Events,
 ) -> Result<RunOutcome> {
-    let spec = VmSpec {
-        vmlinuz: p.tree.vmlinuz.clone(),
-        accel: p.accel.clone(),
-        cpus: opts.cpus,
-        memory: opts.memory.clone(),
-        append: opts.append.clone(),
-        rwdir: rwdir.to_path_buf(),
-        script: script.to_path_buf(),
-        timeout: opts.timeout,
-        boot_timeout: BOOT_TIMEOUT.min(opts.timeout),
-        qemu_opts: opts.qemu_opts.clone(),
-    };
+    let spec = vm_spec(p, opts, rwdir, script, BOOT_TIMEOUT.min(opts.timeout));
     events.step(format!(
         "booting {} under {}",
-        p.tree.release,
+        p.kernel.bootable.release,
         p.accel.kind.name().to_uppercase()
     ));
     let outcome = vng::run(&spec, &p.tools.vng, &p.tools.path_prefix, events)?;
@@ -217,6 +135,28 @@ fn boot_once(
         outcome.elapsed.as_secs_f64()
     ));
     Ok(outcome)
+}
+
+/// The VM of `p`'s kernel with `opts`, sharing `rwdir` and running `script`: every flow's.
+pub(crate) fn vm_spec(
+    p: &Prepared,
+    opts: &VmOptions,
+    rwdir: &Path,
+    script: &Path,
+    boot_timeout: Duration,
+) -> VmSpec {
+    VmSpec {
+        vmlinuz: p.kernel.bootable.vmlinuz.clone(),
+        accel: p.accel.clone(),
+        cpus: opts.cpus,
+        memory: opts.memory.clone(),
+        append: opts.append.clone(),
+        rwdir: rwdir.to_path_buf(),
+        script: script.to_path_buf(),
+        timeout: opts.timeout,
+        boot_timeout,
+        qemu_opts: opts.qemu_opts.clone(),
+    }
 }
 
 /// One run's files: a fresh directory under `parent` (two runs never share one) holding the
@@ -284,9 +224,14 @@ fn plain_path(p: &Path) -> bool {
 /// `vm-run`: runs `argv` as root in the guest from the current directory; returns how the VM
 /// ended (the caller exits with the command's status) and the kernel's health, its log kept
 /// as `target/vm-run/kernel.log`.
-pub fn vm_run(opts: &VmOptions, argv: &[String], events: &Events) -> Result<(RunOutcome, Health)> {
+pub fn vm_run(
+    kernel: &KernelChoice,
+    opts: &VmOptions,
+    argv: &[String],
+    events: &Events,
+) -> Result<(RunOutcome, Health)> {
     let allow = health::allow::load(&health::allow::path())?;
-    let p = prepare(opts, events)?;
+    let p = prepare(kernel, opts, events)?;
     let parent = target_dir().join("vm-run");
     let files = RunDir::new(&parent)?;
     let cwd = std::env::current_dir().context("the current directory")?;
@@ -303,6 +248,7 @@ pub fn vm_run(opts: &VmOptions, argv: &[String], events: &Events) -> Result<(Run
 /// `vm-test` options beyond the VM's.
 #[derive(Debug, Clone)]
 pub struct TestOptions {
+    pub kernel: KernelChoice,
     pub vm: VmOptions,
     /// libtest's name filter (a substring of the test name).
     pub filter: Option<String>,
@@ -313,7 +259,7 @@ pub struct TestOptions {
 pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)> {
     let start = Instant::now();
     let allow = health::allow::load(&health::allow::path())?;
-    let p = prepare(&opts.vm, events)?;
+    let p = prepare(&opts.kernel, &opts.vm, events)?;
     let prepared = start.elapsed();
     let ebpf_dir = build::build_ebpf(&p.tools.ebpf, events)?;
     let build::GuestBuild {
@@ -327,14 +273,14 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     };
     let built = start.elapsed() - prepared;
 
-    let out_dir = target_dir().join("vm-test").join(&p.label);
+    let out_dir = target_dir().join("vm-test").join(&p.kernel.label);
     let files = RunDir::new(&out_dir)?;
     let (shared, script) = (files.shared.as_path(), files.script.as_path());
     guest::write(
         script,
         &guest::test_script(
             shared,
-            &p.tree.release,
+            &p.kernel.bootable.release,
             &probe,
             &verifier,
             &binaries,
@@ -342,7 +288,11 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         ),
     )?;
 
-    let live = with_test_progress(events.clone(), shared.to_path_buf(), p.expected.clone());
+    let live = with_test_progress(
+        events.clone(),
+        shared.to_path_buf(),
+        p.kernel.expected.clone(),
+    );
     let outcome = boot(&p, &with_offline_cpus(&opts.vm), shared, script, &live)?;
     // An interrupted run judged nothing: the last run's report stays as it was.
     if outcome.ending == Ending::Interrupted {
@@ -359,7 +309,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     let verdict = report::judge(
         shared,
         &names,
-        &p.expected,
+        &p.kernel.expected,
         (!vm_ok).then_some(ending.as_str()),
         opts.filter.as_deref(),
     );
@@ -374,8 +324,9 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     ));
     let release = report::read_fact(shared, guest::files::RELEASE);
     let mut health = kernel_health(shared, &out_dir, &outcome, &allow, &p, &release)?;
+    let kernel_blamed = health.splats.iter().any(|s| s.allowed.is_none());
     report::apply_kernel_health(&mut tests, &mut health, vm_ok, report::display_name);
-    let (verifier_stats, verifier_failed) = crate::verifier::keep(shared, &out_dir);
+    let (verifier_stats, verifier_failed) = crate::results::verifier::keep(shared, &out_dir);
     tests.extend(verifier_failed);
     let mut report = report_of(
         &p,
@@ -392,9 +343,10 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         .map(|(name, p)| (name.clone(), *p == Probe::Present))
         .collect();
     report.probes = verdict.probes;
-    report.expected_features = Some(p.expected.clone());
+    report.expected_features = Some(p.kernel.expected.clone());
     report.feature_mismatches = verdict.mismatches;
     report.verifier = verifier_stats;
+    report.status = Some(run_status(&outcome.ending, report.ok(), kernel_blamed));
     report::write(&report, &out_dir)?;
     files.keep(&out_dir.join("guest"), events);
     if !vm_ok {
@@ -412,6 +364,25 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     Ok((report, out_dir))
 }
 
+/// What a boot that ended as `ending` established about its kernel, given whether every
+/// verdict passed (`ok`) and whether the kernel log holds a splat no allow entry excuses
+/// (`kernel_blamed`: evidence against the kernel, whatever else went wrong). A VM that ended
+/// without the guest script's end and without the kernel saying why (qemu crashed or failed,
+/// the timeout struck, the boot hung after its retry) judged nothing: the run stops a bisect
+/// rather than blame the commit for the host.
+pub fn run_status(ending: &Ending, ok: bool, kernel_blamed: bool) -> Status {
+    match ending {
+        // The guest script ended, the kernel panicked, or the guest flooded its output: the
+        // verdicts stand.
+        Ending::Exited(_) | Ending::Panic | Ending::TooMuchOutput(_) => match ok {
+            true => Status::Good,
+            false => Status::Bad,
+        },
+        _ if kernel_blamed => Status::Bad,
+        _ => Status::Stopped,
+    }
+}
+
 /// The guest's kernel log (`guest::files::KERNEL_LOG`), kept as `<dest>/kernel.log` whatever
 /// the outcome (the console's tail when the guest wrote none), judged by `vm::health`; and the
 /// release the guest booted (`uname -r` as it recorded it) against `p`'s, for every flow.
@@ -425,18 +396,23 @@ pub(crate) fn kernel_health(
 ) -> Result<Health> {
     let log = read_kernel_log(shared).unwrap_or_else(|| outcome.console_tail.join("\n") + "\n");
     std::fs::create_dir_all(dest)?;
-    crate::fs::write_atomic(&dest.join(guest::files::KERNEL_LOG), log.as_bytes())?;
-    let mut health = health::judge(&log, allow, &p.label, release.as_deref());
+    crate::support::fs::write_atomic(&dest.join(guest::files::KERNEL_LOG), log.as_bytes())?;
+    let mut health = health::judge(&log, allow, &p.kernel.label, release.as_deref());
     health.wrong_release = release
         .as_ref()
-        .filter(|r| **r != p.tree.release)
-        .map(|r| format!("the guest booted {r}, not {} ({})", p.tree.release, p.label));
+        .filter(|r| **r != p.kernel.bootable.release)
+        .map(|r| {
+            format!(
+                "the guest booted {r}, not {} ({})",
+                p.kernel.bootable.release, p.kernel.label
+            )
+        });
     Ok(health)
 }
 
 /// The kernel log the guest copied, if it did (read as every guest file is: `guest_files`).
 fn read_kernel_log(shared: &Path) -> Option<String> {
-    crate::guest_files::read(&shared.join(guest::files::KERNEL_LOG)).ok()
+    crate::support::guest_files::read(&shared.join(guest::files::KERNEL_LOG)).ok()
 }
 
 /// For `bench-vm`: the splats in a boot's kernel log that no allow entry excuses, each
@@ -454,33 +430,37 @@ pub(crate) fn unallowed_splats(shared: &Path, version: &str) -> Result<Vec<Strin
         .collect())
 }
 
-/// `vm-test --kernel all`: every pin in turn, then `target/vm-test/matrix.json`. A kernel
+/// `vm-test --kernel all` (or a list): each kernel in turn, then `target/vm-test/matrix.json`. A kernel
 /// that fails (its fetch, its boot, a test) is recorded with why and the others still run;
 /// Ctrl-C stops the loop.
-pub fn vm_test_all(opts: &TestOptions, events: &Events) -> Result<Vec<Report>> {
+pub fn vm_test_all(
+    kernels: &[KernelChoice],
+    opts: &TestOptions,
+    events: &Events,
+) -> Result<Vec<Report>> {
     options::check(&opts.vm)?;
     let mut reports = Vec::new();
-    for pin in kernels::pins()? {
-        if crate::proc::interrupted() {
-            events.warn(format!(
-                "interrupted: kernel {} and later not run",
-                pin.version
-            ));
+    for kernel in kernels {
+        let name = kernel.shown();
+        if crate::support::proc::interrupted() {
+            events.warn(format!("interrupted: kernel {name} and later not run"));
             break;
         }
-        let mut one = opts.clone();
-        one.vm.kernel = pin.version.clone();
-        events.step(format!("=== kernel {} ===", pin.version));
+        let one = TestOptions {
+            kernel: kernel.clone(),
+            ..opts.clone()
+        };
+        events.step(format!("=== kernel {name} ==="));
         match vm_test(&one, events) {
             Ok((r, _)) => reports.push(r),
             Err(e) => {
-                events.warn(format!("kernel {}: {e:#}", pin.version));
-                reports.push(Report::not_run(&pin.version, &format!("{e:#}")));
+                events.warn(format!("kernel {name}: {e:#}"));
+                reports.push(Report::not_run_because(&name, &e));
             }
         }
     }
     let path = target_dir().join("vm-test").join("matrix.json");
-    crate::fs::write_atomic(
+    crate::support::fs::write_atomic(
         &path,
         (serde_json::to_string_pretty(&reports)? + "\n").as_bytes(),
     )?;
@@ -501,9 +481,9 @@ pub(crate) fn report_of(
 ) -> Report {
     Report {
         kernel: KernelInfo {
-            version: p.label.clone(),
-            pinned_release: p.pinned_release.clone(),
-            tree: p.built_from.clone(),
+            version: p.kernel.label.clone(),
+            pinned_release: p.kernel.pinned_release.clone(),
+            tree: p.kernel.built_from.clone(),
             release,
         },
         accel: AccelInfo::from(&p.accel),
@@ -519,6 +499,7 @@ pub(crate) fn report_of(
         summary: report::summarize(&tests),
         tests,
         verifier: vec![],
+        status: None,
     }
 }
 
@@ -553,7 +534,7 @@ mod tests {
 
     #[test]
     fn vm_test_boots_twice_the_cpus_with_only_the_asked_ones_online() {
-        let mut opts = VmOptions::new("6.1", Duration::from_secs(60));
+        let mut opts = VmOptions::new(Duration::from_secs(60));
         opts.append = vec!["quiet".into()];
         let vm = with_offline_cpus(&opts);
         assert_eq!(vm.cpus, 4);
@@ -577,6 +558,30 @@ mod tests {
             reason: String::new(),
             tcg_thread: None,
         }
+    }
+
+    /// `git bisect run` reads 1 as "bad": only a run that judged the kernel says so.
+    #[test]
+    fn only_a_judged_kernel_is_bad_and_a_host_failure_stops() {
+        let crashed = Ending::QemuCrashed("SIGABRT".into());
+        assert_eq!(run_status(&crashed, false, false), Status::Stopped);
+        assert_eq!(
+            run_status(&crashed, false, true),
+            Status::Bad,
+            "a splat first"
+        );
+        let timeout = Ending::Timeout(Duration::from_secs(9));
+        assert_eq!(run_status(&timeout, false, false), Status::Stopped);
+        let hang = Ending::BootHang(Duration::from_secs(9));
+        assert_eq!(run_status(&hang, false, false), Status::Stopped);
+        assert_eq!(
+            run_status(&Ending::VmFailed("x".into()), false, false),
+            Status::Stopped
+        );
+        assert_eq!(run_status(&Ending::Panic, false, false), Status::Bad);
+        assert_eq!(run_status(&Ending::Exited(0), true, false), Status::Good);
+        assert_eq!(run_status(&Ending::Exited(0), false, false), Status::Bad);
+        assert_eq!(Status::Stopped.code(), 255);
     }
 
     #[test]

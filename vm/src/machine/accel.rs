@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::options::Choice;
-use crate::paths::cache_dir;
-use crate::proc::{Group, Stream};
-use crate::tcg_thread::{self, Threading};
+use crate::domain::options::Choice;
+use crate::machine::tcg_thread::{self, Threading};
+use crate::support::paths::cache_dir;
+use crate::support::proc::{Group, Stream};
 
 /// Which accelerator qemu runs the guest with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -149,7 +149,7 @@ fn probe_kvm_once_per_boot(vmlinuz: &Path, file: &Path) -> Result<String, String
         };
         if let Ok(json) = serde_json::to_string(&v) {
             let _ = std::fs::create_dir_all(cache_dir());
-            let _ = crate::fs::write_atomic(file, json.as_bytes());
+            let _ = crate::support::fs::write_atomic(file, json.as_bytes());
         }
     }
     kvm

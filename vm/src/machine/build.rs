@@ -8,10 +8,10 @@ use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 
-use crate::output::Events;
-use crate::paths::{target_dir, workspace_root};
-use crate::provision::{run_logged, scrub_cargo_env, tail_lines, EbpfToolchain};
-use crate::shell;
+use crate::machine::provision::{run_logged, scrub_cargo_env, tail_lines, EbpfToolchain};
+use crate::support::output::Events;
+use crate::support::paths::{target_dir, workspace_root};
+use crate::support::shell;
 
 /// The BPF target.
 pub const BPF_TARGET: &str = "bpfel-unknown-none";
@@ -31,7 +31,10 @@ pub fn ebpf_command(tc: &EbpfToolchain, target_dir: &Path, path: &str) -> EbpfCo
     let mut args: Vec<String> = Vec::new();
     let program = match tc {
         EbpfToolchain::RustupNightly { .. } => {
-            args.push(format!("+{}", crate::provision::nightly_toolchain()));
+            args.push(format!(
+                "+{}",
+                crate::machine::provision::nightly_toolchain()
+            ));
             "cargo".to_string()
         }
         EbpfToolchain::Debian { cargo, .. } => cargo.display().to_string(),

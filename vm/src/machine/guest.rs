@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::build::TestBinary;
-use crate::guest_files;
-use crate::shell::{join, quote};
-use crate::vng::{END_MARKER, START_MARKER, STATUS_FILE};
+use crate::machine::build::TestBinary;
+use crate::machine::vng::{END_MARKER, START_MARKER, STATUS_FILE};
+use crate::support::guest_files;
+use crate::support::shell::{join, quote};
 use bpfvm_common::protocol::{KERNEL_BTF_ENV, RESULTS_ENV};
 
 /// Files the guest writes into the shared directory, read back by `report`.

@@ -2,7 +2,6 @@
 pub mod accel;
 pub mod build;
 pub mod guest;
-pub mod kernel_tree;
 pub mod provision;
 pub mod qemu;
 pub mod tcg_thread;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::shell::status_words;
+use crate::support::shell::status_words;
 
 /// The qemu binary vng would pick (`qemu_helpers.Qemu`: `qemu-system-{arch}` on PATH).
 const QEMU: &str = "qemu-system-x86_64";

@@ -37,7 +37,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-pub use crate::options::TcgThread as Choice;
+pub use crate::domain::options::TcgThread as Choice;
 
 /// How a TCG run threads its vCPUs, and why; recorded in reports beside the accelerator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

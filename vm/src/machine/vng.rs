@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::accel::Accel;
-use crate::guest_files;
-use crate::output::{Events, Output};
-use crate::proc::{self, Group, Stream};
-use crate::qemu::{self, QemuEnd};
-use crate::shell::quote;
+use crate::machine::accel::Accel;
+use crate::machine::qemu::{self, QemuEnd};
+use crate::support::guest_files;
+use crate::support::output::{Events, Output};
+use crate::support::proc::{self, Group, Stream};
+use crate::support::shell::quote;
 
 /// What to boot and what to run in it.
 #[derive(Debug, Clone)]
@@ -168,7 +168,11 @@ pub fn run(
         quote(vng_path(&wrapper, "the qemu wrapper")?),
     ];
     args.extend(vng_args(spec)?);
-    events.command(format!("{} {}", vng.display(), crate::shell::join(&args)));
+    events.command(format!(
+        "{} {}",
+        vng.display(),
+        crate::support::shell::join(&args)
+    ));
     let mut cmd = Command::new(vng);
     cmd.args(&args).env("PATH", path_with(path_prefix));
     let mut group = Group::spawn(&mut cmd).with_context(|| {
@@ -285,7 +289,11 @@ pub fn shell(
     events: &Events,
 ) -> Result<ShellEnding> {
     let args = shell_args(spec)?;
-    events.command(format!("{} {}", vng.display(), crate::shell::join(&args)));
+    events.command(format!(
+        "{} {}",
+        vng.display(),
+        crate::support::shell::join(&args)
+    ));
     let mut cmd = Command::new(vng);
     cmd.args(&args).env("PATH", path_with(path_prefix));
     let mut group = Group::spawn_on_terminal(&mut cmd).with_context(|| {
@@ -435,7 +443,7 @@ fn is_console(line: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn spec(kind: crate::accel::Kind) -> VmSpec {
+    fn spec(kind: crate::machine::accel::Kind) -> VmSpec {
         VmSpec {
             vmlinuz: "/k/boot/vmlinuz-6.1".into(),
             accel: Accel {
@@ -456,7 +464,7 @@ mod tests {
 
     #[test]
     fn tcg_runs_disable_kvm_and_append_the_mode() {
-        let args = vng_args(&spec(crate::accel::Kind::Tcg)).unwrap();
+        let args = vng_args(&spec(crate::machine::accel::Kind::Tcg)).unwrap();
         assert!(args.contains(&"--disable-kvm".to_string()));
         let append = &args[args.iter().position(|a| a == "--append").unwrap() + 1];
         assert_eq!(
@@ -470,7 +478,7 @@ mod tests {
     /// arguments, before bench-vm's own; never under KVM, nor on qemu 7.2.
     #[test]
     fn single_threaded_tcg_is_passed_to_qemu_where_its_version_needs_it() {
-        use crate::tcg_thread::{for_version, Version};
+        use crate::machine::tcg_thread::{for_version, Version};
         let with = |kind, version: Option<Version>| {
             let mut s = spec(kind);
             s.accel.tcg_thread = version.map(for_version);
@@ -483,7 +491,7 @@ mod tests {
         };
         let icount = ["--qemu-opts=-icount", "--qemu-opts=shift=0,sleep=off"];
         assert_eq!(
-            with(crate::accel::Kind::Tcg, Some(Version(10, 0, 13))),
+            with(crate::machine::accel::Kind::Tcg, Some(Version(10, 0, 13))),
             [
                 "--qemu-opts=-accel",
                 "--qemu-opts=tcg,thread=single",
@@ -492,17 +500,17 @@ mod tests {
             ]
         );
         assert_eq!(
-            with(crate::accel::Kind::Tcg, Some(Version(7, 2, 22))),
+            with(crate::machine::accel::Kind::Tcg, Some(Version(7, 2, 22))),
             icount
         );
-        assert_eq!(with(crate::accel::Kind::Kvm, None), icount);
+        assert_eq!(with(crate::machine::accel::Kind::Kvm, None), icount);
     }
 
     #[test]
     fn each_qemu_option_is_its_own_argument() {
         let args = vng_args(&VmSpec {
             qemu_opts: vec!["-icount".into(), "shift=0,sleep=off".into()],
-            ..spec(crate::accel::Kind::Tcg)
+            ..spec(crate::machine::accel::Kind::Tcg)
         })
         .unwrap();
         let at = args
@@ -514,7 +522,7 @@ mod tests {
 
     #[test]
     fn a_shell_runs_no_script_and_keeps_the_console_off_the_terminal() {
-        let args = shell_args(&spec(crate::accel::Kind::Tcg)).unwrap();
+        let args = shell_args(&spec(crate::machine::accel::Kind::Tcg)).unwrap();
         assert!(
             !args.iter().any(|a| a == "--exec" || a == "--verbose"),
             "{args:?}"
@@ -525,7 +533,7 @@ mod tests {
 
     #[test]
     fn kvm_runs_keep_kvm() {
-        let args = vng_args(&spec(crate::accel::Kind::Kvm)).unwrap();
+        let args = vng_args(&spec(crate::machine::accel::Kind::Kvm)).unwrap();
         assert!(!args.contains(&"--disable-kvm".to_string()));
     }
 
@@ -535,7 +543,7 @@ mod tests {
     fn paths_reach_virtme_run_whole_through_vngs_shell() {
         let t = tempfile::tempdir().unwrap();
         let pwned = t.path().join("pwned");
-        let mut s = spec(crate::accel::Kind::Tcg);
+        let mut s = spec(crate::machine::accel::Kind::Tcg);
         s.vmlinuz = format!("/k/my proj/6.1$(touch {})/vmlinuz", pwned.display()).into();
         s.rwdir = "/run/a b;`touch x`".into();
         s.memory = "1G".into();
@@ -569,7 +577,7 @@ mod tests {
     #[test]
     fn paths_vng_cannot_carry_are_refused_naming_the_character() {
         for (bad, c) in [("/a,b", "','"), ("/a=b", "'='"), ("/a\nb", "'\\n'")] {
-            let mut s = spec(crate::accel::Kind::Tcg);
+            let mut s = spec(crate::machine::accel::Kind::Tcg);
             s.rwdir = bad.into();
             let err = format!("{:#}", vng_args(&s).unwrap_err());
             assert!(

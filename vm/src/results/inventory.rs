@@ -12,9 +12,9 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use crate::guest::files;
-use crate::guest_files;
-use crate::report::{failed, listed, TestResult};
+use crate::machine::guest::files;
+use crate::results::report::{failed, listed, TestResult};
+use crate::support::guest_files;
 
 /// Every test of every binary, by binary.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -208,7 +208,7 @@ pub fn bless_or_check(
             "The tests `{runner}` must run: `<binary> <libtest name>`.\n\
              Written by `{bless_cmd}`; commit it with the change that adds, renames or removes a test."
         );
-        crate::fs::write_atomic(path, built.render(&header).as_bytes())?;
+        crate::support::fs::write_atomic(path, built.render(&header).as_bytes())?;
         let n: usize = built.tests.values().map(BTreeSet::len).sum();
         return Ok((true, format!("wrote {} ({n} tests)", path.display())));
     }
@@ -243,7 +243,7 @@ pub const CRATE_BLESS: &str = "bpfvm inventory --bless";
 /// `vm-test`'s inventory check: the failing entry when the run's lists and
 /// `tests/inventory.txt` differ (or the file cannot be read).
 pub fn check_suite(shared: &Path, binaries: &[String], filter: Option<&str>) -> Option<TestResult> {
-    let path = crate::paths::workspace_root().join(SUITE_FILE);
+    let path = crate::support::paths::workspace_root().join(SUITE_FILE);
     match Inventory::load(&path) {
         Ok(inv) => inv
             .compare(&read_lists(shared, binaries), filter, true)

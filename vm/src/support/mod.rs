@@ -5,4 +5,5 @@ pub mod output;
 pub mod paths;
 pub mod proc;
 pub mod shell;
+pub mod status;
 pub mod wait;

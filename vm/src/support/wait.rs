@@ -1,5 +1,5 @@
 //! Waits that Ctrl-C and SIGTERM end: a child process (apt-get, dpkg-deb, pip, cargo install)
-//! and a file lock. The CLI's signal handler only sets [`crate::proc::interrupted`]; a wait
+//! and a file lock. The CLI's signal handler only sets [`crate::support::proc::interrupted`]; a wait
 //! that blocked in `wait(2)` or `flock(2)` would not see it until the other side finished, so
 //! these poll it every [`POLL`] and end with [`Interrupted`], killing the child they waited for.
 use std::fmt;
@@ -17,7 +17,7 @@ pub const POLL: Duration = Duration::from_millis(50);
 const GRACE: Duration = Duration::from_secs(1);
 
 /// The error of a wait that Ctrl-C or SIGTERM ended; the CLI then exits with 128 + the signal
-/// ([`crate::proc::interrupt_status`]).
+/// ([`crate::support::proc::interrupt_status`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Interrupted;
 
@@ -30,7 +30,7 @@ impl fmt::Display for Interrupted {
 impl std::error::Error for Interrupted {}
 
 fn interrupted() -> bool {
-    crate::proc::interrupted()
+    crate::support::proc::interrupted()
 }
 
 /// Takes an exclusive lock on `file`, calling `on_wait` once if another process holds it.
@@ -101,11 +101,11 @@ fn output_until(cmd: &Command, stop: impl Fn() -> bool) -> Result<Output> {
 
 /// Its own process group, so that killing it reaches what it started (apt's methods, pip's
 /// and cargo's children) and a Ctrl-C at the terminal reaches only us: we stop it. And it
-/// dies with us ([`crate::proc::dies_with_us`]): a SIGKILLed runner leaves no dpkg-deb's tar
+/// dies with us ([`crate::support::proc::dies_with_us`]): a SIGKILLed runner leaves no dpkg-deb's tar
 /// extracting into the cache behind it. No stdin: none of these tools may ask.
 fn spawn(cmd: &Command, out: Stdio, err: Stdio) -> std::io::Result<Child> {
     use std::os::unix::process::CommandExt;
-    crate::proc::dies_with_us(cmd)
+    crate::support::proc::dies_with_us(cmd)
         .process_group(0)
         .stdin(Stdio::null())
         .stdout(out)

@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use bpfvm_host::output::Events;
-use bpfvm_host::paths::{target_dir, workspace_root};
-use bpfvm_host::proc::{LineReader, MAX_LINE};
-use bpfvm_host::report::Timings;
+use bpfvm_host::results::report::Timings;
+use bpfvm_host::support::output::Events;
+use bpfvm_host::support::paths::{target_dir, workspace_root};
+use bpfvm_host::support::proc::{LineReader, MAX_LINE};
 
 use super::{read_report, spread};
 

@@ -9,11 +9,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use bpfvm_host::bench::stats;
-use bpfvm_host::options::TcgThread;
-use bpfvm_host::options::{defaults, Choice};
-use bpfvm_host::output::Events;
-use bpfvm_host::report::Report;
+use bpfvm_host::domain::options::TcgThread;
+use bpfvm_host::domain::options::{defaults, Choice};
+use bpfvm_host::flows::bench::stats;
+use bpfvm_host::results::report::Report;
+use bpfvm_host::support::output::Events;
 use clap::Args;
 use xshell::{cmd, Shell};
 
@@ -50,7 +50,7 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     if runs == 0 {
         bail!("--runs 0 measures nothing: give at least 1 (3 or more for a spread)");
     }
-    let pin = bpfvm_host::kernels::resolve(&opts.kernel)?;
+    let pin = bpfvm_host::kernel::pins::resolve(&opts.kernel)?;
     // The `vm-test` both modes time, with the VM shape asked for.
     let vm_test_args = [
         "--kernel".to_string(),
@@ -64,9 +64,9 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         fresh::run(&opts.kernel, &vm_test_args, runs, events)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let tools = bpfvm_host::provision::ensure(events)?;
-    let tree = bpfvm_host::kernels::fetch(&pin, events)?;
-    let accel = bpfvm_host::accel::decide(Choice::Auto, TcgThread::Auto, &tree.vmlinuz)?;
+    let tools = bpfvm_host::machine::provision::ensure(events)?;
+    let tree = bpfvm_host::kernel::pins::fetch(&pin, events)?;
+    let accel = bpfvm_host::machine::accel::decide(Choice::Auto, TcgThread::Auto, &tree.vmlinuz)?;
     let sh = Shell::new()?;
     let (kernel, cpus, memory) = (&opts.kernel, opts.cpus.to_string(), &opts.memory);
     let args = &vm_test_args;
@@ -95,7 +95,7 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         .iter()
         .map(|o| format!("--qemu-opts={o}"))
         .collect();
-    let report = bpfvm_host::paths::target_dir()
+    let report = bpfvm_host::support::paths::target_dir()
         .join("vm-test")
         .join(kernel)
         .join("report.json");

@@ -6,46 +6,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
-
 use super::compare::{self, Comparison};
-use crate::custom;
-use crate::kernel_tree;
-use crate::kernels;
-use crate::options::VmOptions;
-
-/// The VM options of kernel A, from B's and `--against`'s value.
-pub fn base_options(base: &str, b: &VmOptions) -> Result<VmOptions> {
-    let mut a = b.clone();
-    a.kernel_tree = None;
-    a.modules = None;
-    let path = Path::new(base);
-    if path.is_dir() {
-        if !kernel_tree::is_tree(path) {
-            bail!("--against {base}: a directory, but not a kernel source tree (no top-level Makefile with VERSION and PATCHLEVEL)");
-        }
-        a.kernel_tree = Some(path.to_path_buf());
-        return Ok(a);
-    }
-    if custom::is_path(base) || path.is_file() {
-        a.kernel = base.to_string();
-        return Ok(a);
-    }
-    if kernels::resolve(base).is_ok() {
-        a.kernel = base.to_string();
-        return Ok(a);
-    }
-    match &b.kernel_tree {
-        Some(tree) => {
-            a.kernel_tree = Some(kernel_tree::checkout_ref(tree, base)?);
-            Ok(a)
-        }
-        None => bail!(
-            "--against {base}: not a pin (see `cargo xtask kernels list`), a kernel tree or a \
-             bzImage; a git ref needs --kernel-tree"
-        ),
-    }
-}
 
 /// A row whose B/A interval lies wholly beyond the threshold, either way (`compare::change`),
 /// with its change in percent (the ratio's).
@@ -95,13 +56,13 @@ pub fn report_path(dir: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::stats::Ci;
+    use crate::flows::bench::stats::Ci;
     use compare::Row;
 
     fn row(key: &str, ratio: f64, lo: f64, hi: f64) -> Row {
         Row {
             key: key.into(),
-            mode: crate::bench::Mode::Off,
+            mode: crate::flows::bench::Mode::Off,
             unit: "insns/op",
             a: Some(100.0),
             b: Some(100.0 * ratio),
@@ -146,30 +107,5 @@ mod tests {
             md.contains("- bpf_loop inlined (spectre_v2=off): -3.00 %"),
             "{md}"
         );
-    }
-
-    #[test]
-    fn a_base_is_a_pin_an_image_or_a_tree() {
-        let b = VmOptions {
-            kernel_tree: Some("/nonexistent/linux".into()),
-            ..VmOptions::new("6.1", std::time::Duration::from_secs(60))
-        };
-        let a = base_options("./bzImage", &b).unwrap();
-        assert_eq!(
-            (a.kernel.as_str(), a.kernel_tree.is_none()),
-            ("./bzImage", true)
-        );
-        let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join("Makefile"), "VERSION = 6\nPATCHLEVEL = 12\n").unwrap();
-        let a = base_options(d.path().to_str().unwrap(), &b).unwrap();
-        assert_eq!(a.kernel_tree.as_deref(), Some(d.path()));
-        let empty = tempfile::tempdir().unwrap();
-        let err = base_options(empty.path().to_str().unwrap(), &b)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("not a kernel source tree"), "{err}");
-        let plain = VmOptions::new("6.1", std::time::Duration::from_secs(60));
-        let err = base_options("v6.12", &plain).unwrap_err().to_string();
-        assert!(err.contains("a git ref needs --kernel-tree"), "{err}");
     }
 }

@@ -54,7 +54,7 @@ pub fn render(r: &BenchReport) -> String {
     let mut s = String::new();
     writeln!(s, "# bench-vm: kernel {} ({})\n", r.kernel, r.release).unwrap();
     if let Some(tree) = &r.tree {
-        writeln!(s, "Kernel {}.\n", crate::report::built_from(tree)).unwrap();
+        writeln!(s, "Kernel {}.\n", crate::results::report::built_from(tree)).unwrap();
     }
     let p = &r.params;
     writeln!(

@@ -17,21 +17,24 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::build;
-use crate::expect;
-use crate::guest;
-use crate::options::VmOptions;
-use crate::output::{Events, Output};
-use crate::paths::target_dir;
-use crate::report::{read_fact, AccelInfo};
-use crate::run::{self, Prepared};
-use crate::vng::Ending;
+use crate::domain::options::VmOptions;
+use crate::flows::run::{self, Prepared};
+use crate::kernel::choice::KernelChoice;
+use crate::kernel::expect;
+use crate::machine::build;
+use crate::machine::guest;
+use crate::machine::vng::Ending;
+use crate::results::report::{read_fact, AccelInfo};
+use crate::support::output::{Events, Output};
+use crate::support::paths::target_dir;
 pub use bpfvm_common::bench::Group;
 use bpfvm_common::bench_results::Results;
 pub use model::{BenchReport, Clock, HostLoad, Mode, Params, Run, Size};
 
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
+    /// Kernel B of an A/B, the only kernel otherwise.
+    pub kernel: KernelChoice,
     pub vm: VmOptions,
     pub size: Size,
     /// Benchmark groups; empty: all.
@@ -46,8 +49,9 @@ pub struct BenchOptions {
 
 impl BenchOptions {
     /// Every group, one producer, the size's boots.
-    pub fn new(vm: VmOptions, size: Size) -> Self {
+    pub fn new(kernel: KernelChoice, vm: VmOptions, size: Size) -> Self {
         Self {
+            kernel,
             vm,
             size,
             only: vec![],
@@ -102,7 +106,7 @@ const BUSY_CPUS: f64 = 0.5;
 
 pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, PathBuf)> {
     opts.check()?;
-    let p = run::prepare(&opts.vm, events)?;
+    let p = run::prepare(&opts.kernel, &opts.vm, events)?;
     let (opts, clock) = &measured_by(opts, &p.accel, events)?;
     let bin = build_bench(&p, events)?;
     let out_dir = out_dir(&p, opts);
@@ -110,21 +114,21 @@ pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, Pa
     Ok((reports.remove(0), out_dir))
 }
 
-/// An A/B of two kernels (`bench-vm --against A`): `opts.vm`'s kernel is B, `against` is A.
+/// An A/B of two kernels (`bench-vm --against A`): `opts.kernel` is B, `against` is A.
 /// Both are prepared (and built, for trees) before the first boot; their boots alternate, A
 /// then B for each mode of the schedule, so that the host's drift falls on both alike (under
 /// the instruction clock, where counts do not drift, the pair boots at once). Returns A's and
 /// B's reports, each in its own directory, and the comparison's directory.
 pub fn bench_ab(
     opts: &BenchOptions,
-    against: &VmOptions,
+    against: &KernelChoice,
     events: &Events,
 ) -> Result<(BenchReport, BenchReport, PathBuf)> {
     opts.check()?;
     events.step("preparing kernel A (--against)");
-    let a = run::prepare(against, events)?;
+    let a = run::prepare(against, &opts.vm, events)?;
     events.step("preparing kernel B");
-    let b = run::prepare(&opts.vm, events)?;
+    let b = run::prepare(&opts.kernel, &opts.vm, events)?;
     if a.accel.kind.name() != b.accel.kind.name() {
         bail!(
             "kernel A runs under {} and kernel B under {}: their figures do not compare; pass \
@@ -137,7 +141,7 @@ pub fn bench_ab(
     let bin = build_bench(&b, events)?;
     let dir = target_dir()
         .join("bench-vm")
-        .join(format!("ab-{}-vs-{}", a.label, b.label));
+        .join(format!("ab-{}-vs-{}", a.kernel.label, b.kernel.label));
     let kernels = [(&a, dir.join("A")), (&b, dir.join("B"))];
     let mut reports = run_boots(&kernels, opts, *clock, &bin, events)?;
     let rb = reports.pop().expect("two reports");
@@ -155,8 +159,8 @@ fn out_dir(p: &Prepared, opts: &BenchOptions) -> PathBuf {
     match opts.size {
         Size::Smoke => target_dir()
             .join("bench-vm")
-            .join(format!("{}-smoke", p.label)),
-        _ => target_dir().join("bench-vm").join(&p.label),
+            .join(format!("{}-smoke", p.kernel.label)),
+        _ => target_dir().join("bench-vm").join(&p.kernel.label),
     }
 }
 
@@ -184,7 +188,7 @@ fn run_boots(
         _ => format!("kernel {}, ", ["A", "B"].get(k).copied().unwrap_or("?")),
     };
     while !queue.is_empty() {
-        if crate::proc::interrupted() {
+        if crate::support::proc::interrupted() {
             return Err(interrupted(kernels, opts, clock, runs, start, queue.len()));
         }
         // Under the instruction clock the host's load does not move the figures, and a boot
@@ -232,7 +236,7 @@ fn run_boots(
         });
         // A boot Ctrl-C cut short is neither invalid nor busy: nothing is repeated after it,
         // and the check at the loop's head (or after it) ends the run.
-        if crate::proc::interrupted() {
+        if crate::support::proc::interrupted() {
             for ((k, _, _), run) in batch.into_iter().zip(done) {
                 runs[k].push(run?);
             }
@@ -274,7 +278,7 @@ fn run_boots(
             queue.push_front(r);
         }
     }
-    if crate::proc::interrupted() {
+    if crate::support::proc::interrupted() {
         return Err(interrupted(kernels, opts, clock, runs, start, 0));
     }
     let wall = start.elapsed().as_secs_f64();
@@ -290,7 +294,7 @@ fn run_boots(
 /// The committed instruction-clock smoke report of `kernel` that `cargo xtask ci` compares its
 /// own smoke run with (docs/ci.md, "Refreshing the reference").
 pub fn reference_path(kernel: &str) -> PathBuf {
-    crate::paths::workspace_root()
+    crate::support::paths::workspace_root()
         .join("vm/tests/data")
         .join(format!("bench-reference-{kernel}-smoke.json"))
 }
@@ -404,7 +408,7 @@ fn interrupted(
 /// bench did not finish in 600 s (issue 21).
 fn measured_by(
     opts: &BenchOptions,
-    accel: &crate::accel::Accel,
+    accel: &crate::machine::accel::Accel,
     events: &Events,
 ) -> Result<(BenchOptions, Clock)> {
     if accel.is_kvm() {
@@ -449,9 +453,9 @@ fn build_report(
     BenchReport {
         format: model::FORMAT,
         clock,
-        kernel: p.label.clone(),
-        release: p.tree.release.clone(),
-        tree: p.built_from.clone(),
+        kernel: p.kernel.label.clone(),
+        release: p.kernel.bootable.release.clone(),
+        tree: p.kernel.built_from.clone(),
         accel: AccelInfo::from(&p.accel),
         accel_note,
         host_cpu: host_cpu(),
@@ -474,8 +478,8 @@ pub fn write(r: &BenchReport, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     let json = serde_json::to_string_pretty(r)?;
     // Atomic: two runs at once never leave a torn report.
-    crate::fs::write_atomic(&dir.join("report.json"), (json + "\n").as_bytes())?;
-    crate::fs::write_atomic(&dir.join("report.md"), markdown::render(r).as_bytes())?;
+    crate::support::fs::write_atomic(&dir.join("report.json"), (json + "\n").as_bytes())?;
+    crate::support::fs::write_atomic(&dir.join("report.md"), markdown::render(r).as_bytes())?;
     plot::write_all(r, dir)
 }
 
@@ -582,7 +586,7 @@ fn one_run(
 
     let spectre_v2 = read_fact(shared, guest::files::SPECTRE_V2);
     let cmdline = read_fact(shared, guest::files::CMDLINE);
-    let results: Option<Results> = crate::guest_files::read(&out)
+    let results: Option<Results> = crate::support::guest_files::read(&out)
         .ok()
         .and_then(|s| serde_json::from_str(&s).ok());
     let mut problems = Vec::new();
@@ -613,13 +617,13 @@ fn one_run(
         )),
     }
     // A kernel that splatted is not a kernel to measure (issue 20).
-    problems.extend(run::unallowed_splats(shared, &p.label)?);
+    problems.extend(run::unallowed_splats(shared, &p.kernel.label)?);
     let mut results = results.unwrap_or_default();
     // A group skipped for a feature the kernel must have measured nothing it should have: a
     // benchmark failure, as such a skip fails a test in `vm-test`.
     for skip in &results.skipped {
         match expect::judge_skip(
-            &p.expected,
+            &p.kernel.expected,
             &Default::default(),
             &skip.feature,
             &skip.reason,
@@ -632,7 +636,7 @@ fn one_run(
         events.warn(format!("{label}: {e}"));
     }
     // An interrupted boot's files go with the partial report, not over the last complete run's.
-    let keep_in = if crate::proc::interrupted() {
+    let keep_in = if crate::support::proc::interrupted() {
         out_dir.join(INTERRUPTED)
     } else {
         out_dir.to_path_buf()

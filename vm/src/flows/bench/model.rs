@@ -6,7 +6,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::stats::{self, Better};
-use crate::report::AccelInfo;
+use crate::results::report::AccelInfo;
 use bpfvm_common::bench_results::{Results, Stat};
 
 /// How much to measure (the guest runner's plan of the same name).
@@ -243,7 +243,7 @@ pub struct BenchReport {
     pub release: String,
     /// The source tree the kernel was built from (`--kernel-tree`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tree: Option<crate::kernel_tree::TreeInfo>,
+    pub tree: Option<crate::kernel::source_tree::TreeInfo>,
     pub accel: AccelInfo,
     /// What the accelerator means for the figures.
     pub accel_note: String,

@@ -6,8 +6,8 @@ use std::process::Command;
 use anyhow::Result;
 
 use super::{run_logged, scrub_cargo_env, Layout, BPF_LINKER_VERSION, VIRTIOFSD_VERSION};
-use crate::output::Events;
-use crate::shell;
+use crate::support::output::Events;
+use crate::support::shell;
 
 /// Whether `.crates.toml` (cargo install's record) lists `krate` at exactly `version`.
 pub fn crates_toml_has(crates_toml: &str, krate: &str, version: &str) -> bool {
@@ -110,7 +110,7 @@ pub(super) fn cargo_install(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provision::{apt_install_command, LLVM_PREFIX};
+    use crate::machine::provision::{apt_install_command, LLVM_PREFIX};
 
     #[test]
     fn command_lines() {

@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 
 use super::distro::{package_hint, Distro};
 use super::{is_root, run_logged, Layout};
-use crate::output::Events;
+use crate::support::output::Events;
 
 /// The keyring the private apt checks the kernel suites with (`kernels::apt::KEYRING`). Debian
 /// always has it; Ubuntu ships the same file in its `debian-archive-keyring` package.

@@ -25,8 +25,8 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::output::Events;
-use crate::paths::cache_dir;
+use crate::support::output::Events;
+use crate::support::paths::cache_dir;
 
 pub use cargo_tools::{bpf_linker_install_args, crates_toml_has, virtiofsd_install_args};
 pub use debian::{apt_install_command, needs_apt_update, parse_dpkg_status, required_packages};
@@ -218,7 +218,7 @@ pub(crate) fn run_logged(cmd: &mut Command, shown: &str, log: &Path) -> Result<(
     }
     let f = File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let f2 = f.try_clone()?;
-    let status = crate::wait::status(cmd, f.into(), f2.into())
+    let status = crate::support::wait::status(cmd, f.into(), f2.into())
         .with_context(|| format!("running `{shown}`"))?;
     if status.success() {
         return Ok(());

@@ -107,8 +107,8 @@ pub(super) fn debian_toolchain(bpf_linker: PathBuf) -> EbpfToolchain {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provision::distro::tests::{DEBIAN, UBUNTU};
-    use crate::provision::parse_os_release;
+    use crate::machine::provision::distro::tests::{DEBIAN, UBUNTU};
+    use crate::machine::provision::parse_os_release;
 
     #[test]
     fn route_lines() {

@@ -6,8 +6,8 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use super::run_logged;
-use crate::output::Events;
-use crate::shell;
+use crate::support::output::Events;
+use crate::support::shell;
 
 /// Marker written into a venv after pip succeeded.
 const VENV_MARKER: &str = ".bpfvm-complete";

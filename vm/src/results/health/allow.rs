@@ -43,7 +43,7 @@ pub struct Allowlist {
 
 /// `kernels/splats/allowed.toml` in the checkout.
 pub fn path() -> std::path::PathBuf {
-    crate::paths::workspace_root().join("kernels/splats/allowed.toml")
+    crate::support::paths::workspace_root().join("kernels/splats/allowed.toml")
 }
 
 /// Reads and checks the allowlist at `path`.

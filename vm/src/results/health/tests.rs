@@ -2,7 +2,7 @@
 use super::*;
 
 fn fixture(name: &str) -> String {
-    let path = crate::paths::workspace_root()
+    let path = crate::support::paths::workspace_root()
         .join("vm/testdata/health")
         .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))

@@ -10,9 +10,9 @@ use serde::Deserialize;
 use bpfvm_common::protocol::SkipRecord;
 
 use super::model::{Outcome, TestResult};
-use crate::expect::Probe;
-use crate::guest::files;
-use crate::guest_files;
+use crate::kernel::expect::Probe;
+use crate::machine::guest::files;
+use crate::support::guest_files;
 
 /// A line of libtest's `--format json` output that this module cares about.
 #[derive(Deserialize)]
@@ -56,7 +56,7 @@ pub struct BinaryOutput {
     pub stderr_tail: String,
 }
 
-pub(super) use crate::shell::status_words;
+pub(super) use crate::support::shell::status_words;
 
 /// The test names of libtest's `--list --format terse` output (`name: test` lines).
 pub fn listed(list: &str) -> Vec<String> {

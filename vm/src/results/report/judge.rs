@@ -11,10 +11,10 @@ use super::collect::{
     status_words, tail_of,
 };
 use super::model::{Outcome, TestResult};
-use crate::expect::{self, Expectation, Mismatch, Probe};
-use crate::guest::files;
-use crate::guest_files;
-use crate::health::{Health, Judged};
+use crate::kernel::expect::{self, Expectation, Mismatch, Probe};
+use crate::machine::guest::files;
+use crate::results::health::{Health, Judged};
+use crate::support::guest_files;
 
 /// Turns passes that recorded a skip into skips with their reason, or into failures when the
 /// feature they skipped for is one the kernel must have (`expect::judge_skip`).

@@ -4,10 +4,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::accel::Accel;
-use crate::expect::{Expectation, Mismatch, Probe};
-use crate::health::Judged;
-use crate::vng::{Ending, FailedBoot, RunOutcome};
+use crate::kernel::expect::{Expectation, Mismatch, Probe};
+use crate::machine::accel::Accel;
+use crate::machine::vng::{Ending, FailedBoot, RunOutcome};
+use crate::results::health::Judged;
+use crate::support::status::Status;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -47,7 +48,7 @@ pub struct KernelInfo {
     /// The source tree the kernel was built from (`--kernel-tree`): its commit, dirty state
     /// and config hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tree: Option<crate::kernel_tree::TreeInfo>,
+    pub tree: Option<crate::kernel::source_tree::TreeInfo>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -56,7 +57,7 @@ pub struct AccelInfo {
     pub reason: String,
     /// Under TCG, how the vCPUs were threaded (`tcg_thread`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tcg_thread: Option<crate::tcg_thread::Threading>,
+    pub tcg_thread: Option<crate::machine::tcg_thread::Threading>,
 }
 
 impl AccelInfo {
@@ -111,6 +112,10 @@ pub struct Report {
     /// `verifier.json` and `verifier.csv` beside this report.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verifier: Vec<bpfvm_common::verifier::ProgStats>,
+    /// What the run established about the kernel, the command's exit status
+    /// (`support::status`): absent in reports of earlier versions, where it follows `ok()`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
 }
 
 /// Seconds per phase of a run; a phase the run did not reach is absent.
@@ -222,6 +227,19 @@ impl VmInfo {
 
 impl Report {
     /// The report of a kernel whose run could not start (fetch or build failed).
+    /// The exit status this report stands for (see [`Report::status`]'s field).
+    pub fn status(&self) -> Status {
+        self.status
+            .unwrap_or(if self.ok() { Status::Good } else { Status::Bad })
+    }
+
+    /// A kernel that never booted: `e` says why, and how that counts (`Status::of_error`).
+    pub fn not_run_because(version: &str, e: &anyhow::Error) -> Self {
+        let mut r = Self::not_run(version, &format!("{e:#}"));
+        r.status = Some(Status::of_error(e));
+        r
+    }
+
     pub fn not_run(version: &str, why: &str) -> Self {
         Self {
             kernel: KernelInfo {
@@ -252,6 +270,7 @@ impl Report {
             tests: vec![],
             summary: Summary::default(),
             verifier: vec![],
+            status: None,
         }
     }
 

@@ -12,8 +12,8 @@ use super::model::{Outcome, Report, TestResult, VmEnding};
 pub fn write(report: &Report, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     let json = serde_json::to_string_pretty(report)? + "\n";
-    crate::fs::write_atomic(&dir.join("report.json"), json.as_bytes())?;
-    crate::fs::write_atomic(&dir.join("junit.xml"), junit(report)?.as_bytes())
+    crate::support::fs::write_atomic(&dir.join("report.json"), json.as_bytes())?;
+    crate::support::fs::write_atomic(&dir.join("junit.xml"), junit(report)?.as_bytes())
 }
 
 /// JUnit XML for CI: one suite per kernel, skips with their reason.
@@ -158,7 +158,7 @@ pub fn matrix_table(reports: &[Report]) -> String {
 }
 
 /// "built from /src/linux at 1a2b3c4d5e6f (dirty), config 9f8e7d6c5b4a (cached build)".
-pub fn built_from(tree: &crate::kernel_tree::TreeInfo) -> String {
+pub fn built_from(tree: &crate::kernel::source_tree::TreeInfo) -> String {
     let at = match &tree.commit {
         Some(c) => format!(
             " at {}{}",

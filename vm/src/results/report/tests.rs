@@ -5,9 +5,9 @@ use super::collect::*;
 use super::judge::*;
 use super::model::*;
 use super::render::*;
-use crate::expect::{Expectation, Mismatch, Probe};
-use crate::guest::files;
-use crate::vng::FailedBoot;
+use crate::kernel::expect::{Expectation, Mismatch, Probe};
+use crate::machine::guest::files;
+use crate::machine::vng::FailedBoot;
 
 const RUN: &str = r#"{ "type": "suite", "event": "started", "test_count": 4 }
 { "type": "test", "event": "started", "name": "tests::bloom::a" }
@@ -236,11 +236,11 @@ fn features_json_missing_or_corrupt_or_a_failed_probe_fail_the_run() {
 /// What `vm-test` made of real guest output, recorded on 6.1 with a defect planted by hand
 /// (vm/testdata/<kernel>-<defect>/; the plants were never committed).
 fn recorded(defect: &str, ending: Option<&str>) -> (Vec<TestResult>, Vec<Mismatch>) {
-    let dir = crate::paths::workspace_root()
+    let dir = crate::support::paths::workspace_root()
         .join("vm/testdata")
         .join(format!("6.1-{defect}"));
     assert!(dir.is_dir(), "{}", dir.display());
-    let e = Expectation::for_pin(&crate::kernels::resolve("6.1").unwrap()).unwrap();
+    let e = Expectation::for_pin(&crate::kernel::pins::resolve("6.1").unwrap()).unwrap();
     let v = judge(&dir, &["bpfvm_tests".into()], &e, ending, None);
     (v.tests, v.mismatches)
 }
@@ -345,6 +345,7 @@ fn report(tests: Vec<TestResult>) -> Report {
         summary: summarize(&tests),
         tests,
         verifier: vec![],
+        status: None,
     }
 }
 
@@ -390,10 +391,10 @@ fn passed(name: &str) -> TestResult {
 #[test]
 fn a_splat_fails_the_tests_it_ran_during_and_its_kernel_entry_names_them() {
     let log = std::fs::read_to_string(
-        crate::paths::workspace_root().join("vm/testdata/health/two-tests.kmsg"),
+        crate::support::paths::workspace_root().join("vm/testdata/health/two-tests.kmsg"),
     )
     .unwrap();
-    let mut health = crate::health::judge(&log, &Default::default(), "6.1", None);
+    let mut health = crate::results::health::judge(&log, &Default::default(), "6.1", None);
     let mut tests = vec![
         passed("bloom_filter::a"),
         passed("batch::hash"),
@@ -441,15 +442,15 @@ fn a_splat_fails_the_tests_it_ran_during_and_its_kernel_entry_names_them() {
 #[test]
 fn an_allowed_splat_fails_nothing() {
     let log = std::fs::read_to_string(
-        crate::paths::workspace_root().join("vm/testdata/health/two-tests.kmsg"),
+        crate::support::paths::workspace_root().join("vm/testdata/health/two-tests.kmsg"),
     )
     .unwrap()
         + "12,28,9900040,-;bpfvm: phase end\n";
-    let allow = crate::health::allow::parse(
+    let allow = crate::results::health::allow::parse(
         "[[allow]]\nregex = '.'\nkernels = [\"6.1\"]\nreason = \"r\"\n",
     )
     .unwrap();
-    let mut health = crate::health::judge(&log, &allow, "6.1", None);
+    let mut health = crate::results::health::judge(&log, &allow, "6.1", None);
     let mut tests = vec![passed("bloom_filter::a"), passed("batch::hash")];
     apply_kernel_health(&mut tests, &mut health, true, display_name);
     assert_eq!(summarize(&tests).failed, 0, "{tests:#?}");
@@ -529,17 +530,17 @@ proptest::proptest! {
         files in proptest::collection::vec(guest_file(), 8),
         vm_died in proptest::bool::ANY,
     ) {
-        use crate::guest::files as names;
+        use crate::machine::guest::files as names;
         let d = tempfile::tempdir().unwrap();
         let names = [
             names::FEATURES.to_string(), names::PROBE_RC.into(), names::SKIPS.into(),
             names::list("t"), "t.jsonl".into(), "t.rc".into(), "t.stderr".into(),
-            crate::vng::STATUS_FILE.into(),
+            crate::machine::vng::STATUS_FILE.into(),
         ];
         for (name, bytes) in names.iter().zip(&files) {
             std::fs::write(d.path().join(name), bytes).unwrap();
         }
-        let exp = crate::expect::Expectation::for_release("6.1.0").unwrap();
+        let exp = crate::kernel::expect::Expectation::for_release("6.1.0").unwrap();
         let verdict = judge(
             d.path(), &["t".to_string()], &exp, vm_died.then_some("the VM died"), None,
         );
@@ -587,7 +588,7 @@ fn records_lost_while_tests_ran_fail_the_log_and_the_tests_across_the_gap() {
                12,11,11,-;bpfvm: test start d\n\
                12,12,12,-;bpfvm: test end d\n\
                12,13,13,-;bpfvm: phase end\n";
-    let mut health = crate::health::judge(log, &Default::default(), "6.1", None);
+    let mut health = crate::results::health::judge(log, &Default::default(), "6.1", None);
     let mut tests = ["a", "b", "c", "d", "e"].map(passed).to_vec();
     apply_kernel_health(&mut tests, &mut health, true, display_name);
     let by = by_name(&tests);
@@ -619,12 +620,12 @@ fn a_log_without_gaps_fails_nothing_and_an_early_end_names_the_bound() {
                  12,1,2,-;bpfvm: test start a\n\
                  12,2,3,-;bpfvm: test end a\n\
                  12,3,4,-;bpfvm: phase end\n";
-    let mut health = crate::health::judge(whole, &Default::default(), "6.1", None);
+    let mut health = crate::results::health::judge(whole, &Default::default(), "6.1", None);
     let mut tests = vec![passed("a")];
     apply_kernel_health(&mut tests, &mut health, true, display_name);
     assert_eq!(summarize(&tests).failed, 0, "{tests:#?}");
     let cut = &whole[..whole.rfind("12,3").unwrap()];
-    let mut health = crate::health::judge(cut, &Default::default(), "6.1", None);
+    let mut health = crate::results::health::judge(cut, &Default::default(), "6.1", None);
     let mut tests = vec![passed("a")];
     apply_kernel_health(&mut tests, &mut health, true, display_name);
     assert_eq!(
@@ -650,12 +651,12 @@ fn a_vm_dead_before_the_guest_script_is_one_entry_naming_why() {
 /// report.json names the TCG threading beside the accelerator, and reads back without it.
 #[test]
 fn the_accelerator_entry_carries_the_tcg_threading() {
-    let accel = crate::accel::Accel {
-        kind: crate::accel::Kind::Tcg,
+    let accel = crate::machine::accel::Accel {
+        kind: crate::machine::accel::Kind::Tcg,
         reason: "--accel tcg".into(),
-        tcg_thread: Some(crate::tcg_thread::for_version(crate::tcg_thread::Version(
-            10, 0, 13,
-        ))),
+        tcg_thread: Some(crate::machine::tcg_thread::for_version(
+            crate::machine::tcg_thread::Version(10, 0, 13),
+        )),
     };
     let info = AccelInfo::from(&accel);
     let json = serde_json::to_string(&info).unwrap();

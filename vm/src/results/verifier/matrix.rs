@@ -9,7 +9,7 @@ use super::{ProgStats, Verdict};
 pub type Kernel<'a> = (&'a str, &'a [ProgStats]);
 
 /// The kernels of `reports` that have statistics, in the reports' order.
-pub fn of_reports(reports: &[crate::report::Report]) -> Vec<Kernel<'_>> {
+pub fn of_reports(reports: &[crate::results::report::Report]) -> Vec<Kernel<'_>> {
     reports
         .iter()
         .filter(|r| !r.verifier.is_empty())

@@ -13,9 +13,9 @@ use anyhow::{bail, Context, Result};
 
 pub use bpfvm_common::verifier::{ProgStats, Verdict};
 
-use crate::guest::files;
-use crate::guest_files;
-use crate::report::{Outcome, TestResult};
+use crate::machine::guest::files;
+use crate::results::report::{Outcome, TestResult};
+use crate::support::guest_files;
 
 /// The files kept per kernel, beside `report.json`.
 pub const JSON: &str = "verifier.json";
@@ -65,18 +65,18 @@ pub fn keep(shared: &Path, dir: &Path) -> (Vec<ProgStats>, Option<TestResult>) {
 /// Writes `dir/verifier.json` and `dir/verifier.csv`; returns the CSV's path.
 pub fn write(stats: &[ProgStats], dir: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-    crate::fs::write_atomic(
+    crate::support::fs::write_atomic(
         &dir.join(JSON),
         (serde_json::to_string_pretty(stats)? + "\n").as_bytes(),
     )?;
     let csv_path = dir.join(CSV);
-    crate::fs::write_atomic(&csv_path, csv::write(stats).as_bytes())?;
+    crate::support::fs::write_atomic(&csv_path, csv::write(stats).as_bytes())?;
     Ok(csv_path)
 }
 
 /// The committed baseline of pin `version`: `kernels/verifier/<version>.csv`.
 pub fn baseline(version: &str) -> PathBuf {
-    crate::paths::workspace_root()
+    crate::support::paths::workspace_root()
         .join("kernels")
         .join("verifier")
         .join(format!("{version}.csv"))
@@ -107,7 +107,7 @@ pub fn compare_files(a: &Path, b: &Path, threshold_pct: f64) -> Result<compare::
 
 /// The last `vm-test` run's `verifier.csv` of kernel `label`.
 pub fn run_csv(label: &str) -> PathBuf {
-    crate::paths::target_dir()
+    crate::support::paths::target_dir()
         .join("vm-test")
         .join(label)
         .join(CSV)

@@ -1,28 +1,36 @@
 //! `--kernel-tree DIR`: a kernel source tree configured with the suite's config (see
-//! [`config`]), built out of tree in bpfvm's cache (see [`cache`]), then booted as an image the
-//! user built would be. `docs/kernel-tree.md` is the user's side of it.
+//! [`config`]), built out of tree in bpfvm's cache (see [`cache`]) in a clean environment (see
+//! [`env`]), then booted as an image the user built would be. `docs/kernel-tree.md` is the
+//! user's side of it.
 //!
-//! Order: [`check`] everything the user gave (the tree, the fragments) before anything is
-//! installed or built; [`build`] then installs the build tools, configures when the config
-//! changed, builds when the sources did, and returns the image.
+//! Order: [`check`] everything the user gave (the tree, its state, the fragments, the
+//! environment) before anything is installed or built; [`build`] then installs the build
+//! tools and, unless the sources, fragments and toolchain are those of the cached build,
+//! derives the config afresh (so a commit gets the same `.config` in a warm slot as in a cold
+//! one), builds, checks the built `.config` and returns the image.
 mod cache;
 mod config;
+mod env;
 mod make;
 mod source;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::output::Events;
+use crate::support::output::Events;
+use crate::support::status::Untestable;
 use config::{Line, Symbols};
+use env::{Mapped, OUT, SRC};
 
 pub use cache::{list, root as cache_root, Listed, Stamp};
-pub use make::{BuildFailed, BUILD_FAILED_STATUS};
+
+/// Names the way bpfvm builds a tree (the clean environment, the mapped paths): in the key
+/// and the slot, so that a build made another way is never reused.
+const RECIPE: &str = "bpfvm tree build 2: env -i, /run/bpfvm mapping, config derived per build";
 
 /// What a report says of a kernel built from a tree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,7 +40,7 @@ pub struct TreeInfo {
     pub dirty: bool,
     pub kernelversion: String,
     pub release: String,
-    /// sha256 of the merged config fragments.
+    /// sha256 of the `.config` the kernel was built with.
     pub config_hash: String,
     /// Whether this run built it (false: the cached build matched).
     pub built: bool,
@@ -60,9 +68,10 @@ pub struct Built {
     pub info: TreeInfo,
 }
 
-/// Checks the tree and reads the `--kconfig` fragments (each must parse), before anything is
-/// installed or built.
+/// Checks the environment and the tree and reads the `--kconfig` fragments (each must parse),
+/// before anything is installed or built.
 pub fn check(dir: &Path, kconfig: &[PathBuf]) -> Result<Checked> {
+    env::check()?;
     let source = source::open(dir)?;
     let mut user = Vec::new();
     for f in kconfig {
@@ -92,23 +101,18 @@ const BUILD_TOOLS: &[(&str, &str)] = &[
     ("ccache", "ccache"),
 ];
 
-fn on_path(cmd: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file()))
-}
-
 fn present(what: &str) -> bool {
     if what.starts_with('/') {
         Path::new(what).exists()
     } else {
-        on_path(what)
+        env::which(what).is_some()
     }
 }
 
 /// Installs the build tools where they are missing; an error names the packages still missing.
 fn ensure_build_tools(events: &Events) -> Result<()> {
     let pkgs: Vec<&str> = BUILD_TOOLS.iter().map(|(p, _)| *p).collect();
-    crate::provision::ensure_packages(&pkgs, events)
+    crate::machine::provision::ensure_packages(&pkgs, events)
         .context("installing the kernel build tools")?;
     let missing: Vec<&str> = BUILD_TOOLS
         .iter()
@@ -120,33 +124,13 @@ fn ensure_build_tools(events: &Events) -> Result<()> {
             "a kernel build needs the Debian packages {} (the commands or headers they bring \
              are missing); install them: {}",
             missing.join(" "),
-            crate::provision::apt_install_command(&missing, crate::provision::is_root())
+            crate::machine::provision::apt_install_command(
+                &missing,
+                crate::machine::provision::is_root()
+            )
         );
     }
     Ok(())
-}
-
-fn first_line(cmd: &str, arg: &str) -> String {
-    Command::new(cmd)
-        .arg(arg)
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string()
-        })
-        .unwrap_or_default()
-}
-
-/// The compiler and pahole versions: a build with another is another build.
-fn toolchain() -> String {
-    format!(
-        "{}; pahole {}",
-        first_line("gcc", "--version"),
-        first_line("pahole", "--version")
-    )
 }
 
 /// The fragments to merge, in order, as (file name in the build directory, text), with the
@@ -199,15 +183,31 @@ fn sha(parts: &[&[u8]]) -> String {
     hex::encode(h.finalize())
 }
 
-fn make_cmd(tree: &Path, out: &Path) -> (Command, String) {
-    let mut cmd = Command::new("make");
-    cmd.arg("-C").arg(tree).arg(format!("O={}", out.display()));
-    let shown = format!("make -C {} O={}", tree.display(), out.display());
-    (cmd, shown)
+/// Runs `argv` on `tree` with its output in `out` (see [`env::Mapped`]), logged to `log`.
+fn run_mapped(
+    tree: &Path,
+    out: &Path,
+    argv: &[&str],
+    label: &str,
+    log: &Path,
+    events: &Events,
+) -> Result<()> {
+    let m = Mapped::new(tree, out);
+    make::run(
+        &mut m.command(argv),
+        &m.shown(argv),
+        label,
+        log,
+        events,
+        |l| m.unmap(l),
+    )
 }
 
-/// Writes the fragments into `out/bpfvm/`, merges them over allnoconfig with the tree's
-/// `merge_config.sh -n` and checks the result.
+/// Derives the config from the tree and the fragments alone: allnoconfig with the fragments
+/// merged by the tree's `merge_config.sh -n`, in the slot's `config/` (never over the last
+/// build's `.config`, which kbuild's syncconfig would only update: new symbols would take their
+/// default, not allnoconfig's `n`). Checks it, then puts it in `build/` only when it differs,
+/// so that an unchanged config rebuilds nothing.
 fn configure(
     tree: &Path,
     slot: &cache::Slot,
@@ -216,47 +216,55 @@ fn configure(
     events: &Events,
 ) -> Result<()> {
     events.step("configuring the kernel (allnoconfig + boot, selftests, suite and your fragments)");
-    let out = slot.out();
-    let dir = out.join("bpfvm");
-    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
-    let (mut cmd, shown) = make_cmd(tree, &out);
-    cmd.arg("-s").arg("outputmakefile");
-    make::run(
-        &mut cmd,
-        &format!("{shown} -s outputmakefile"),
-        "the build directory's Makefile",
+    let dir = slot.config_dir();
+    let frag_dir = dir.join("bpfvm");
+    std::fs::create_dir_all(&frag_dir).with_context(|| format!("create {}", frag_dir.display()))?;
+    let out_arg = format!("O={OUT}");
+    run_mapped(
+        tree,
+        &dir,
+        &["make", "-C", SRC, &out_arg, "-s", "outputmakefile"],
+        "the config directory's Makefile",
         &slot.config_log(),
         events,
     )?;
+    let merge = format!("{SRC}/scripts/kconfig/merge_config.sh");
     // Through sh: a copied tree may have lost the script's executable bit.
-    let mut merge = Command::new("sh");
-    merge
-        .current_dir(&out)
-        .arg(tree.join("scripts/kconfig/merge_config.sh"))
-        .args(["-n", "-O", "."]);
+    let mut argv: Vec<String> = vec!["sh".into(), merge, "-n".into(), "-O".into(), ".".into()];
     for (name, text) in &frags.files {
-        let path = dir.join(name);
+        let path = frag_dir.join(name);
         std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
-        merge.arg(path);
+        argv.push(format!("bpfvm/{name}"));
     }
-    let shown = format!(
-        "cd {} && sh {}/scripts/kconfig/merge_config.sh -n -O . bpfvm/*.config",
-        out.display(),
-        tree.display()
-    );
-    make::run(
-        &mut merge,
-        &shown,
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    run_mapped(
+        tree,
+        &dir,
+        &argv,
         "merging the fragments",
         &slot.dir.join("merge.log"),
         events,
     )?;
-    let final_config = std::fs::read_to_string(out.join(".config"))
-        .with_context(|| format!("read {}/.config", out.display()))?;
-    let got = config::parse_config(&final_config);
+    let derived = std::fs::read_to_string(dir.join(".config"))
+        .with_context(|| format!("read {}/.config", dir.display()))?;
+    check_config(&derived, frags, symbols, events)?;
+    let built = slot.out().join(".config");
+    if std::fs::read_to_string(&built).ok().as_deref() != Some(derived.as_str()) {
+        std::fs::create_dir_all(slot.out())?;
+        crate::support::fs::write_atomic(&built, derived.as_bytes())?;
+        events.note("config: derived afresh and changed since the last build");
+    }
+    Ok(())
+}
+
+/// Every line of the boot, suite and user fragments must hold in `config`; a lost one makes
+/// this commit untestable (its sources cannot have what the suite needs, whatever the
+/// verdict would be). Lost lines of the selftests' fragment are listed only.
+fn check_config(config: &str, frags: &Fragments, symbols: &Symbols, events: &Events) -> Result<()> {
+    let got = config::parse_config(config);
     let lost = config::lost(&frags.required, &got);
     if !lost.is_empty() {
-        bail!("{}", config::lost_error(&lost, symbols));
+        return Err(Untestable(config::lost_error(&lost, symbols)).into());
     }
     let dropped: Vec<String> = config::lost(&frags.selftests, &got)
         .iter()
@@ -272,14 +280,24 @@ fn configure(
     }
     events.note(format!(
         "config: {} options =y, every option of boot.config, suite.config and --kconfig set",
-        final_config.lines().filter(|l| l.ends_with("=y")).count()
+        config.lines().filter(|l| l.ends_with("=y")).count()
     ));
     Ok(())
 }
 
+/// That `rev` names a commit of the git tree `tree` (`--against REV`), checked before
+/// anything is installed.
+pub fn verify_rev(tree: &Path, rev: &str) -> Result<String> {
+    source::verify_rev(tree, rev)
+}
+
 /// Where a git ref of a tree is checked out for an A/B (see `source::checkout_ref`).
 pub fn checkout_ref(tree: &Path, rev: &str) -> Result<PathBuf> {
-    source::checkout_ref(tree, rev, &crate::paths::cache_dir().join("tree-refs"))
+    source::checkout_ref(
+        tree,
+        rev,
+        &crate::support::paths::cache_dir().join("tree-refs"),
+    )
 }
 
 /// Whether `dir` looks like a kernel source tree (a top-level Makefile with VERSION and
@@ -292,11 +310,11 @@ pub fn is_tree(dir: &Path) -> bool {
 pub fn build(checked: &Checked, events: &Events) -> Result<Built> {
     let src = &checked.source;
     ensure_build_tools(events)?;
-    let toolchain = toolchain();
+    let toolchain = env::toolchain();
     let symbols = Symbols::read(&src.dir)?;
     let frags = fragments(checked, &symbols)?;
     let joined: Vec<&[u8]> = frags.files.iter().map(|(_, t)| t.as_bytes()).collect();
-    let config_hash = sha(&joined);
+    let fragments_hash = sha(&joined);
     let t = Instant::now();
     let content = source::content_key(src)?;
     events.note(format!(
@@ -312,13 +330,16 @@ pub fn build(checked: &Checked, events: &Events) -> Result<Built> {
         },
         t.elapsed().as_secs_f64()
     ));
+    // The config is a function of the sources (every Kconfig file is in `content`) and the
+    // fragments, so these four decide the kernel.
     let key = sha(&[
         content.as_bytes(),
-        config_hash.as_bytes(),
+        fragments_hash.as_bytes(),
         toolchain.as_bytes(),
+        RECIPE.as_bytes(),
     ]);
     let root = cache::root();
-    let slot = cache::Slot::of(&root, &src.dir, &toolchain);
+    let slot = cache::Slot::of(&root, &src.dir, &format!("{toolchain}{RECIPE}"));
     let _lock = slot.lock(|| {
         events.note(format!(
             "waiting for another run building in {}",
@@ -350,40 +371,43 @@ pub fn build(checked: &Checked, events: &Events) -> Result<Built> {
         });
     }
     slot.unstamp()?;
-    let configured = slot.dir.join("config.hash");
-    let same_config = std::fs::read_to_string(&configured).is_ok_and(|h| h == config_hash)
-        && slot.out().join(".config").is_file();
-    if !same_config {
-        let _ = std::fs::remove_file(&configured);
-        configure(&src.dir, &slot, &frags, &symbols, events)?;
-        std::fs::write(&configured, &config_hash)?;
-    }
+    configure(&src.dir, &slot, &frags, &symbols, events)?;
     let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let (mut cmd, mut shown) = make_cmd(&src.dir, &slot.out());
-    cmd.arg(format!("-j{jobs}"));
-    shown += &format!(" -j{jobs}");
-    if on_path("ccache") {
-        cmd.arg("CC=ccache gcc");
-        shown += " CC='ccache gcc'";
+    let jobs = format!("-j{jobs}");
+    let out_arg = format!("O={OUT}");
+    let mut argv = vec!["make", "-C", SRC, &out_arg, &jobs];
+    if env::which("ccache").is_some() {
+        argv.push("CC=ccache gcc");
     }
-    cmd.arg("bzImage");
-    shown += " bzImage";
+    argv.push("bzImage");
     events.step(format!(
         "building the kernel of {} (log: {})",
         src.dir.display(),
         slot.build_log().display()
     ));
     let start = Instant::now();
-    make::run(
-        &mut cmd,
-        &shown,
+    run_mapped(
+        &src.dir,
+        &slot.out(),
+        &argv,
         "building the kernel",
         &slot.build_log(),
         events,
     )?;
     let build_seconds = start.elapsed().as_secs();
-    let (mut cmd, _) = make_cmd(&src.dir, &slot.out());
-    let release = crate::wait::output(cmd.args(["-s", "kernelrelease"]))?;
+    // What was built, checked again: make's syncconfig may have changed what configure wrote.
+    let built_config = std::fs::read_to_string(slot.out().join(".config"))
+        .with_context(|| format!("read {}/.config", slot.out().display()))?;
+    check_config(&built_config, &frags, &symbols, &Events::silent())?;
+    let m = Mapped::new(&src.dir, &slot.out());
+    let release = crate::support::wait::output(&m.command(&[
+        "make",
+        "-s",
+        "-C",
+        SRC,
+        &out_arg,
+        "kernelrelease",
+    ]))?;
     let release = String::from_utf8_lossy(&release.stdout).trim().to_string();
     if release.is_empty() {
         bail!(
@@ -397,7 +421,7 @@ pub fn build(checked: &Checked, events: &Events) -> Result<Built> {
         dirty: src.git.as_ref().is_some_and(|g| g.dirty),
         kernelversion: src.kernelversion.clone(),
         release,
-        config_hash,
+        config_hash: sha(&[built_config.as_bytes()]),
         key,
         toolchain,
         built_unix: cache::now(),

@@ -1,7 +1,7 @@
 //! A private apt: its own sources.list, lists and cache under `cache_dir()/apt/`, so fetching
 //! kernels needs no root and never touches the host's apt state.
 use super::pin::{Package, Pin, Source};
-use crate::output::Events;
+use crate::support::output::Events;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -247,7 +247,7 @@ pub(super) fn run_raw(
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
     }
-    let out = crate::wait::output(&cmd).map_err(|e| {
+    let out = crate::support::wait::output(&cmd).map_err(|e| {
         let missing = e
             .downcast_ref::<std::io::Error>()
             .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound);

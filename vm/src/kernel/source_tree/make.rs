@@ -1,6 +1,7 @@
 //! Running make on the tree: its output to a log, a progress line while it runs, and a failed
-//! build as [`BuildFailed`] (exit status 125, which `git bisect run` reads as "skip this
-//! commit").
+//! build as [`Untestable`] (exit status 125, which `git bisect run` reads as "skip this
+//! commit") when the sources failed, or as a plain error (the run stops) when the host did: a
+//! tool missing, the disk full, the compiler killed.
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,19 +11,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::output::Events;
-use crate::proc::{interrupted, Group};
-
-/// The exit status of a run whose kernel did not build: `git bisect run` skips the commit.
-pub const BUILD_FAILED_STATUS: u8 = 125;
+use crate::support::output::Events;
+use crate::support::proc::{interrupted, Group};
+use crate::support::status::Untestable;
 
 /// A kernel that did not build: make's status, the compiler's error lines, the full log.
 #[derive(Debug)]
-pub struct BuildFailed {
-    pub what: String,
-    pub status: String,
-    pub errors: Vec<String>,
-    pub log: PathBuf,
+struct BuildFailed {
+    what: String,
+    status: String,
+    errors: Vec<String>,
+    log: PathBuf,
 }
 
 impl std::fmt::Display for BuildFailed {
@@ -31,28 +30,24 @@ impl std::fmt::Display for BuildFailed {
         for e in &self.errors {
             writeln!(f, "  {e}")?;
         }
-        write!(
-            f,
-            "full log: {} (exit status {BUILD_FAILED_STATUS}: `git bisect run` skips this commit)",
-            self.log.display()
-        )
+        write!(f, "full log: {}", self.log.display())
     }
 }
-
-impl std::error::Error for BuildFailed {}
 
 /// How often the progress line is repeated while make runs.
 const PROGRESS_EVERY: Duration = Duration::from_secs(20);
 
 /// Runs `cmd` (a make command line, `shown` as the user could type it) in its own process
 /// group, every line to `log`; `label` names the step in the progress line. Ctrl-C kills the
-/// whole group. A non-zero exit is a [`BuildFailed`].
+/// whole group. A non-zero exit is an [`Untestable`] or, when [`host_failure`] says so, a
+/// plain error.
 pub(crate) fn run(
     cmd: &mut Command,
     shown: &str,
     label: &str,
     log: &Path,
     events: &Events,
+    unmap: impl Fn(&str) -> String,
 ) -> Result<()> {
     events.command(shown);
     let mut file = File::create(log).with_context(|| format!("create {}", log.display()))?;
@@ -69,6 +64,7 @@ pub(crate) fn run(
         }
         match group.lines.recv_timeout(Duration::from_millis(200)) {
             Ok((_, line)) => {
+                let line = unmap(&line);
                 writeln!(file, "{line}")?;
                 lines += 1;
                 if is_step(&line) {
@@ -93,21 +89,43 @@ pub(crate) fn run(
         }
     };
     for (_, line) in group.finish() {
-        writeln!(file, "{line}")?;
+        writeln!(file, "{}", unmap(&line))?;
     }
     file.flush()?;
     if !status.success() {
         let text = std::fs::read_to_string(log).unwrap_or_default();
-        return Err(BuildFailed {
+        let failed = BuildFailed {
             what: format!("`{shown}`"),
             status: status.to_string(),
             errors: error_lines(&text),
             log: log.to_path_buf(),
-        }
-        .into());
+        };
+        return Err(match host_failure(&text) {
+            Some(why) => anyhow::anyhow!(
+                "{failed}\nthe host failed, not the sources ({why}): fix the host and run again \
+                 (a bisect stops here rather than skip or blame the commit)"
+            ),
+            None => Untestable(failed.to_string()).into(),
+        });
     }
     events.note(format!("{label}: done in {}", elapsed(start.elapsed())));
     Ok(())
+}
+
+/// What in a failed build's log says the host failed rather than the sources: a tool make
+/// ran is missing (the shell's 127), the disk is full, or a compiler was killed (the OOM
+/// killer's SIGKILL: make reports `Error 137` or `Killed`).
+pub(crate) fn host_failure(log: &str) -> Option<&'static str> {
+    let has = |s: &str| log.lines().any(|l| l.contains(s));
+    if has("Error 127") || has(": not found") || has("command not found") {
+        Some("a tool the build runs is missing")
+    } else if has("No space left on device") {
+        Some("the disk is full")
+    } else if has("Error 137") || has("Killed signal terminated program") || has("] Killed") {
+        Some("a compiler was killed, e.g. by the OOM killer")
+    } else {
+        None
+    }
 }
 
 /// A kbuild step line: `  CC      kernel/bpf/bloom_filter.o`.
@@ -210,20 +228,59 @@ make: *** [Makefile:224: __sub-make] Error 2
         let log = d.path().join("build.log");
         let mut cmd = Command::new("make");
         cmd.arg("-C").arg(d.path());
-        let err = run(&mut cmd, "make", "building", &log, &Events::silent()).unwrap_err();
-        let failed = err.downcast_ref::<BuildFailed>().expect("a BuildFailed");
-        assert_eq!(
-            failed.errors,
-            [
-                "x.c:1:1: error: boom",
-                "make: *** [Makefile:4: all] Error 1"
-            ]
+        let err = run(
+            &mut cmd,
+            "make",
+            "building",
+            &log,
+            &Events::silent(),
+            str::to_string,
+        )
+        .unwrap_err();
+        let failed = err.downcast_ref::<Untestable>().expect("an Untestable");
+        assert!(
+            failed
+                .0
+                .contains("x.c:1:1: error: boom\n  make: *** [Makefile:4: all] Error 1"),
+            "{}",
+            failed.0
         );
         let shown = err.to_string();
         assert!(shown.contains("exit status 125"), "{shown}");
         assert!(std::fs::read_to_string(&log)
             .unwrap()
             .contains("CC      x.o"));
+    }
+
+    /// A missing host tool (here `LLVM=1` on a host without clang: fixdep's 127) is the host's
+    /// failure: the run stops instead of skipping every commit of a bisect.
+    #[test]
+    fn a_missing_tool_is_the_hosts_failure_not_the_commits() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("Makefile"),
+            "all:\n\t@clang-not-installed-here -c x.c\n",
+        )
+        .unwrap();
+        let log = d.path().join("build.log");
+        let mut cmd = Command::new("make");
+        cmd.arg("-C").arg(d.path());
+        let err = run(
+            &mut cmd,
+            "make",
+            "building",
+            &log,
+            &Events::silent(),
+            str::to_string,
+        )
+        .unwrap_err();
+        assert!(err.downcast_ref::<Untestable>().is_none(), "{err:#}");
+        assert!(
+            format!("{err:#}").contains("a tool the build runs is missing"),
+            "{err:#}"
+        );
+        assert_eq!(host_failure("make[2]: *** [x] Error 1\n"), None);
+        assert!(host_failure("ld: final link failed: No space left on device\n").is_some());
     }
 
     #[test]
@@ -233,7 +290,15 @@ make: *** [Makefile:224: __sub-make] Error 2
         let log = d.path().join("build.log");
         let mut cmd = Command::new("make");
         cmd.arg("-C").arg(d.path());
-        run(&mut cmd, "make", "building", &log, &Events::silent()).unwrap();
+        run(
+            &mut cmd,
+            "make",
+            "building",
+            &log,
+            &Events::silent(),
+            str::to_string,
+        )
+        .unwrap();
         assert!(std::fs::read_to_string(&log).unwrap().contains("built"));
     }
 }

@@ -14,7 +14,8 @@ pub mod pin;
 
 pub use pin::{check_release, release_from_package, Package, Pin, Source};
 
-use crate::output::Events;
+use crate::kernel::bootable::Bootable;
+use crate::support::output::Events;
 use anyhow::{bail, Context, Result};
 use cache::{Cache, Cached};
 use std::fmt;
@@ -25,7 +26,7 @@ pub const ARCH: &str = "amd64";
 
 /// The directory holding the pin files: `<workspace>/kernels`.
 pub fn pins_dir() -> PathBuf {
-    crate::paths::workspace_root().join("kernels")
+    crate::support::paths::workspace_root().join("kernels")
 }
 
 /// What `--kernel all` names: every pinned kernel.
@@ -92,42 +93,24 @@ fn resolve_in(dir: &Path, version: &str) -> Result<Pin> {
     )
 }
 
-/// An extracted kernel, ready to boot.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KernelTree {
-    /// The extracted tree (`kernels/<version>-<short sha>/`).
-    pub root: PathBuf,
-    /// `boot/vmlinuz-<release>` or `usr/lib/modules/<release>/vmlinuz` inside `root`.
-    pub vmlinuz: PathBuf,
-    /// `uname -r` of this kernel.
-    pub release: String,
-}
-
-impl KernelTree {
-    /// `lib/modules/<release>` or `usr/lib/modules/<release>` inside `root`.
-    pub fn modules_dir(&self) -> Option<PathBuf> {
-        cache::modules_dir(&self.root, &self.release)
-    }
-}
-
 fn cache() -> Cache {
     Cache {
-        root: crate::paths::cache_dir(),
+        root: crate::support::paths::cache_dir(),
     }
 }
 
 /// The cached tree of `pin`, if it was fetched before (no network, no lock).
-pub fn cached(pin: &Pin) -> Option<KernelTree> {
+pub fn cached(pin: &Pin) -> Option<Bootable> {
     cache().cached(pin)
 }
 
 /// The extracted kernel of `pin`: from the cache without any network access, else downloaded
 /// (private apt), verified against the pin's sha256s, extracted and cached.
-pub fn fetch(pin: &Pin, events: &Events) -> Result<KernelTree> {
+pub fn fetch(pin: &Pin, events: &Events) -> Result<Bootable> {
     fetch_in(&cache(), pin, events)
 }
 
-fn fetch_in(cache: &Cache, pin: &Pin, events: &Events) -> Result<KernelTree> {
+fn fetch_in(cache: &Cache, pin: &Pin, events: &Events) -> Result<Bootable> {
     // Everything under the lock: another run may be verifying, removing, downloading or
     // extracting the same files. Uncontended, the lock costs nothing.
     let _lock = cache.lock(events)?;
@@ -675,7 +658,7 @@ mod tests {
     fn two_concurrent_fetches_share_one_cache() {
         let t = tempfile::tempdir().unwrap();
         let pin = resolve("6.1").unwrap();
-        let trees: Vec<KernelTree> = std::thread::scope(|s| {
+        let trees: Vec<Bootable> = std::thread::scope(|s| {
             let runs: Vec<_> = (0..2)
                 .map(|_| {
                     s.spawn(|| {

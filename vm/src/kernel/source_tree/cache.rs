@@ -2,7 +2,8 @@
 //! toolchain, so that a changed tree rebuilds incrementally in the same `build/` (make's own
 //! dependency tracking) and an unchanged one is not built at all (its stamp matches).
 //!
-//! A slot holds `build/` (make's `O=`), `config.log`, `build.log`, and `stamp.json`, written
+//! A slot holds `build/` (make's `O=`), `config/` (where the config is derived), `config.log`,
+//! `merge.log`, `build.log`, and `stamp.json`, written
 //! last and only after a build that succeeded: a build that died leaves no stamp, so the next
 //! run builds again. `.lock` is held while a run configures or builds, and while it boots the
 //! image (so eviction never removes a kernel in use).
@@ -14,7 +15,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::paths::cache_dir;
+use crate::support::paths::cache_dir;
 
 /// What a successful build was built from and what it made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,9 +26,10 @@ pub struct Stamp {
     pub kernelversion: String,
     /// `make kernelrelease`: what `uname -r` says in the guest.
     pub release: String,
-    /// sha256 of the merged fragments.
+    /// sha256 of the `.config` the kernel was built with.
     pub config_hash: String,
-    /// sha256 of the sources (see `source::content_key`), the config hash and the toolchain.
+    /// sha256 of the sources (see `source::content_key`), the fragments, the toolchain and
+    /// bpfvm's build recipe: what the kernel is a function of.
     pub key: String,
     pub toolchain: String,
     pub built_unix: u64,
@@ -74,6 +76,10 @@ impl Slot {
     pub(crate) fn build_log(&self) -> PathBuf {
         self.dir.join("build.log")
     }
+    /// Where the config is derived afresh for each build (see `configure`).
+    pub(crate) fn config_dir(&self) -> PathBuf {
+        self.dir.join("config")
+    }
     pub(crate) fn config_log(&self) -> PathBuf {
         self.dir.join("config.log")
     }
@@ -87,7 +93,7 @@ impl Slot {
             .with_context(|| format!("create {}", self.dir.display()))?;
         let path = self.dir.join(".lock");
         let file = File::create(&path).with_context(|| format!("open {}", path.display()))?;
-        crate::wait::lock(&file, on_wait)?;
+        crate::support::wait::lock(&file, on_wait)?;
         Ok(file)
     }
 
@@ -105,7 +111,7 @@ impl Slot {
     }
 
     pub(crate) fn write_stamp(&self, stamp: &Stamp) -> Result<()> {
-        crate::fs::write_atomic(&self.stamp_path(), &serde_json::to_vec_pretty(stamp)?)
+        crate::support::fs::write_atomic(&self.stamp_path(), &serde_json::to_vec_pretty(stamp)?)
     }
 
     /// Marks the slot used now (eviction removes the least recently used first).

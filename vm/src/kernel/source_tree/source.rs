@@ -75,9 +75,10 @@ pub(crate) fn open(dir: &Path) -> Result<Source> {
     })
 }
 
-/// What an in-tree build left, if anything (the files the top-level Makefile's `outputmakefile`
-/// target checks: `.config` and `include/config`), with the architecture an in-tree `.config`
-/// is for when it is not x86.
+/// What an in-tree build left, if anything (what the top-level Makefile's `outputmakefile`
+/// target checks before an `O=` build: `.config`, `include/config` and
+/// `arch/$(SRCARCH)/include/generated`, the last also left by `make headers`), with the
+/// architecture an in-tree `.config` is for when it is not x86.
 fn in_tree_build(dir: &Path) -> Option<String> {
     let config = dir.join(".config");
     if config.exists() {
@@ -90,9 +91,10 @@ fn in_tree_build(dir: &Path) -> Option<String> {
             None => ".config".into(),
         });
     }
-    dir.join("include/config")
-        .exists()
-        .then(|| "include/config".into())
+    ["include/config", "arch/x86/include/generated"]
+        .into_iter()
+        .find(|p| dir.join(p).exists())
+        .map(str::to_string)
 }
 
 /// `make kernelversion`, from the Makefile's own formula: VERSION.PATCHLEVEL.SUBLEVEL plus
@@ -115,9 +117,22 @@ pub(crate) fn kernelversion(makefile: &str) -> Option<String> {
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<std::process::Output> {
-    // --no-optional-locks: a read-only tree must not need the index written.
-    Command::new("git")
-        .arg("--no-optional-locks")
+    // --no-optional-locks: a read-only tree must not need the index written. The variables
+    // that point git at another repository, index or work tree would key other sources than
+    // the tree's.
+    let mut cmd = Command::new("git");
+    for var in [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_EXTERNAL_DIFF",
+        "GIT_DIFF_OPTS",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.arg("--no-optional-locks")
         .arg("-C")
         .arg(dir)
         .args(args)
@@ -144,31 +159,88 @@ fn git_state(dir: &Path) -> Result<Option<Git>> {
     }))
 }
 
-/// What the build's sources are, as a hash: for a git tree `HEAD`, `git diff HEAD` and the
-/// untracked files (path and content); otherwise every file's path, size and modification
-/// time (what make itself compares), `.git` and other dot-directories left out.
+/// What the build's sources are, as a hash. For a git tree: `HEAD`, `git diff HEAD` (no
+/// external diff driver nor textconv filter: what is hashed is the bytes), the untracked
+/// files (path and content), the files git does not diff (assume-unchanged, skip-worktree:
+/// path and content) and the ignored files that are there (path, size, modification time:
+/// `.git/info/exclude` can hide a source file from `git status`). Otherwise every file's
+/// path, size and modification time (what make itself compares), symlinked directories
+/// followed, `.git` and other dot-directories left out.
 pub(crate) fn content_key(src: &Source) -> Result<String> {
     let mut h = Sha256::new();
     match &src.git {
         Some(g) => {
             h.update(g.commit.as_bytes());
-            let diff = git(&src.dir, &["diff", "HEAD", "--binary"])?;
+            let diff = git(
+                &src.dir,
+                &["diff", "--no-ext-diff", "--no-textconv", "--binary", "HEAD"],
+            )?;
             if !diff.status.success() {
                 bail!("git diff HEAD failed in {}", src.dir.display());
             }
             h.update(&diff.stdout);
-            let untracked = git(
-                &src.dir,
-                &["ls-files", "-z", "--others", "--exclude-standard"],
-            )?;
-            for path in untracked
-                .stdout
-                .split(|&b| b == 0)
-                .filter(|p| !p.is_empty())
-            {
-                let rel = String::from_utf8_lossy(path).into_owned();
-                h.update(path);
-                h.update(std::fs::read(src.dir.join(&rel)).unwrap_or_default());
+            let listed = |args: &[&str]| -> Result<Vec<String>> {
+                let out = git(&src.dir, args)?;
+                if !out.status.success() {
+                    bail!("git {} failed in {}", args.join(" "), src.dir.display());
+                }
+                Ok(out
+                    .stdout
+                    .split(|&b| b == 0)
+                    .filter(|p| !p.is_empty())
+                    .map(|p| String::from_utf8_lossy(p).into_owned())
+                    .collect())
+            };
+            let untracked = listed(&["ls-files", "-z", "--others", "--exclude-standard"])?;
+            // `-v`: a lower-case tag is assume-unchanged, `S` skip-worktree.
+            let hidden: Vec<String> = listed(&["ls-files", "-z", "-v"])?
+                .into_iter()
+                .filter_map(|l| {
+                    let (tag, path) = l.split_once(' ')?;
+                    (tag == "S" || tag.chars().all(|c| c.is_ascii_lowercase()))
+                        .then(|| path.to_string())
+                })
+                .collect();
+            for (kind, paths) in [("untracked", &untracked), ("hidden", &hidden)] {
+                h.update(kind.as_bytes());
+                for rel in paths {
+                    h.update(rel.as_bytes());
+                    h.update(std::fs::read(src.dir.join(rel)).unwrap_or_default());
+                }
+            }
+            // A tracked symlink is hashed as its target's name: one that leads out of the tree
+            // would bring sources the key does not see.
+            for entry in listed(&["ls-files", "-z", "-s"])? {
+                let Some(path) = entry
+                    .strip_prefix("120000 ")
+                    .and_then(|e| e.split_once('\t'))
+                else {
+                    continue;
+                };
+                let path = path.1;
+                if let Ok(target) = src.dir.join(path).canonicalize() {
+                    if !target.starts_with(&src.dir) {
+                        bail!(
+                            "--kernel-tree {}: the tracked symlink {path} leads out of the tree \
+                             (to {}); bpfvm's cache key covers only the tree's own files. \
+                             Replace the link with what it points to, or build the kernel \
+                             yourself and pass --kernel path/to/bzImage",
+                            src.dir.display(),
+                            target.display()
+                        );
+                    }
+                }
+            }
+            let ignored = listed(&[
+                "ls-files",
+                "-z",
+                "--others",
+                "--ignored",
+                "--exclude-standard",
+            ])?;
+            h.update(b"ignored");
+            for rel in ignored {
+                hash_file_metadata(&src.dir.join(&rel), &rel, &mut h);
             }
         }
         None => hash_metadata(&src.dir, &mut h)?,
@@ -176,36 +248,59 @@ pub(crate) fn content_key(src: &Source) -> Result<String> {
     Ok(hex::encode(h.finalize()))
 }
 
+fn hash_file_metadata(path: &Path, rel: &str, h: &mut Sha256) {
+    use std::os::unix::fs::MetadataExt;
+    h.update(rel.as_bytes());
+    if let Ok(meta) = std::fs::metadata(path) {
+        h.update(format!("\0{}\0{}.{}\n", meta.len(), meta.mtime(), meta.mtime_nsec()).as_bytes());
+    }
+}
+
+/// Every file under `dir` by path, size and modification time. Symlinks are followed (make
+/// reads through them), each directory once (a link cycle ends there), and a link's target
+/// is hashed too.
 fn hash_metadata(dir: &Path, h: &mut Sha256) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let mut files = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
+        let meta = std::fs::metadata(&d).with_context(|| format!("read {}", d.display()))?;
+        if !seen.insert((meta.dev(), meta.ino())) {
+            continue;
+        }
         for e in std::fs::read_dir(&d).with_context(|| format!("read {}", d.display()))? {
             let e = e?;
-            let meta = e.metadata()?;
+            let path = e.path();
+            let rel = path.strip_prefix(dir).unwrap_or(&path).to_owned();
+            let link = std::fs::read_link(&path).ok();
+            // A dangling link is hashed as the link it is.
+            let meta = match std::fs::metadata(&path) {
+                Ok(m) => m,
+                Err(_) => e.metadata()?,
+            };
             if meta.is_dir() {
                 if !e.file_name().to_string_lossy().starts_with('.') {
-                    stack.push(e.path());
+                    stack.push(path);
+                }
+                if let Some(target) = link {
+                    files.push((rel, 0, 0, 0, Some(target)));
                 }
                 continue;
             }
-            let rel = e.path().strip_prefix(dir).unwrap_or(&e.path()).to_owned();
-            files.push((rel, meta.len(), meta.mtime(), meta.mtime_nsec()));
+            files.push((rel, meta.len(), meta.mtime(), meta.mtime_nsec(), link));
         }
     }
     files.sort();
-    for (rel, len, s, ns) in files {
+    for (rel, len, s, ns, link) in files {
         h.update(rel.as_os_str().as_encoded_bytes());
-        h.update(format!("\0{len}\0{s}.{ns}\n").as_bytes());
+        h.update(format!("\0{len}\0{s}.{ns}\0{link:?}\n").as_bytes());
     }
     Ok(())
 }
 
-/// Where `rev` of the git tree `tree` is checked out for an A/B: `git archive` of the commit
-/// unpacked under `root/<commit>/` (the user's repository and work tree are not touched), once;
-/// a checkout that died half-way has no marker and is made again.
-pub(crate) fn checkout_ref(tree: &Path, rev: &str, root: &Path) -> Result<PathBuf> {
+/// The commit `rev` names in the git tree `tree`.
+pub(crate) fn verify_rev(tree: &Path, rev: &str) -> Result<String> {
     let verify = git(
         tree,
         &[
@@ -221,7 +316,11 @@ pub(crate) fn checkout_ref(tree: &Path, rev: &str, root: &Path) -> Result<PathBu
             tree.display()
         );
     }
-    let commit = String::from_utf8_lossy(&verify.stdout).trim().to_string();
+    Ok(String::from_utf8_lossy(&verify.stdout).trim().to_string())
+}
+
+pub(crate) fn checkout_ref(tree: &Path, rev: &str, root: &Path) -> Result<PathBuf> {
+    let commit = verify_rev(tree, rev)?;
     let dest = root.join(&commit);
     const COMPLETE: &str = ".bpfvm-complete";
     if dest.join(COMPLETE).is_file() {

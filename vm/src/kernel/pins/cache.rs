@@ -12,8 +12,8 @@
 //! removed with an error saying to fetch it again.
 use super::apt::{says_not_on_mirror, Apt};
 use super::pin::{Package, Pin};
-use super::KernelTree;
-use crate::output::Events;
+use crate::kernel::bootable::{modules_dir, Bootable};
+use crate::support::output::Events;
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 use std::fs::File;
@@ -39,7 +39,7 @@ const MANIFEST_HEADER: &str = "bpfvm kernel tree 2";
 
 impl Manifest {
     /// The manifest of the tree `tree` is now.
-    pub(super) fn of(tree: &KernelTree) -> Result<Manifest> {
+    pub(super) fn of(tree: &Bootable) -> Result<Manifest> {
         let rel = |p: &Path| p.strip_prefix(&tree.root).unwrap_or(p).to_path_buf();
         let mut modules = vec![];
         if let Some(dir) = tree.modules_dir() {
@@ -154,7 +154,7 @@ fn list_files(dir: &Path, found: &mut impl FnMut(&Path, u64)) -> Result<()> {
 pub(super) enum Cached {
     /// No tree with a marker of this bpfvm's form.
     Absent,
-    Valid(KernelTree),
+    Valid(Bootable),
     /// A tree that does not match its marker: why.
     Damaged(String),
 }
@@ -197,7 +197,7 @@ impl Cache {
     }
 
     /// The complete tree for `pin`, if one is in place and matches its [`COMPLETE`] marker.
-    pub(super) fn cached(&self, pin: &Pin) -> Option<KernelTree> {
+    pub(super) fn cached(&self, pin: &Pin) -> Option<Bootable> {
         match self.state(pin) {
             Cached::Valid(tree) => Some(tree),
             Cached::Absent | Cached::Damaged(_) => None,
@@ -231,7 +231,7 @@ impl Cache {
     /// Takes the cache lock, waiting (and saying so) while another run holds it.
     pub(super) fn lock(&self, events: &Events) -> Result<File> {
         let dir = self.kernels();
-        crate::fs::writable(&dir, "the kernel cache", "XDG_CACHE_HOME")?;
+        crate::support::fs::writable(&dir, "the kernel cache", "XDG_CACHE_HOME")?;
         let path = dir.join(".lock");
         let file = File::options()
             .create(true)
@@ -239,7 +239,7 @@ impl Cache {
             .write(true)
             .open(&path)
             .with_context(|| format!("opening {}", path.display()))?;
-        crate::wait::lock(&file, || {
+        crate::support::wait::lock(&file, || {
             events.note(format!(
                 "another bpfvm run is fetching kernels; waiting for its lock ({})",
                 path.display()
@@ -360,12 +360,7 @@ impl Cache {
 
     /// Extracts `debs` into a temp tree, checks it holds the kernel, and renames it to
     /// [`Cache::tree_dir`]. Call with the lock held.
-    pub(super) fn extract(
-        &self,
-        pin: &Pin,
-        debs: &[PathBuf],
-        events: &Events,
-    ) -> Result<KernelTree> {
+    pub(super) fn extract(&self, pin: &Pin, debs: &[PathBuf], events: &Events) -> Result<Bootable> {
         let kernels = self.kernels();
         std::fs::create_dir_all(&kernels)
             .with_context(|| format!("creating {}", kernels.display()))?;
@@ -385,7 +380,7 @@ impl Cache {
                 deb.display(),
                 tmp.path().display()
             ));
-            let out = crate::wait::output(
+            let out = crate::support::wait::output(
                 Command::new(argv[0])
                     .args(&argv[1..])
                     .arg(deb)
@@ -499,7 +494,7 @@ pub(super) fn sha256_file(path: &Path) -> Result<String> {
 }
 
 /// Finds the kernel image and modules of `release` in an extracted tree.
-pub(super) fn find_tree(root: &Path, release: &str) -> Result<KernelTree> {
+pub(super) fn find_tree(root: &Path, release: &str) -> Result<Bootable> {
     let vmlinuz = [
         root.join("boot").join(format!("vmlinuz-{release}")),
         root.join("usr/lib/modules").join(release).join("vmlinuz"),
@@ -522,24 +517,11 @@ pub(super) fn find_tree(root: &Path, release: &str) -> Result<KernelTree> {
             describe(root)
         );
     }
-    Ok(KernelTree {
+    Ok(Bootable {
         root: root.to_path_buf(),
         vmlinuz,
         release: release.to_string(),
     })
-}
-
-/// `lib/modules/<release>` or `usr/lib/modules/<release>` (the one holding `kernel/`).
-pub(super) fn modules_dir(root: &Path, release: &str) -> Option<PathBuf> {
-    let cands = [
-        root.join("lib/modules").join(release),
-        root.join("usr/lib/modules").join(release),
-    ];
-    cands
-        .iter()
-        .find(|p| p.join("kernel").is_dir())
-        .or_else(|| cands.iter().find(|p| p.is_dir()))
-        .cloned()
 }
 
 /// What kernels a tree does hold, for error messages.

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::kernels::check_release;
-use crate::kernels::KernelTree;
+use crate::kernel::bootable::Bootable;
+use crate::kernel::pins::check_release;
 
 /// `--kernel` is a path when it contains a slash; otherwise a pin version. A file in the
 /// current directory is `./NAME`: a file that happens to be called `6.1` never shadows the pin.
@@ -98,7 +98,7 @@ const COMPLETE: &str = ".bpfvm-complete";
 /// The tree's directory is named for the release and a hash of the image and the modules'
 /// path, so a run never removes or rewrites a tree another run may be booting; staging itself
 /// happens under `staging/.lock` in a temporary directory renamed into place.
-pub fn stage(image: &Path, modules: Option<&Path>, staging: &Path) -> Result<KernelTree> {
+pub fn stage(image: &Path, modules: Option<&Path>, staging: &Path) -> Result<Bootable> {
     let bytes = read_image(image)?;
     let release = image_release(&bytes).with_context(|| format!("--kernel {}", image.display()))?;
     let modules = match modules {
@@ -106,7 +106,7 @@ pub fn stage(image: &Path, modules: Option<&Path>, staging: &Path) -> Result<Ker
         None => None,
     };
     let root = staging.join(format!("{release}-{}", key(&bytes, modules.as_deref())));
-    let tree = KernelTree {
+    let tree = Bootable {
         vmlinuz: root.join("boot").join(format!("vmlinuz-{release}")),
         root,
         release,
@@ -119,7 +119,8 @@ pub fn stage(image: &Path, modules: Option<&Path>, staging: &Path) -> Result<Ker
     let lock = std::fs::File::create(&lock_path)
         .with_context(|| format!("open {}", lock_path.display()))?;
     // Polled, so that Ctrl-C ends the wait while another run stages.
-    crate::wait::lock(&lock, || {}).with_context(|| format!("lock {}", lock_path.display()))?;
+    crate::support::wait::lock(&lock, || {})
+        .with_context(|| format!("lock {}", lock_path.display()))?;
     if tree.root.join(COMPLETE).is_file() {
         return Ok(tree);
     }
@@ -248,11 +249,11 @@ mod tests {
         let image = d.path().join("bzImage");
         std::fs::write(&image, fake_bzimage("6.13.0-x #1")).unwrap();
         let staging = d.path().join("stage");
-        let trees: Vec<KernelTree> = std::thread::scope(|s| {
+        let trees: Vec<Bootable> = std::thread::scope(|s| {
             let runs: Vec<_> = (0..8)
                 .map(|_| {
                     s.spawn(|| {
-                        let mut trees: Vec<KernelTree> = (0..10)
+                        let mut trees: Vec<Bootable> = (0..10)
                             .map(|_| stage(&image, None, &staging).unwrap())
                             .collect();
                         trees.pop()

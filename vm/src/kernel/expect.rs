@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 pub use bpfvm_common::protocol::Probe;
 
-use crate::kernels::Pin;
+use crate::kernel::pins::Pin;
 
 /// The features one kernel must have, and where that expectation comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -219,7 +219,7 @@ mod tests {
 
     #[test]
     fn every_pin_lists_exactly_what_the_table_gives_its_release() {
-        for pin in crate::kernels::pins().unwrap() {
+        for pin in crate::kernel::pins::pins().unwrap() {
             let version = mainline_version(&pin.release).unwrap();
             let want = derived(version);
             assert_eq!(

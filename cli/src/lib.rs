@@ -325,6 +325,27 @@ mod tests {
         assert_eq!(status(clean, false), ExitCode::FAILURE, "no `phase end`");
     }
 
+    /// `bpfvm test --kernel-tree` on a tree that does not build: the kernel's report says
+    /// why it did not run and the command exits 125, as `vm-test` does; a host failure 255;
+    /// with another kernel that failed a test, 1.
+    #[test]
+    fn a_kernel_that_did_not_build_exits_125_and_a_host_failure_255() {
+        use bpfvm_host::results::report::Report;
+        use bpfvm_host::support::status::Untestable;
+        let untestable = anyhow::Error::new(Untestable("`make bzImage` failed".into()));
+        let not_built = Report::not_run_because("/src/linux", &untestable);
+        assert_eq!(judged_status([&not_built]), ExitCode::from(125));
+        let crashed = Report::not_run_because("6.1", &anyhow::anyhow!("qemu crashed"));
+        assert_eq!(judged_status([&not_built, &crashed]), ExitCode::from(255));
+        let mut failed = Report::not_run("6.12", "a test failed");
+        failed.status = Some(Status::Bad);
+        assert_eq!(
+            judged_status([&not_built, &crashed, &failed]),
+            ExitCode::FAILURE
+        );
+        assert_eq!(error_status(&untestable), ExitCode::from(125));
+    }
+
     /// The release the guest booted is checked on every run, `vm-run`'s and `bpfvm exec`'s too.
     #[test]
     fn another_release_than_asked_for_fails_a_command_that_succeeded() {

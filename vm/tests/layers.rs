@@ -1,11 +1,11 @@
 //! The host library's layers hold: every module imports only from its own layer or the layers
-//! below it (the folders of `vm/src`, bottom up: `support`, `domain`, `machine`, `results`,
-//! `flows`), and no two modules import each other, directly or through others. `ui` sits on
+//! below it (the folders of `vm/src`, bottom up: `support`, `domain`, `machine`, `kernel`,
+//! `results`, `flows`), and no two modules import each other, directly or through others. `ui` sits on
 //! top and nothing imports it. The table in `vm/src/lib.rs` and `docs/architecture.md` say the
 //! same.
 //!
-//! Imports are read from the source (`crate::name` and `crate::{a, b}`), test modules included:
-//! a test that reaches upward ties the layers together as much as code does.
+//! Imports are read from the source (`crate::layer::name`), test modules included: a test that
+//! reaches upward ties the layers together as much as code does. Every import names its layer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -166,6 +166,43 @@ fn cycles(mods: &BTreeMap<String, Module>) -> Vec<String> {
             format!("a cycle through {}", names.join(", "))
         })
         .collect()
+}
+
+/// Each `crate::` path that does not name its layer first (`crate::kernel::pins`, not
+/// `crate::pins`): a reader sees the layers in the imports.
+fn unlayered(src: &Path) -> Vec<String> {
+    let mut bad = Vec::new();
+    for path in walkdir(src) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap();
+            for (i, _) in code.match_indices("crate::") {
+                let first: String = code[i + "crate::".len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .collect();
+                if !LAYERS.contains(&first.as_str()) {
+                    let rel = path.strip_prefix(src).unwrap();
+                    bad.push(format!("{}:{}: {}", rel.display(), n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn every_import_names_its_layer() {
+    let package = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo test sets it");
+    let bad = unlayered(&Path::new(&package).join("src"));
+    assert!(bad.is_empty(), "\n{}", bad.join("\n"));
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(
+        d.path().join("a.rs"),
+        "use crate::paths;\nuse crate::support::fs;\n",
+    )
+    .unwrap();
+    assert_eq!(unlayered(d.path()), ["a.rs:1: use crate::paths;"]);
 }
 
 #[test]

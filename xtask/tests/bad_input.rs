@@ -436,3 +436,31 @@ fn kernel_tree_options_that_do_not_go_together_are_usage_errors() {
     let (code, err) = xtask(&["bench-vm", "--against", "6.1", "--null"]);
     assert_eq!(code, STOP, "{err}");
 }
+
+/// A variable kbuild would read (`LLVM=1`, `KCFLAGS`, ...) is refused before anything is built:
+/// bpfvm builds in a clean environment, and the cached gcc kernel is never taken for it.
+#[test]
+fn a_variable_kbuild_would_read_is_refused_before_building() {
+    for (var, value) in [("LLVM", "1"), ("KCFLAGS", "-DX"), ("KCONFIG_CONFIG", "x")] {
+        let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args([
+                "vm-run",
+                "--kernel-tree",
+                "/nonexistent/linux",
+                "--",
+                "true",
+            ])
+            .env(var, value)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(STOP), "{err}");
+        assert!(
+            err.contains(&format!(
+                "the environment sets what kbuild would read: {var}={value}"
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("==> checking host tools"), "{err}");
+    }
+}

@@ -165,7 +165,8 @@ fn a_hang_is_killed_at_the_timeout() {
         "took {:?}",
         start.elapsed()
     );
-    assert_eq!(o.status.code(), Some(1));
+    // Nothing judged: the host may be slow (docs/exit-status.md).
+    assert_eq!(o.status.code(), Some(255));
     assert!(
         stderr(&o).contains("did not finish within 20 s"),
         "{}",
@@ -263,7 +264,8 @@ fn a_qemu_crash_is_named_with_its_signal_and_not_retried() {
     assert_eq!(unsafe { libc::kill(qemu, libc::SIGABRT) }, 0);
     let o = child.wait_with_output().unwrap();
     let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    // qemu's failure, not the kernel's: 255 stops a bisect.
+    assert_eq!(o.status.code(), Some(255), "{err}");
     assert!(
         err.contains("error: qemu crashed: signal 6 (SIGABRT), with no message of its own"),
         "{err}"
@@ -294,7 +296,7 @@ fn a_guest_printing_forever_is_stopped_at_the_timeout() {
         "took {:?}",
         start.elapsed()
     );
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(255));
     assert!(
         stderr(&o).contains("did not finish within 30 s"),
         "{}",
@@ -382,7 +384,7 @@ fn a_boot_that_dies_before_the_guest_script_is_retried_once_unless_no_retry() {
     let cut_short = ["--accel", "tcg", "--timeout", "3"];
     let o = vm_run("1033M", &cut_short, &["true"]);
     let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(o.status.code(), Some(255), "{err}");
     assert_eq!(err.matches("booting once more").count(), 1, "{err}");
     assert!(
         err.contains("The first attempt: the guest did not finish within 3 s"),
@@ -397,7 +399,7 @@ fn a_boot_that_dies_before_the_guest_script_is_retried_once_unless_no_retry() {
     once.push("--no-retry");
     let o = vm_run("1033M", &once, &["true"]);
     let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(o.status.code(), Some(255), "{err}");
     assert!(!err.contains("booting once more"), "{err}");
     assert_eq!(err.matches("==> booting").count(), 1, "{err}");
     assert_eq!(leftovers("1033M"), Vec::<String>::new());
@@ -421,7 +423,8 @@ fn a_filter_with_shell_syntax_is_never_run() {
     let filter = "x$(touch \"$BPFVM_RESULTS/pwned\");touch \"$BPFVM_RESULTS/pwned\"`touch /x`";
     let o = vm_test("1037M", &["--filter", filter]);
     let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    // A filter that matches nothing judged nothing.
+    assert_eq!(o.status.code(), Some(255), "{err}");
     assert!(
         err.contains(&format!("no test name contains `{filter}`")),
         "{err}"

@@ -27,6 +27,7 @@ use crate::machine::vng::Ending;
 use crate::results::report::{read_fact, AccelInfo};
 use crate::support::output::{Events, Output};
 use crate::support::paths::target_dir;
+use crate::support::status::Status;
 pub use bpfvm_common::bench::Group;
 use bpfvm_common::bench_results::Results;
 pub use model::{BenchReport, Clock, HostLoad, Mode, Params, Run, Size};
@@ -601,9 +602,20 @@ fn one_run(
             booted.cmdline_arg()
         ));
     }
+    // A kernel that splatted is not a kernel to measure (issue 20).
+    let splats = run::unallowed_splats(shared, &p.kernel.label)?;
     if outcome.ending != Ending::Exited(0) {
-        problems.push(outcome.diagnosis().lines().next().unwrap_or("").to_string());
         events.warn(outcome.diagnosis());
+        // qemu crashed, the VM failed, timed out or hung booting, and the kernel log blames
+        // nothing: the run measured nothing of the kernel, and judges nothing either.
+        let judged = run::run_status(&outcome.ending, true, !splats.is_empty());
+        if judged == Status::Stopped && outcome.ending != Ending::Interrupted {
+            bail!(
+                "{label}: {}; the host or qemu failed, not the kernel: nothing is judged",
+                outcome.diagnosis().lines().next().unwrap_or("")
+            );
+        }
+        problems.push(outcome.diagnosis().lines().next().unwrap_or("").to_string());
     }
     match (&results, read_fact(shared, RC).as_deref()) {
         (None, rc) => problems.push(format!(
@@ -616,8 +628,7 @@ fn one_run(
             rc.unwrap_or("unknown")
         )),
     }
-    // A kernel that splatted is not a kernel to measure (issue 20).
-    problems.extend(run::unallowed_splats(shared, &p.kernel.label)?);
+    problems.extend(splats);
     let mut results = results.unwrap_or_default();
     // A group skipped for a feature the kernel must have measured nothing it should have: a
     // benchmark failure, as such a skip fails a test in `vm-test`.

@@ -308,8 +308,13 @@ pub fn is_tree(dir: &Path) -> bool {
 
 /// Builds (or finds cached) the kernel of a checked tree.
 pub fn build(checked: &Checked, events: &Events) -> Result<Built> {
-    let src = &checked.source;
     ensure_build_tools(events)?;
+    build_in(&cache::root(), checked, events)
+}
+
+/// [`build`] with its slots under `root`.
+fn build_in(root: &Path, checked: &Checked, events: &Events) -> Result<Built> {
+    let src = &checked.source;
     let toolchain = env::toolchain();
     let symbols = Symbols::read(&src.dir)?;
     let frags = fragments(checked, &symbols)?;
@@ -338,8 +343,7 @@ pub fn build(checked: &Checked, events: &Events) -> Result<Built> {
         toolchain.as_bytes(),
         RECIPE.as_bytes(),
     ]);
-    let root = cache::root();
-    let slot = cache::Slot::of(&root, &src.dir, &format!("{toolchain}{RECIPE}"));
+    let slot = cache::Slot::of(root, &src.dir, &format!("{toolchain}{RECIPE}"));
     let _lock = slot.lock(|| {
         events.note(format!(
             "waiting for another run building in {}",
@@ -429,7 +433,7 @@ pub fn build(checked: &Checked, events: &Events) -> Result<Built> {
     };
     slot.write_stamp(&stamp)?;
     slot.touch();
-    for gone in cache::evict(&root, cache::limit(), &slot.dir) {
+    for gone in cache::evict(root, cache::limit(), &slot.dir) {
         events.note(format!(
             "removed the least recently used tree build {}",
             gone.display()
@@ -439,4 +443,110 @@ pub fn build(checked: &Checked, events: &Events) -> Result<Built> {
         image: slot.image(),
         info: info(&stamp, true),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::support::status::Status;
+
+    /// A tree whose kbuild is three scripts that keep Kconfig's rules that matter here:
+    /// `merge_config.sh -n` gives every symbol of `Kconfig.defaults` `n` (allnoconfig) and then
+    /// the fragments' values; make's `bzImage` first does what syncconfig does to an existing
+    /// `.config` (a symbol it lacks takes its default) and drops the option named in `drop`
+    /// (a dependency the commit broke), then "builds" the `.config` as the image.
+    fn fake_tree(dir: &Path, defaults: &str) {
+        for d in ["scripts/kconfig", "kernel/bpf", "arch/x86"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        std::fs::write(dir.join("Kbuild"), "").unwrap();
+        std::fs::write(dir.join("arch/x86/Kconfig"), "").unwrap();
+        std::fs::write(dir.join("Kconfig.defaults"), defaults).unwrap();
+        std::fs::write(
+            dir.join("Makefile"),
+            "VERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 0\nEXTRAVERSION =\n\
+             outputmakefile:\n\t@true\n\
+             bzImage:\n\tcd $(O) && while IFS== read n v; do grep -q \"CONFIG_$$n[= ]\" .config || \
+             echo \"CONFIG_$$n=$$v\" >> .config; done < $(CURDIR)/Kconfig.defaults\n\
+             \tcd $(O) && if [ -f $(CURDIR)/drop ]; then sed -i \"/CONFIG_$$(cat $(CURDIR)/drop)=/d\" .config; fi\n\
+             \tmkdir -p $(O)/arch/x86/boot && cp $(O)/.config $(O)/arch/x86/boot/bzImage\n\
+             kernelrelease:\n\t@echo 6.12.0-fake\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("scripts/kconfig/merge_config.sh"),
+            "shift 3\ntop=$(dirname \"$0\")/../..\n\
+             { sed 's/^\\([A-Z0-9_]*\\)=.*/# CONFIG_\\1 is not set/' \"$top/Kconfig.defaults\"; cat \"$@\"; } |\n\
+             awk '{ if (match($0, /^CONFIG_[A-Z0-9_]+=/)) n = substr($0, 8, RLENGTH - 8);\n\
+             else if (match($0, /^# CONFIG_[A-Z0-9_]+ is not set/)) { n = $2; sub(/^CONFIG_/, \"\", n) }\n\
+             else next; if (!(n in v)) o[++k] = n; v[n] = $0 }\n\
+             END { for (i = 1; i <= k; i++) print v[o[i]] }' > .config\n",
+        )
+        .unwrap();
+    }
+
+    fn config_of(built: &Built) -> String {
+        std::fs::read_to_string(&built.image).unwrap()
+    }
+
+    /// A commit that adds a symbol with `default y`: built in a slot that built the commit
+    /// before it, it gets the same `.config` (the symbol off, as allnoconfig leaves it) and the
+    /// same config hash as in a fresh slot. Before, make ran on the old `.config` and
+    /// syncconfig gave the new symbol its default.
+    #[test]
+    fn a_warm_slot_and_a_cold_one_build_a_commit_with_the_same_config() {
+        let d = tempfile::tempdir().unwrap();
+        let tree = d.path().join("linux");
+        fake_tree(&tree, "BPF_SYSCALL=y\n");
+        let warm = d.path().join("warm");
+        let ev = Events::silent();
+        let first = build_in(&warm, &check(&tree, &[]).unwrap(), &ev).unwrap();
+        assert!(first.info.built);
+        std::fs::write(
+            tree.join("Kconfig.defaults"),
+            "BPF_SYSCALL=y\nBISECT_PLANT=y\n",
+        )
+        .unwrap();
+        let again = build_in(&warm, &check(&tree, &[]).unwrap(), &ev).unwrap();
+        let cold = build_in(&d.path().join("cold"), &check(&tree, &[]).unwrap(), &ev).unwrap();
+        assert!(config_of(&cold).contains("# CONFIG_BISECT_PLANT is not set"));
+        assert_eq!(config_of(&again), config_of(&cold));
+        assert_eq!(again.info.config_hash, cold.info.config_hash);
+        assert_ne!(first.info.config_hash, again.info.config_hash);
+        // Unchanged: not built again, the same hash reported.
+        let cached = build_in(&warm, &check(&tree, &[]).unwrap(), &ev).unwrap();
+        assert!(!cached.info.built);
+        assert_eq!(cached.info.config_hash, again.info.config_hash);
+    }
+
+    /// An option the suite needs that the build drops (here after the config was derived, as
+    /// syncconfig may) makes the commit untestable (125), naming the option.
+    #[test]
+    fn an_option_lost_in_the_build_makes_the_commit_untestable() {
+        let d = tempfile::tempdir().unwrap();
+        let tree = d.path().join("linux");
+        fake_tree(&tree, "BPF_SYSCALL=y\n");
+        let root = d.path().join("slots");
+        build_in(&root, &check(&tree, &[]).unwrap(), &Events::silent()).unwrap();
+        std::fs::write(tree.join("drop"), "BPF_JIT").unwrap();
+        let err = build_in(&root, &check(&tree, &[]).unwrap(), &Events::silent()).unwrap_err();
+        assert!(err.downcast_ref::<Untestable>().is_some(), "{err:#}");
+        assert!(format!("{err:#}").contains("CONFIG_BPF_JIT=y"), "{err:#}");
+        assert!(format!("{err:#}").contains("exit status 125"), "{err:#}");
+    }
+
+    /// What `make headers` leaves (arch/x86/include/generated) makes kbuild refuse an `O=`
+    /// build: refused before building, with the fix.
+    #[test]
+    fn a_tree_kbuild_would_refuse_is_refused_first() {
+        let d = tempfile::tempdir().unwrap();
+        fake_tree(d.path(), "");
+        std::fs::create_dir_all(d.path().join("arch/x86/include/generated")).unwrap();
+        let err = format!("{:#}", check(d.path(), &[]).unwrap_err());
+        assert!(
+            err.contains("arch/x86/include/generated") && err.contains("mrproper"),
+            "{err}"
+        );
+        assert!(Status::of_error(&check(d.path(), &[]).unwrap_err()) == Status::Stopped);
+    }
 }

@@ -401,6 +401,82 @@ mod tests {
         assert_eq!(s.kernelversion, "6.12.118");
     }
 
+    fn git_tree(dir: &Path) -> impl Fn(&[&str]) {
+        fake_tree(dir);
+        let dir = dir.to_path_buf();
+        let sh = move |args: &[&str]| {
+            let ok = Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
+                .arg(&dir)
+                .args(args)
+                .output()
+                .unwrap()
+                .status
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        sh(&["init", "-q"]);
+        sh(&["add", "."]);
+        sh(&["commit", "-q", "-m", "base"]);
+        sh
+    }
+
+    /// What git can be told to hide from `git diff` and `git status` still changes the key:
+    /// an external diff driver that prints nothing, a file marked assume-unchanged or
+    /// skip-worktree, a file listed in `.git/info/exclude`.
+    #[test]
+    fn what_git_hides_still_changes_the_key() {
+        let d = tempfile::tempdir().unwrap();
+        let sh = git_tree(d.path());
+        let key = || content_key(&open(d.path()).unwrap()).unwrap();
+        sh(&["config", "diff.external", "true"]);
+        std::fs::write(d.path().join(".gitattributes"), "*.c diff=none\n").unwrap();
+        sh(&["config", "diff.none.textconv", "true"]);
+        sh(&["add", ".gitattributes"]);
+        sh(&["commit", "-q", "-m", "attributes"]);
+        let k0 = key();
+        std::fs::write(d.path().join("Kbuild"), "obj-y += x.o\n").unwrap();
+        let k1 = key();
+        assert_ne!(k0, k1, "an edit behind an external diff driver");
+        sh(&["update-index", "--assume-unchanged", "Kbuild"]);
+        std::fs::write(d.path().join("Kbuild"), "obj-y += y.o\n").unwrap();
+        let k2 = key();
+        assert_ne!(k1, k2, "an edit to an assume-unchanged file");
+        sh(&[
+            "update-index",
+            "--no-assume-unchanged",
+            "--skip-worktree",
+            "Kbuild",
+        ]);
+        std::fs::write(d.path().join("Kbuild"), "obj-y += z.o\n").unwrap();
+        assert_ne!(k2, key(), "an edit to a skip-worktree file");
+        std::fs::write(d.path().join(".git/info/exclude"), "kernel/bpf/hidden.c\n").unwrap();
+        let k3 = key();
+        std::fs::write(d.path().join("kernel/bpf/hidden.c"), "int x;").unwrap();
+        assert_ne!(k3, key(), "a file .git/info/exclude hides");
+    }
+
+    /// In a tree that is not a git repository, a symlinked directory's files are keyed.
+    #[test]
+    fn a_symlinked_directory_of_a_plain_tree_is_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let tree = d.path().join("linux");
+        std::fs::create_dir(&tree).unwrap();
+        fake_tree(&tree);
+        let outside = d.path().join("bpf-src");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("bloom_filter.c"), "a").unwrap();
+        std::fs::remove_dir(tree.join("kernel/bpf")).unwrap();
+        std::os::unix::fs::symlink(&outside, tree.join("kernel/bpf")).unwrap();
+        let src = Source {
+            git: None,
+            ..open(&tree).unwrap()
+        };
+        let a = content_key(&src).unwrap();
+        std::fs::write(outside.join("bloom_filter.c"), "ab").unwrap();
+        assert_ne!(a, content_key(&src).unwrap());
+    }
+
     #[test]
     fn the_key_of_a_plain_tree_changes_with_a_file_and_only_then() {
         let d = tempfile::tempdir().unwrap();

@@ -44,7 +44,7 @@ pub(crate) struct Options {
     /// An A/B of two kernels: this run's kernel (--kernel or --kernel-tree) is B, A is a pin,
     /// a kernel tree, a bzImage, or a git ref of --kernel-tree's repository. Boots alternate
     /// A and B; target/bench-vm/ab-<A>-vs-<B>/ab.md has every row's A, B and B/A and the rows
-    /// that changed (docs/kernel-tree.md).
+    /// that changed (docs/kernel-tree.md). Exits 1 when a row changed beyond --threshold.
     #[arg(long, value_name = "BASE", conflicts_with = "null")]
     against: Option<String>,
     /// With --against: the change in percent, either way, a row's whole interval must exceed
@@ -107,7 +107,12 @@ fn ab(opts: &BenchOptions, base: &str, threshold: f64, events: &Events) -> Resul
         path.display(),
         dir.display()
     );
-    Ok(exit_status(c.problems.is_empty() && a.ok() && b.ok()))
+    // A row that changed beyond the threshold, either way, is the verdict an A/B exists for:
+    // exit 1, so that `git bisect run` finds the commit that changed a row's cost.
+    let moved = ab::changed(&c);
+    Ok(exit_status(
+        c.problems.is_empty() && moved.is_empty() && a.ok() && b.ok(),
+    ))
 }
 
 /// The benchmark groups `--only` accepts (one list: `bpfvm_host::flows::bench::Group`).

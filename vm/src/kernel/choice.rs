@@ -246,6 +246,17 @@ mod tests {
             pin_of(args(None, None, None).one().unwrap()),
             defaults::KERNEL
         );
+        let pins_of = |v: &str| -> Vec<String> {
+            args(Some(v), None, None)
+                .many()
+                .unwrap()
+                .into_iter()
+                .map(|c| c.shown())
+                .collect()
+        };
+        assert_eq!(pins_of("6.1,6.12"), ["6.1", "6.12"]);
+        let e = args(Some("6.1,"), None, None).many().unwrap_err();
+        assert!(e.to_string().contains("an empty kernel in the list"), "{e}");
         let all = args(Some(ALL), None, None).many().unwrap();
         assert_eq!(all.len(), pins::pins().unwrap().len());
         assert!(args(Some(ALL), None, None).one().is_err());

@@ -29,21 +29,6 @@ pub fn pins_dir() -> PathBuf {
     crate::support::paths::workspace_root().join("kernels")
 }
 
-/// What `--kernel all` names: every pinned kernel.
-pub const ALL: &str = "all";
-
-/// The kernels `--kernel` names: `all` (every pin, oldest first), or a comma-separated list.
-pub fn select(arg: &str) -> Result<Vec<String>> {
-    if arg == ALL {
-        return Ok(pins()?.into_iter().map(|p| p.version).collect());
-    }
-    let list: Vec<String> = arg.split(',').map(|k| k.trim().to_string()).collect();
-    if list.iter().any(String::is_empty) {
-        bail!("--kernel {arg:?}: an empty kernel in the list (e.g. --kernel 6.1,6.12)");
-    }
-    Ok(list)
-}
-
 /// All pins in `kernels/*.toml`, sorted by version numerically.
 pub fn pins() -> Result<Vec<Pin>> {
     pins_in(&pins_dir())
@@ -341,14 +326,6 @@ fn bump_in(cache: &Cache, pin: &Pin, events: &Events) -> Result<BumpOutcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kernels_are_a_comma_separated_list() {
-        assert_eq!(select("6.1,6.12").unwrap(), ["6.1", "6.12"]);
-        assert_eq!(select("6.1").unwrap(), ["6.1"]);
-        let e = select("6.1,").unwrap_err().to_string();
-        assert!(e.contains("an empty kernel in the list"), "{e}");
-    }
 
     #[test]
     fn repo_pins_parse() {

@@ -260,8 +260,16 @@ fn test_on(
     if vm_ok && !tests.iter().any(|t| report::is_test(&t.name)) {
         tests.push(report::no_test_ran(None));
     }
+    let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
+    inventory::judge_ignored(
+        &mut tests,
+        shared,
+        &names,
+        built.inventory.as_ref(),
+        inventory::CRATE_FILE,
+        |binary, test| format!("{binary}::{}", report::display_name(test)),
+    );
     if let Some(inv) = &built.inventory {
-        let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
         // Test arguments select tests in ways the inventory cannot replay: then only tests
         // it does not list are named.
         let full = opts.test_args.is_empty();

@@ -317,11 +317,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         None if !vm_ok => vec![report::never_started(&ending)],
         _ => verdict.tests,
     };
-    tests.extend(inventory::check_suite(
-        shared,
-        &names,
-        opts.filter.as_deref(),
-    ));
+    inventory::check_suite(&mut tests, shared, &names, opts.filter.as_deref());
     let release = report::read_fact(shared, guest::files::RELEASE);
     let mut health = kernel_health(shared, &out_dir, &outcome, &allow, &p, &release)?;
     let kernel_blamed = health.splats.iter().any(|s| s.allowed.is_none());

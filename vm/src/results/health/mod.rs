@@ -60,6 +60,9 @@ pub struct Lost {
     pub phase: String,
     /// The tests running on either side of the gap: any of them may have splatted unseen.
     pub running: Vec<String>,
+    /// Tests' markers may be among the lost records: the gap is in the tests phase, or the
+    /// `phase tests` marker was never read (lost in a gap that began before it).
+    pub may_hold_tests: bool,
 }
 
 impl Lost {
@@ -99,6 +102,7 @@ pub fn scan(kernel_log: &str) -> Scan {
             if let Some(gap) = log::gap(last_seq, r) {
                 out.lost.push(Lost {
                     gap,
+                    may_hold_tests: phase == TESTS_PHASE,
                     phase: phase.clone(),
                     running: running.iter().cloned().collect(),
                 });
@@ -151,7 +155,21 @@ pub fn scan(kernel_log: &str) -> Scan {
             }
         }
     }
+    if phase_seen(&records, TESTS_PHASE) {
+        return out;
+    }
+    for l in &mut out.lost {
+        l.may_hold_tests = true;
+    }
     out
+}
+
+/// Whether the log holds the marker of `phase`.
+fn phase_seen(records: &[log::Record], phase: &str) -> bool {
+    let marker = Marker::Phase(phase.into());
+    records
+        .iter()
+        .any(|r| Marker::parse(&r.text).as_ref() == Some(&marker))
 }
 
 /// A splat as `report.json` records it: blamed, and allowed or not.
@@ -248,10 +266,7 @@ pub fn judge(
             }
         })
         .collect();
-    let end = Marker::Phase(END_PHASE.into());
-    let complete = log::records(kernel_log)
-        .iter()
-        .any(|r| Marker::parse(&r.text).as_ref() == Some(&end));
+    let complete = phase_seen(&log::records(kernel_log), END_PHASE);
     Health {
         splats,
         complete,
@@ -277,6 +292,9 @@ fn taint_set_by(kind: Kind) -> u64 {
 
 /// The phase the guest script marks last, once everything else is in the log.
 pub const END_PHASE: &str = "end";
+
+/// The phase in which the guest script runs the tests.
+pub const TESTS_PHASE: &str = "tests";
 
 #[cfg(test)]
 mod tests;

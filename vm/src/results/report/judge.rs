@@ -235,7 +235,8 @@ fn fail(t: &mut TestResult, reason: String) {
 
 /// The kernel log's losses in the verdict: one `guest:kernel.log` entry naming each gap (and
 /// the log's early end), and each test that ran across a gap failed, as are the tests with no
-/// marker in a log that lost records while tests ran (they may have run inside the gap).
+/// marker when a gap may hold tests' markers (they may have run inside it), even a gap that
+/// began before the tests phase and swallowed its marker.
 fn log_losses(
     tests: &mut Vec<TestResult>,
     health: &Health,
@@ -254,7 +255,12 @@ fn log_losses(
         return;
     }
     let marked: Vec<String> = health.marked.iter().map(|n| report_name(n)).collect();
-    let lost_in_tests = health.lost.iter().any(|l| l.phase == TESTS_PHASE);
+    let in_tests: Vec<String> = health
+        .lost
+        .iter()
+        .filter(|l| l.may_hold_tests)
+        .map(|l| l.gap.describe())
+        .collect();
     for l in &health.lost {
         let running: Vec<String> = l.running.iter().map(|n| report_name(n)).collect();
         for t in tests.iter_mut().filter(|t| running.contains(&t.name)) {
@@ -268,16 +274,19 @@ fn log_losses(
             );
         }
     }
-    if lost_in_tests {
+    if !in_tests.is_empty() {
         for t in tests
             .iter_mut()
             .filter(|t| is_test(&t.name) && !marked.contains(&t.name))
         {
             fail(
                 t,
-                "the kernel log lost records while tests ran and holds no marker of this \
-                 test: it may have run inside the gap, a splat may be missing"
-                    .into(),
+                format!(
+                    "the kernel log lost records that may hold the tests' markers ({}) and \
+                     holds no marker of this test: it may have run inside the gap, a splat \
+                     may be missing",
+                    in_tests.join("; ")
+                ),
             );
         }
     }
@@ -286,9 +295,6 @@ fn log_losses(
         format!("{}: splats may be missing", why.join("; ")),
     ));
 }
-
-/// The phase in which the guest script runs the tests.
-const TESTS_PHASE: &str = "tests";
 
 /// The feature verdict of a run: probes, their entries and mismatches. A missing or unreadable
 /// `features.json`, or a probe binary that failed, is a failing entry itself.

@@ -613,6 +613,50 @@ fn records_lost_while_tests_ran_fail_the_log_and_the_tests_across_the_gap() {
     assert_eq!(by["d"].outcome, Outcome::Pass);
 }
 
+/// A flood in the verifier phase whose gap swallowed the `phase tests` marker and the first
+/// tests' markers: the test with no marker left fails naming the gap, as does the one whose
+/// start marker was lost; a test marked after the gap passes.
+#[test]
+fn a_gap_before_the_tests_phase_that_swallowed_its_marker_fails_the_unmarked_tests() {
+    let log = "6,0,0,-;Linux version 6.1.0\n\
+               12,1,1,-;bpfvm: phase verifier\n\
+               12,10,10,-;bpfvm: test end b\n\
+               12,11,11,-;bpfvm: test start c\n\
+               12,12,12,-;bpfvm: test end c\n\
+               12,13,13,-;bpfvm: phase end\n";
+    let mut health = crate::results::health::judge(log, &Default::default(), "6.1", None);
+    let mut tests = ["a", "b", "c"].map(passed).to_vec();
+    apply_kernel_health(&mut tests, &mut health, true, display_name);
+    let by = by_name(&tests);
+    assert_eq!(by["a"].outcome, Outcome::Fail);
+    assert_eq!(
+        by["a"].reason.as_deref().unwrap(),
+        "the kernel log lost records that may hold the tests' markers (8 records lost between \
+         seq 1 and 10) and holds no marker of this test: it may have run inside the gap, a \
+         splat may be missing"
+    );
+    assert_eq!(by["b"].outcome, Outcome::Fail);
+    assert_eq!(by["c"].outcome, Outcome::Pass);
+    assert_eq!(by["guest:kernel.log"].outcome, Outcome::Fail);
+}
+
+/// A gap before the `phase tests` marker, which the log still holds, hides no test's marker.
+#[test]
+fn a_gap_before_a_marked_tests_phase_fails_only_the_log() {
+    let log = "6,0,0,-;Linux version 6.1.0\n\
+               12,1,1,-;bpfvm: phase verifier\n\
+               12,9,9,-;bpfvm: phase tests\n\
+               12,10,10,-;bpfvm: test start a\n\
+               12,11,11,-;bpfvm: test end a\n\
+               12,12,12,-;bpfvm: phase end\n";
+    let mut health = crate::results::health::judge(log, &Default::default(), "6.1", None);
+    let mut tests = vec![passed("a")];
+    apply_kernel_health(&mut tests, &mut health, true, display_name);
+    let by = by_name(&tests);
+    assert_eq!(by["a"].outcome, Outcome::Pass);
+    assert_eq!(by["guest:kernel.log"].outcome, Outcome::Fail);
+}
+
 /// The same log without the gap fails nothing; one that stops early says so and its bound.
 #[test]
 fn a_log_without_gaps_fails_nothing_and_an_early_end_names_the_bound() {

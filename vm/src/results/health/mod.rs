@@ -221,6 +221,42 @@ pub struct Health {
     /// The guest booted another release than the one asked for (`uname -r`, what it booted;
     /// set by the flow, which knows what it asked for).
     pub wrong_release: Option<String>,
+    /// Why the guest's copy of the log could not be read, once the guest script ran
+    /// ([`GuestLog`]; set by the flow, which read it).
+    pub unread: Option<String>,
+}
+
+/// The kernel log a run is judged on and keeps: the guest's copy, or when that cannot be read
+/// the console's last lines, for diagnosis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestLog {
+    pub text: String,
+    /// Why the copy could not be read, when the guest script ran (so it should have written
+    /// one). The console's tail holds the script's last marker but no record numbers and only
+    /// its last lines: judged alone, it would pass a log whose splats scrolled out of it.
+    pub unread: Option<String>,
+}
+
+/// The log to judge from the guest's copy as read (`copy`), the console's last lines and
+/// whether the guest script ran.
+pub fn guest_log(
+    copy: std::io::Result<String>,
+    console_tail: &[String],
+    script_ran: bool,
+) -> GuestLog {
+    match copy {
+        Ok(text) => GuestLog { text, unread: None },
+        Err(e) => GuestLog {
+            text: console_tail.join("\n") + "\n",
+            unread: script_ran.then(|| {
+                format!(
+                    "the guest's kernel log could not be read ({e}): only the console's last {} \
+                     lines were judged (kept as the kernel log)",
+                    console_tail.len()
+                )
+            }),
+        },
+    }
 }
 
 /// Scans `kernel_log` and judges each splat against the allowlist for this kernel (its pin
@@ -273,6 +309,7 @@ pub fn judge(
         lost: scan.lost,
         marked: scan.marked,
         wrong_release: None,
+        unread: None,
     }
 }
 

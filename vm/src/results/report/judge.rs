@@ -178,9 +178,9 @@ pub fn never_started(vm_ending: &str) -> TestResult {
 /// running when it was logged (its text attached) and a `kernel:<kind>` entry that names them
 /// or the phase. Names in `health` (as the guest marked them) become the report's through
 /// `report_name` (`display_name` for `vm-test`).
-/// A kernel log that lost records on the way, or stops before the guest script's last marker
-/// (the VM ended normally), is a failing `guest:kernel.log` entry: splats may be missing
-/// (`log_losses`). A guest that booted another release than asked for fails `guest:release`.
+/// A kernel log that could not be read, lost records on the way, or stops before the guest
+/// script's last marker (the VM ended normally), is a failing `guest:kernel.log` entry: splats
+/// may be missing (`log_losses`). A guest that booted another release than asked for fails `guest:release`.
 pub fn apply_kernel_health(
     tests: &mut Vec<TestResult>,
     health: &mut Health,
@@ -243,7 +243,8 @@ fn log_losses(
     vm_ok: bool,
     report_name: fn(&str) -> String,
 ) {
-    let mut why: Vec<String> = health.lost.iter().map(|l| l.describe()).collect();
+    let mut why: Vec<String> = health.unread.iter().cloned().collect();
+    why.extend(health.lost.iter().map(|l| l.describe()));
     if vm_ok && !health.complete {
         why.push(format!(
             "the kernel log stops before the guest script's end (not written, or cut at its \

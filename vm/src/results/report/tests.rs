@@ -1,5 +1,6 @@
 //! Report logic on recorded guest output.
 use std::collections::{BTreeMap, HashMap};
+use std::os::unix::ffi::OsStringExt;
 
 use super::collect::*;
 use super::judge::*;
@@ -679,6 +680,53 @@ fn a_log_without_gaps_fails_nothing_and_an_early_end_names_the_bound() {
              bound of 64 MiB): splats may be missing"
         )
     );
+}
+
+/// A guest kernel log that is missing, a symlink or a FIFO fails `guest:kernel.log` naming
+/// why, although the console's tail it falls back on holds `phase end` and no gap; the tail is
+/// still what the run keeps. Before the guest script ran, the tail alone is judged.
+#[test]
+fn an_unreadable_kernel_log_fails_the_log_and_keeps_the_console_tail() {
+    use crate::results::health::{guest_log, judge};
+    let shared = tempfile::tempdir().unwrap();
+    let dir = shared.path();
+    std::fs::write(dir.join("real.log"), "12,0,0,-;bpfvm: phase end\n").unwrap();
+    std::os::unix::fs::symlink(dir.join("real.log"), dir.join("symlink.log")).unwrap();
+    let fifo = std::ffi::CString::new(dir.join("fifo.log").into_os_string().into_vec()).unwrap();
+    // SAFETY: `fifo` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let tail = [
+        "[    1.0] bpfvm: phase tests".to_string(),
+        "[    2.0] bpfvm: phase end".to_string(),
+    ];
+    for (name, why) in [
+        ("missing.log", "No such file"),
+        ("symlink.log", "symbolic links"),
+        ("fifo.log", "not a regular file"),
+    ] {
+        let read = crate::support::guest_files::read(&dir.join(name));
+        let log = guest_log(read, &tail, true);
+        assert_eq!(log.text, tail.join("\n") + "\n", "{name}: the tail is kept");
+        let mut health = judge(&log.text, &Default::default(), "6.1", None);
+        health.unread = log.unread;
+        let mut tests = vec![passed("a")];
+        apply_kernel_health(&mut tests, &mut health, true, display_name);
+        let entry = &by_name(&tests)["guest:kernel.log"];
+        assert_eq!(entry.outcome, Outcome::Fail, "{name}");
+        let reason = entry.reason.as_deref().unwrap();
+        assert!(
+            reason.starts_with("the guest's kernel log could not be read (")
+                && reason.contains(why)
+                && reason.contains("only the console's last 2 lines were judged"),
+            "{name}: {reason}"
+        );
+    }
+    let before_script = guest_log(
+        crate::support::guest_files::read(&dir.join("missing.log")),
+        &tail,
+        false,
+    );
+    assert_eq!(before_script.unread, None);
 }
 
 #[test]

@@ -165,6 +165,8 @@ pub fn cargo_dirs(events: &Events) -> Result<CargoDirs> {
 
 /// The reports' directory under the crate's target directory.
 pub const REPORTS: &str = "bpfvm-test";
+/// Under [`REPORTS`]: the found objects that share a file name, copied under their crate's.
+const STAGED_OBJECTS: &str = "verifier-objects";
 
 /// Runs cargo (the user's, from PATH) in the current directory; its stdout, or an error with
 /// the compiler's errors and the tail of its stderr.
@@ -260,8 +262,16 @@ fn test_on(
     if vm_ok && !tests.iter().any(|t| report::is_test(&t.name)) {
         tests.push(report::no_test_ran(None));
     }
+    let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
+    inventory::judge_ignored(
+        &mut tests,
+        shared,
+        &names,
+        built.inventory.as_ref(),
+        inventory::CRATE_FILE,
+        |binary, test| format!("{binary}::{}", report::display_name(test)),
+    );
     if let Some(inv) = &built.inventory {
-        let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
         // Test arguments select tests in ways the inventory cannot replay: then only tests
         // it does not list are named.
         let full = opts.test_args.is_empty();
@@ -310,7 +320,7 @@ fn verifier_run(objects: &[PathBuf], target: &Path, events: &Events) -> Result<V
                 target.display()
             );
         }
-        found
+        staged(found, &target.join(REPORTS).join(STAGED_OBJECTS))?
     } else {
         objects
             .iter()
@@ -345,15 +355,24 @@ fn verifier_run(objects: &[PathBuf], target: &Path, events: &Events) -> Result<V
     Ok(VerifierRun { bin, objects })
 }
 
+/// A BPF object of a crate's build output ([`find_objects`]) and the name its programs are
+/// reported under: its file name, or `<crate>-<file name>` when another crate's object has
+/// the same file name (the guest names programs by their object's file name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundObject {
+    pub path: PathBuf,
+    pub name: String,
+}
+
 /// The BPF objects of a crate's build output, as cargo-veristat finds them: the ELF files of
 /// every `bpfel-unknown-none/release` (or `bpfeb-`) directory under `target` (an aya-build or
-/// `bpfvm build-ebpf` build script puts them under its OUT_DIR), the newest of each name
-/// (an older OUT_DIR of the same crate keeps its stale copy).
-pub fn find_objects(target: &Path) -> Vec<PathBuf> {
-    let mut newest: std::collections::BTreeMap<
-        std::ffi::OsString,
-        (std::time::SystemTime, PathBuf),
-    > = Default::default();
+/// `bpfvm build-ebpf` build script puts them under its OUT_DIR), the newest of each name per
+/// crate (an older OUT_DIR of the same crate keeps its stale copy); two crates' objects of
+/// one name are both kept, each named after its crate.
+pub fn find_objects(target: &Path) -> Vec<FoundObject> {
+    type Key = (String, std::ffi::OsString);
+    let mut newest: std::collections::BTreeMap<Key, (std::time::SystemTime, PathBuf)> =
+        Default::default();
     let mut dirs = vec![(target.to_path_buf(), 0)];
     while let Some((dir, depth)) = dirs.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -371,7 +390,7 @@ pub fn find_objects(target: &Path) -> Vec<PathBuf> {
                     continue;
                 };
                 let e = newest
-                    .entry(name.to_os_string())
+                    .entry((crate_of(&dir), name.to_os_string()))
                     .or_insert((time, o.clone()));
                 if time > e.0 {
                     *e = (time, o);
@@ -389,7 +408,58 @@ pub fn find_objects(target: &Path) -> Vec<PathBuf> {
             }
         }
     }
-    newest.into_values().map(|(_, p)| p).collect()
+    let shared = |name: &std::ffi::OsStr| newest.keys().filter(|(_, n)| n == name).count() > 1;
+    newest
+        .iter()
+        .map(|((krate, name), (_, path))| FoundObject {
+            path: path.clone(),
+            name: match shared(name) {
+                true => format!("{krate}-{}", name.to_string_lossy()),
+                false => name.to_string_lossy().into_owned(),
+            },
+        })
+        .collect()
+}
+
+/// The crate whose build script wrote the objects in `dir`: `<crate>` of the
+/// `build/<crate>-<hash>` directory above it (the same for every OUT_DIR of that crate), else
+/// the directory above `bpfel-unknown-none`.
+fn crate_of(dir: &Path) -> String {
+    let parts: Vec<String> = dir
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    match parts.iter().position(|p| p == "build") {
+        Some(i) if i + 1 < parts.len() => {
+            let d = &parts[i + 1];
+            d.rsplit_once('-')
+                .map_or(d.as_str(), |(c, _)| c)
+                .to_string()
+        }
+        _ => dir
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::file_name)
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+    }
+}
+
+/// `found` as the guest is to load them: an object named other than its file name is copied
+/// into `dir` under that name.
+fn staged(found: Vec<FoundObject>, dir: &Path) -> Result<Vec<PathBuf>> {
+    found
+        .into_iter()
+        .map(|o| {
+            if o.path.file_name() == Some(std::ffi::OsStr::new(&o.name)) {
+                return Ok(o.path);
+            }
+            std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+            let to = dir.join(&o.name);
+            std::fs::copy(&o.path, &to)
+                .with_context(|| format!("copy {} to {}", o.path.display(), to.display()))?;
+            Ok(to)
+        })
+        .collect()
 }
 
 /// Every binary's results, each test named `<binary>::<test>` (two binaries may hold tests
@@ -419,6 +489,40 @@ fn report_name(marked: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two crates' objects of one file name are both found, each named after its crate, and
+    /// staged under that name; of one crate's two OUT_DIRs only the newer copy counts.
+    #[test]
+    fn objects_of_one_name_from_two_crates_are_both_kept_and_named_apart() {
+        let target = tempfile::tempdir().unwrap();
+        let object = |out: &str, name: &str, bytes: &[u8]| {
+            let dir = target
+                .path()
+                .join("debug/build")
+                .join(out)
+                .join("out/bpfel-unknown-none/release");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(name), [b"\x7fELF".as_slice(), bytes].concat()).unwrap();
+        };
+        object("alpha-0123", "probes", b"old");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        object("alpha-4567", "probes", b"a");
+        object("beta-89ab", "probes", b"b");
+        object("beta-89ab", "other", b"c");
+        let found = find_objects(target.path());
+        let names: Vec<&str> = found.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names, ["alpha-probes", "other", "beta-probes"]);
+        let alpha = &found[0];
+        assert!(alpha
+            .path
+            .starts_with(target.path().join("debug/build/alpha-4567")));
+        let stage = target.path().join("stage");
+        let paths = staged(found, &stage).unwrap();
+        assert_eq!(paths[0], stage.join("alpha-probes"));
+        assert_eq!(std::fs::read(&paths[0]).unwrap(), b"\x7fELFa");
+        assert!(paths[1].ends_with("beta-89ab/out/bpfel-unknown-none/release/other"));
+        assert_eq!(paths[2], stage.join("beta-probes"));
+    }
 
     #[test]
     fn cargo_args_and_test_args_split_at_the_first_double_dash() {

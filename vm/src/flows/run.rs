@@ -317,11 +317,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         None if !vm_ok => vec![report::never_started(&ending)],
         _ => verdict.tests,
     };
-    tests.extend(inventory::check_suite(
-        shared,
-        &names,
-        opts.filter.as_deref(),
-    ));
+    inventory::check_suite(&mut tests, shared, &names, opts.filter.as_deref());
     let release = report::read_fact(shared, guest::files::RELEASE);
     let mut health = kernel_health(shared, &out_dir, &outcome, &allow, &p, &release)?;
     let kernel_blamed = health.splats.iter().any(|s| s.allowed.is_none());
@@ -391,8 +387,9 @@ pub fn run_status(ending: &Ending, ok: bool, kernel_blamed: bool) -> Status {
 }
 
 /// The guest's kernel log (`guest::files::KERNEL_LOG`), kept as `<dest>/kernel.log` whatever
-/// the outcome (the console's tail when the guest wrote none), judged by `vm::health`; and the
-/// release the guest booted (`uname -r` as it recorded it) against `p`'s, for every flow.
+/// the outcome (the console's tail when the guest's cannot be read, which fails a run whose
+/// guest script ran: `health::guest_log`), judged by `vm::health`; and the release the guest
+/// booted (`uname -r` as it recorded it) against `p`'s, for every flow.
 pub(crate) fn kernel_health(
     shared: &Path,
     dest: &Path,
@@ -401,10 +398,15 @@ pub(crate) fn kernel_health(
     p: &Prepared,
     release: &Option<String>,
 ) -> Result<Health> {
-    let log = read_kernel_log(shared).unwrap_or_else(|| outcome.console_tail.join("\n") + "\n");
+    let log = health::guest_log(
+        read_kernel_log(shared),
+        &outcome.console_tail,
+        outcome.boot.is_some(),
+    );
     std::fs::create_dir_all(dest)?;
-    crate::support::fs::write_atomic(&dest.join(guest::files::KERNEL_LOG), log.as_bytes())?;
-    let mut health = health::judge(&log, allow, &p.kernel.label, release.as_deref());
+    crate::support::fs::write_atomic(&dest.join(guest::files::KERNEL_LOG), log.text.as_bytes())?;
+    let mut health = health::judge(&log.text, allow, &p.kernel.label, release.as_deref());
+    health.unread = log.unread;
     health.wrong_release = release
         .as_ref()
         .filter(|r| **r != p.kernel.bootable.release)
@@ -417,9 +419,9 @@ pub(crate) fn kernel_health(
     Ok(health)
 }
 
-/// The kernel log the guest copied, if it did (read as every guest file is: `guest_files`).
-fn read_kernel_log(shared: &Path) -> Option<String> {
-    crate::support::guest_files::read(&shared.join(guest::files::KERNEL_LOG)).ok()
+/// The kernel log the guest copied (read as every guest file is: `guest_files`).
+fn read_kernel_log(shared: &Path) -> std::io::Result<String> {
+    crate::support::guest_files::read(&shared.join(guest::files::KERNEL_LOG))
 }
 
 /// For `bench-vm`: the splats in a boot's kernel log that no allow entry excuses, each

@@ -6,20 +6,23 @@
 //!
 //! One line per test, `<binary> <libtest name>`, sorted; `#` starts a comment. The list is the
 //! same for every kernel: one build runs on every pin, and a test that skips on a kernel still
-//! runs and is listed.
+//! runs and is listed. An `#[ignore]`d test never runs, so its line says why:
+//! `<binary> <libtest name> ignored: <reason>`; an ignored test whose line does not fails the run.
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
 use crate::machine::guest::files;
-use crate::results::report::{failed, listed, TestResult};
+use crate::results::report::{display_name, failed, ignored_tests, listed, Outcome, TestResult};
 use crate::support::guest_files;
 
 /// Every test of every binary, by binary.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Inventory {
     pub tests: BTreeMap<String, BTreeSet<String>>,
+    /// The tests recorded as `#[ignore]`d, by (binary, libtest name), with the reason given.
+    pub ignored: BTreeMap<(String, String), String>,
 }
 
 /// What a run's test lists hold that the inventory does not, and the other way round.
@@ -40,10 +43,27 @@ impl Inventory {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let Some((binary, test)) = line.split_once(' ') else {
+            let Some((binary, rest)) = line.split_once(' ') else {
                 bail!("line {}: `{line}` is not `<binary> <test name>`", i + 1);
             };
-            inv.add(binary, test.trim());
+            // libtest names hold no space: what follows the name is the ignored record.
+            let (test, note) = rest.trim().split_once(' ').unwrap_or((rest.trim(), ""));
+            inv.add(binary, test);
+            let note = note.trim();
+            if note.is_empty() {
+                continue;
+            }
+            match note.strip_prefix(IGNORED).map(str::trim) {
+                Some(reason) if !reason.is_empty() => {
+                    inv.ignored
+                        .insert((binary.into(), test.into()), reason.into());
+                }
+                _ => bail!(
+                    "line {}: `{line}` is not `<binary> <test name>` or `<binary> <test name> \
+                     {IGNORED} <reason>`",
+                    i + 1
+                ),
+            }
         }
         Ok(inv)
     }
@@ -67,10 +87,24 @@ impl Inventory {
         let mut out: String = header.lines().map(|l| format!("# {l}\n")).collect();
         for (binary, tests) in &self.tests {
             for t in tests {
-                out.push_str(&format!("{binary} {t}\n"));
+                match self.ignored.get(&(binary.clone(), t.clone())) {
+                    Some(reason) => out.push_str(&format!("{binary} {t} {IGNORED} {reason}\n")),
+                    None => out.push_str(&format!("{binary} {t}\n")),
+                }
             }
         }
         out
+    }
+
+    /// The ignored records of `old` for the tests this inventory holds, so that a bless keeps
+    /// them (a build's `--list` does not say which tests are ignored, nor why).
+    fn keep_ignored(&mut self, old: &Inventory) {
+        self.ignored = old
+            .ignored
+            .iter()
+            .filter(|((b, t), _)| self.tests.get(b).is_some_and(|ts| ts.contains(t)))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
     }
 
     /// Compares `listed` (each binary's `--list`, already filtered by libtest with `filter`)
@@ -206,8 +240,14 @@ pub fn bless_or_check(
     if bless {
         let header = format!(
             "The tests `{runner}` must run: `<binary> <libtest name>`.\n\
+             An #[ignore]d test's line ends in `{IGNORED} <reason>` (written by hand, kept by a bless).\n\
              Written by `{bless_cmd}`; commit it with the change that adds, renames or removes a test."
         );
+        let mut built = built.clone();
+        // A file that does not parse would lose its ignored records: it is named instead.
+        if path.exists() {
+            built.keep_ignored(&Inventory::load(path)?);
+        }
         crate::support::fs::write_atomic(path, built.render(&header).as_bytes())?;
         let n: usize = built.tests.values().map(BTreeSet::len).sum();
         return Ok((true, format!("wrote {} ({n} tests)", path.display())));
@@ -240,11 +280,26 @@ pub const CRATE_FILE: &str = "bpfvm-inventory.txt";
 /// The command that writes it.
 pub const CRATE_BLESS: &str = "bpfvm inventory --bless";
 
-/// `vm-test`'s inventory check: the failing entry when the run's lists and
-/// `tests/inventory.txt` differ (or the file cannot be read).
-pub fn check_suite(shared: &Path, binaries: &[String], filter: Option<&str>) -> Option<TestResult> {
+/// `vm-test`'s inventory check: a failing entry when the run's lists and
+/// `tests/inventory.txt` differ (or the file cannot be read), and each ignored test it does not
+/// record as ignored failed ([`judge_ignored`]).
+pub fn check_suite(
+    tests: &mut Vec<TestResult>,
+    shared: &Path,
+    binaries: &[String],
+    filter: Option<&str>,
+) {
     let path = crate::support::paths::workspace_root().join(SUITE_FILE);
-    match Inventory::load(&path) {
+    let inv = Inventory::load(&path);
+    judge_ignored(
+        tests,
+        shared,
+        binaries,
+        inv.as_ref().ok(),
+        SUITE_FILE,
+        |_, test| display_name(test),
+    );
+    tests.extend(match inv {
         Ok(inv) => inv
             .compare(&read_lists(shared, binaries), filter, true)
             .entry(SUITE_FILE, SUITE_BLESS),
@@ -252,6 +307,43 @@ pub fn check_suite(shared: &Path, binaries: &[String], filter: Option<&str>) -> 
             "guest:inventory".into(),
             format!("{e:#}; `{SUITE_BLESS}` writes it"),
         )),
+    });
+}
+
+/// What ends an ignored test's line: `<binary> <test> ignored: <reason>`.
+pub const IGNORED: &str = "ignored:";
+
+/// Each test libtest reported `ignored` (an `#[ignore]`d test, never run) in the binaries'
+/// JSON events: a skip with its recorded reason when `inv` (the file `file`) records it as
+/// ignored, else a failure naming the fix. `report_name` makes a (binary, libtest name) the
+/// test's name in `tests`.
+pub fn judge_ignored(
+    tests: &mut [TestResult],
+    shared: &Path,
+    binaries: &[String],
+    inv: Option<&Inventory>,
+    file: &str,
+    report_name: impl Fn(&str, &str) -> String,
+) {
+    for binary in binaries {
+        let jsonl = guest_files::read(&shared.join(format!("{binary}.jsonl"))).unwrap_or_default();
+        for test in ignored_tests(&jsonl) {
+            let name = report_name(binary, &test);
+            let Some(t) = tests.iter_mut().find(|t| t.name == name) else {
+                continue;
+            };
+            match inv.and_then(|i| i.ignored.get(&(binary.clone(), test.clone()))) {
+                Some(reason) => t.reason = Some(format!("#[ignore]d: {reason}")),
+                None => {
+                    t.outcome = Outcome::Fail;
+                    t.reason = Some(format!(
+                        "#[ignore]d, so it never ran, and {file} does not record it as ignored: \
+                         remove the #[ignore], or end its line in {file} with the reason: \
+                         `{binary} {test} {IGNORED} <reason>`"
+                    ));
+                }
+            }
+        }
     }
 }
 
@@ -337,5 +429,107 @@ mod tests {
         assert_eq!(Inventory::parse(&text).unwrap(), inv());
         let e = format!("{:#}", Inventory::parse("b x\nlonely\n").unwrap_err());
         assert!(e.contains("line 2: `lonely`"), "{e}");
+    }
+
+    #[test]
+    fn an_ignored_line_keeps_its_reason_and_an_ignored_line_without_one_is_named() {
+        let text = "b tests::bloom::a ignored: needs a NIC the VM lacks\nb tests::bloom::b\n";
+        let parsed = Inventory::parse(text).unwrap();
+        assert_eq!(
+            parsed.ignored[&("b".into(), "tests::bloom::a".into())],
+            "needs a NIC the VM lacks"
+        );
+        assert_eq!(parsed.tests["b"].len(), 2);
+        assert_eq!(parsed.render(""), text);
+        for bad in ["b x ignored:", "b x ignored: ", "b x because"] {
+            let e = format!("{:#}", Inventory::parse(bad).unwrap_err());
+            assert!(
+                e.contains("line 1") && e.contains("ignored: <reason>"),
+                "{e}"
+            );
+        }
+    }
+
+    const IGNORED_RUN: &str = r#"{ "type": "test", "event": "started", "name": "tests::bloom::a" }
+{ "type": "test", "name": "tests::bloom::a", "event": "ok", "exec_time": 0.01 }
+{ "type": "test", "name": "tests::bloom::b", "event": "ignored" }
+"#;
+
+    /// The results of a binary `b` whose test `bloom::b` libtest reported `ignored`, judged
+    /// against `inv`, from a directory standing for the shared one.
+    fn judged_ignored(inv: Option<&Inventory>) -> Vec<TestResult> {
+        let shared = tempfile::tempdir().unwrap();
+        std::fs::write(shared.path().join("b.jsonl"), IGNORED_RUN).unwrap();
+        std::fs::write(
+            shared.path().join(files::list("b")),
+            "tests::bloom::a: test\ntests::bloom::b: test\n",
+        )
+        .unwrap();
+        std::fs::write(shared.path().join("b.rc"), "0").unwrap();
+        let out = crate::results::report::read_binary(shared.path(), "b");
+        let mut tests = crate::results::report::parse_binary(&out, "");
+        judge_ignored(
+            &mut tests,
+            shared.path(),
+            &["b".into()],
+            inv,
+            SUITE_FILE,
+            |_, t| display_name(t),
+        );
+        tests
+    }
+
+    #[test]
+    fn an_ignored_test_fails_unless_the_inventory_records_why() {
+        let tests = judged_ignored(Some(&inv()));
+        let b = tests.iter().find(|t| t.name == "bloom::b").unwrap();
+        assert_eq!(b.outcome, Outcome::Fail);
+        assert_eq!(
+            b.reason.as_deref().unwrap(),
+            "#[ignore]d, so it never ran, and tests/inventory.txt does not record it as \
+             ignored: remove the #[ignore], or end its line in tests/inventory.txt with the \
+             reason: `b tests::bloom::b ignored: <reason>`"
+        );
+        assert_eq!(
+            judged_ignored(None)
+                .iter()
+                .find(|t| t.name == "bloom::b")
+                .unwrap()
+                .outcome,
+            Outcome::Fail,
+            "no inventory records nothing"
+        );
+        let recorded =
+            Inventory::parse("b tests::bloom::a\nb tests::bloom::b ignored: flaky on TCG\n")
+                .unwrap();
+        let tests = judged_ignored(Some(&recorded));
+        let b = tests.iter().find(|t| t.name == "bloom::b").unwrap();
+        assert_eq!(b.outcome, Outcome::Skip);
+        assert_eq!(b.reason.as_deref(), Some("#[ignore]d: flaky on TCG"));
+        assert!(
+            tests.iter().all(|t| t.outcome != Outcome::Fail),
+            "{tests:?}"
+        );
+    }
+
+    #[test]
+    fn a_bless_keeps_the_ignored_records_of_the_tests_still_built() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inventory.txt");
+        std::fs::write(
+            &path,
+            "b tests::bloom::a ignored: slow\nb tests::gone ignored: old\n",
+        )
+        .unwrap();
+        let built = Inventory::parse("b tests::bloom::a\nb tests::bloom::b\n").unwrap();
+        let names = (SUITE_FILE, SUITE_BLESS, "cargo xtask vm-test");
+        assert!(bless_or_check(&built, &path, names, true).unwrap().0);
+        let written = Inventory::load(&path).unwrap();
+        assert_eq!(
+            written.ignored,
+            BTreeMap::from([(("b".into(), "tests::bloom::a".into()), "slow".into())])
+        );
+        assert_eq!(written.tests, built.tests);
+        assert!(bless_or_check(&built, &path, names, false).unwrap().0);
     }
 }

@@ -217,17 +217,15 @@ fn run_boots(
                 )
             })
             .collect();
+        let dirs = guest_dirs(first, &batch);
         let done: Vec<Result<Run>> = std::thread::scope(|s| {
             let handles: Vec<_> = batch
                 .iter()
-                .zip(&labels)
-                .map(|(&(k, mode, _), label)| {
+                .zip(labels.iter().zip(&dirs))
+                .map(|(&(k, mode, _), (label, dir))| {
                     events.step(format!("{label}: {} benchmarks", opts.size.name()));
                     let (p, out_dir) = (kernels[k].0, &kernels[k].1);
-                    let index = runs[k].len();
-                    s.spawn(move || {
-                        one_run(p, opts, clock, mode, label, bin, out_dir, index, events)
-                    })
+                    s.spawn(move || one_run(p, opts, clock, mode, label, bin, out_dir, dir, events))
                 })
                 .collect();
             handles
@@ -290,6 +288,18 @@ fn run_boots(
         reports.push(report);
     }
     Ok(reports)
+}
+
+/// The directory each boot of a batch keeps its guest files in, under its kernel's output:
+/// named by the boot's number in the whole schedule (its label's; `first` boots came before
+/// the batch, repeated ones included), so neither two boots of one batch nor a repeat share
+/// one.
+fn guest_dirs(first: usize, batch: &[(usize, Mode, bool)]) -> Vec<String> {
+    batch
+        .iter()
+        .enumerate()
+        .map(|(i, (_, mode, _))| format!("guest-{}-{}", first + i + 1, mode.name()))
+        .collect()
 }
 
 /// The committed instruction-clock smoke report of `kernel` that `cargo xtask ci` compares its
@@ -546,7 +556,7 @@ fn one_run(
     label: &str,
     bin: &Path,
     out_dir: &Path,
-    index: usize,
+    guest_dir: &str,
     events: &Events,
 ) -> Result<Run> {
     let files = run::RunDir::new(out_dir)?;
@@ -652,10 +662,7 @@ fn one_run(
     } else {
         out_dir.to_path_buf()
     };
-    files.keep(
-        &keep_in.join(format!("guest-{}-{}", index + 1, mode.name())),
-        events,
-    );
+    files.keep(&keep_in.join(guest_dir), events);
     Ok(Run {
         mode,
         spectre_v2,
@@ -711,6 +718,25 @@ pub fn host_cpu() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two boots of one kernel and mode in a batch (the instruction clock's), then the repeat
+    /// of one: every boot keeps its own directory.
+    #[test]
+    fn every_boot_of_a_schedule_keeps_its_own_guest_directory() {
+        let two = [(0, Mode::Off, false), (0, Mode::Off, false)];
+        let mut names = guest_dirs(0, &two);
+        names.extend(guest_dirs(2, &[(0, Mode::Off, true)]));
+        names.extend(guest_dirs(3, &[(0, Mode::Retpoline, false)]));
+        assert_eq!(
+            names,
+            [
+                "guest-1-off",
+                "guest-2-off",
+                "guest-3-off",
+                "guest-4-retpoline"
+            ]
+        );
+    }
 
     #[test]
     fn progress_lines_parse_and_others_do_not() {

@@ -60,6 +60,9 @@ pub struct Lost {
     pub phase: String,
     /// The tests running on either side of the gap: any of them may have splatted unseen.
     pub running: Vec<String>,
+    /// Tests' markers may be among the lost records: the gap is in the tests phase, or the
+    /// `phase tests` marker was never read (lost in a gap that began before it).
+    pub may_hold_tests: bool,
 }
 
 impl Lost {
@@ -99,6 +102,7 @@ pub fn scan(kernel_log: &str) -> Scan {
             if let Some(gap) = log::gap(last_seq, r) {
                 out.lost.push(Lost {
                     gap,
+                    may_hold_tests: phase == TESTS_PHASE,
                     phase: phase.clone(),
                     running: running.iter().cloned().collect(),
                 });
@@ -151,7 +155,21 @@ pub fn scan(kernel_log: &str) -> Scan {
             }
         }
     }
+    if phase_seen(&records, TESTS_PHASE) {
+        return out;
+    }
+    for l in &mut out.lost {
+        l.may_hold_tests = true;
+    }
     out
+}
+
+/// Whether the log holds the marker of `phase`.
+fn phase_seen(records: &[log::Record], phase: &str) -> bool {
+    let marker = Marker::Phase(phase.into());
+    records
+        .iter()
+        .any(|r| Marker::parse(&r.text).as_ref() == Some(&marker))
 }
 
 /// A splat as `report.json` records it: blamed, and allowed or not.
@@ -203,6 +221,42 @@ pub struct Health {
     /// The guest booted another release than the one asked for (`uname -r`, what it booted;
     /// set by the flow, which knows what it asked for).
     pub wrong_release: Option<String>,
+    /// Why the guest's copy of the log could not be read, once the guest script ran
+    /// ([`GuestLog`]; set by the flow, which read it).
+    pub unread: Option<String>,
+}
+
+/// The kernel log a run is judged on and keeps: the guest's copy, or when that cannot be read
+/// the console's last lines, for diagnosis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestLog {
+    pub text: String,
+    /// Why the copy could not be read, when the guest script ran (so it should have written
+    /// one). The console's tail holds the script's last marker but no record numbers and only
+    /// its last lines: judged alone, it would pass a log whose splats scrolled out of it.
+    pub unread: Option<String>,
+}
+
+/// The log to judge from the guest's copy as read (`copy`), the console's last lines and
+/// whether the guest script ran.
+pub fn guest_log(
+    copy: std::io::Result<String>,
+    console_tail: &[String],
+    script_ran: bool,
+) -> GuestLog {
+    match copy {
+        Ok(text) => GuestLog { text, unread: None },
+        Err(e) => GuestLog {
+            text: console_tail.join("\n") + "\n",
+            unread: script_ran.then(|| {
+                format!(
+                    "the guest's kernel log could not be read ({e}): only the console's last {} \
+                     lines were judged (kept as the kernel log)",
+                    console_tail.len()
+                )
+            }),
+        },
+    }
 }
 
 /// Scans `kernel_log` and judges each splat against the allowlist for this kernel (its pin
@@ -248,16 +302,14 @@ pub fn judge(
             }
         })
         .collect();
-    let end = Marker::Phase(END_PHASE.into());
-    let complete = log::records(kernel_log)
-        .iter()
-        .any(|r| Marker::parse(&r.text).as_ref() == Some(&end));
+    let complete = phase_seen(&log::records(kernel_log), END_PHASE);
     Health {
         splats,
         complete,
         lost: scan.lost,
         marked: scan.marked,
         wrong_release: None,
+        unread: None,
     }
 }
 
@@ -277,6 +329,9 @@ fn taint_set_by(kind: Kind) -> u64 {
 
 /// The phase the guest script marks last, once everything else is in the log.
 pub const END_PHASE: &str = "end";
+
+/// The phase in which the guest script runs the tests.
+pub const TESTS_PHASE: &str = "tests";
 
 #[cfg(test)]
 mod tests;

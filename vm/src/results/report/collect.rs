@@ -33,6 +33,16 @@ pub fn test_finished(line: &str) -> Option<(String, String)> {
     Some((display_name(&ev.name?), ev.event)).filter(|_| finished)
 }
 
+/// The libtest names of the tests libtest reported `ignored` in its JSON events.
+pub fn ignored_tests(jsonl: &str) -> Vec<String> {
+    jsonl
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Event>(l).ok())
+        .filter(|ev| ev.kind == "test" && ev.event == "ignored")
+        .filter_map(|ev| ev.name)
+        .collect()
+}
+
 /// Test names as users see them: without the crate's `tests::` module prefix.
 pub(crate) fn display_name(libtest_name: &str) -> String {
     libtest_name

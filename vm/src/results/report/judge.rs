@@ -178,9 +178,9 @@ pub fn never_started(vm_ending: &str) -> TestResult {
 /// running when it was logged (its text attached) and a `kernel:<kind>` entry that names them
 /// or the phase. Names in `health` (as the guest marked them) become the report's through
 /// `report_name` (`display_name` for `vm-test`).
-/// A kernel log that lost records on the way, or stops before the guest script's last marker
-/// (the VM ended normally), is a failing `guest:kernel.log` entry: splats may be missing
-/// (`log_losses`). A guest that booted another release than asked for fails `guest:release`.
+/// A kernel log that could not be read, lost records on the way, or stops before the guest
+/// script's last marker (the VM ended normally), is a failing `guest:kernel.log` entry: splats
+/// may be missing (`log_losses`). A guest that booted another release than asked for fails `guest:release`.
 pub fn apply_kernel_health(
     tests: &mut Vec<TestResult>,
     health: &mut Health,
@@ -235,14 +235,16 @@ fn fail(t: &mut TestResult, reason: String) {
 
 /// The kernel log's losses in the verdict: one `guest:kernel.log` entry naming each gap (and
 /// the log's early end), and each test that ran across a gap failed, as are the tests with no
-/// marker in a log that lost records while tests ran (they may have run inside the gap).
+/// marker when a gap may hold tests' markers (they may have run inside it), even a gap that
+/// began before the tests phase and swallowed its marker.
 fn log_losses(
     tests: &mut Vec<TestResult>,
     health: &Health,
     vm_ok: bool,
     report_name: fn(&str) -> String,
 ) {
-    let mut why: Vec<String> = health.lost.iter().map(|l| l.describe()).collect();
+    let mut why: Vec<String> = health.unread.iter().cloned().collect();
+    why.extend(health.lost.iter().map(|l| l.describe()));
     if vm_ok && !health.complete {
         why.push(format!(
             "the kernel log stops before the guest script's end (not written, or cut at its \
@@ -254,7 +256,12 @@ fn log_losses(
         return;
     }
     let marked: Vec<String> = health.marked.iter().map(|n| report_name(n)).collect();
-    let lost_in_tests = health.lost.iter().any(|l| l.phase == TESTS_PHASE);
+    let in_tests: Vec<String> = health
+        .lost
+        .iter()
+        .filter(|l| l.may_hold_tests)
+        .map(|l| l.gap.describe())
+        .collect();
     for l in &health.lost {
         let running: Vec<String> = l.running.iter().map(|n| report_name(n)).collect();
         for t in tests.iter_mut().filter(|t| running.contains(&t.name)) {
@@ -268,16 +275,19 @@ fn log_losses(
             );
         }
     }
-    if lost_in_tests {
+    if !in_tests.is_empty() {
         for t in tests
             .iter_mut()
             .filter(|t| is_test(&t.name) && !marked.contains(&t.name))
         {
             fail(
                 t,
-                "the kernel log lost records while tests ran and holds no marker of this \
-                 test: it may have run inside the gap, a splat may be missing"
-                    .into(),
+                format!(
+                    "the kernel log lost records that may hold the tests' markers ({}) and \
+                     holds no marker of this test: it may have run inside the gap, a splat \
+                     may be missing",
+                    in_tests.join("; ")
+                ),
             );
         }
     }
@@ -286,9 +296,6 @@ fn log_losses(
         format!("{}: splats may be missing", why.join("; ")),
     ));
 }
-
-/// The phase in which the guest script runs the tests.
-const TESTS_PHASE: &str = "tests";
 
 /// The feature verdict of a run: probes, their entries and mismatches. A missing or unreadable
 /// `features.json`, or a probe binary that failed, is a failing entry itself.

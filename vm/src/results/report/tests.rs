@@ -1,5 +1,6 @@
 //! Report logic on recorded guest output.
 use std::collections::{BTreeMap, HashMap};
+use std::os::unix::ffi::OsStringExt;
 
 use super::collect::*;
 use super::judge::*;
@@ -613,6 +614,50 @@ fn records_lost_while_tests_ran_fail_the_log_and_the_tests_across_the_gap() {
     assert_eq!(by["d"].outcome, Outcome::Pass);
 }
 
+/// A flood in the verifier phase whose gap swallowed the `phase tests` marker and the first
+/// tests' markers: the test with no marker left fails naming the gap, as does the one whose
+/// start marker was lost; a test marked after the gap passes.
+#[test]
+fn a_gap_before_the_tests_phase_that_swallowed_its_marker_fails_the_unmarked_tests() {
+    let log = "6,0,0,-;Linux version 6.1.0\n\
+               12,1,1,-;bpfvm: phase verifier\n\
+               12,10,10,-;bpfvm: test end b\n\
+               12,11,11,-;bpfvm: test start c\n\
+               12,12,12,-;bpfvm: test end c\n\
+               12,13,13,-;bpfvm: phase end\n";
+    let mut health = crate::results::health::judge(log, &Default::default(), "6.1", None);
+    let mut tests = ["a", "b", "c"].map(passed).to_vec();
+    apply_kernel_health(&mut tests, &mut health, true, display_name);
+    let by = by_name(&tests);
+    assert_eq!(by["a"].outcome, Outcome::Fail);
+    assert_eq!(
+        by["a"].reason.as_deref().unwrap(),
+        "the kernel log lost records that may hold the tests' markers (8 records lost between \
+         seq 1 and 10) and holds no marker of this test: it may have run inside the gap, a \
+         splat may be missing"
+    );
+    assert_eq!(by["b"].outcome, Outcome::Fail);
+    assert_eq!(by["c"].outcome, Outcome::Pass);
+    assert_eq!(by["guest:kernel.log"].outcome, Outcome::Fail);
+}
+
+/// A gap before the `phase tests` marker, which the log still holds, hides no test's marker.
+#[test]
+fn a_gap_before_a_marked_tests_phase_fails_only_the_log() {
+    let log = "6,0,0,-;Linux version 6.1.0\n\
+               12,1,1,-;bpfvm: phase verifier\n\
+               12,9,9,-;bpfvm: phase tests\n\
+               12,10,10,-;bpfvm: test start a\n\
+               12,11,11,-;bpfvm: test end a\n\
+               12,12,12,-;bpfvm: phase end\n";
+    let mut health = crate::results::health::judge(log, &Default::default(), "6.1", None);
+    let mut tests = vec![passed("a")];
+    apply_kernel_health(&mut tests, &mut health, true, display_name);
+    let by = by_name(&tests);
+    assert_eq!(by["a"].outcome, Outcome::Pass);
+    assert_eq!(by["guest:kernel.log"].outcome, Outcome::Fail);
+}
+
 /// The same log without the gap fails nothing; one that stops early says so and its bound.
 #[test]
 fn a_log_without_gaps_fails_nothing_and_an_early_end_names_the_bound() {
@@ -635,6 +680,53 @@ fn a_log_without_gaps_fails_nothing_and_an_early_end_names_the_bound() {
              bound of 64 MiB): splats may be missing"
         )
     );
+}
+
+/// A guest kernel log that is missing, a symlink or a FIFO fails `guest:kernel.log` naming
+/// why, although the console's tail it falls back on holds `phase end` and no gap; the tail is
+/// still what the run keeps. Before the guest script ran, the tail alone is judged.
+#[test]
+fn an_unreadable_kernel_log_fails_the_log_and_keeps_the_console_tail() {
+    use crate::results::health::{guest_log, judge};
+    let shared = tempfile::tempdir().unwrap();
+    let dir = shared.path();
+    std::fs::write(dir.join("real.log"), "12,0,0,-;bpfvm: phase end\n").unwrap();
+    std::os::unix::fs::symlink(dir.join("real.log"), dir.join("symlink.log")).unwrap();
+    let fifo = std::ffi::CString::new(dir.join("fifo.log").into_os_string().into_vec()).unwrap();
+    // SAFETY: `fifo` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let tail = [
+        "[    1.0] bpfvm: phase tests".to_string(),
+        "[    2.0] bpfvm: phase end".to_string(),
+    ];
+    for (name, why) in [
+        ("missing.log", "No such file"),
+        ("symlink.log", "symbolic links"),
+        ("fifo.log", "not a regular file"),
+    ] {
+        let read = crate::support::guest_files::read(&dir.join(name));
+        let log = guest_log(read, &tail, true);
+        assert_eq!(log.text, tail.join("\n") + "\n", "{name}: the tail is kept");
+        let mut health = judge(&log.text, &Default::default(), "6.1", None);
+        health.unread = log.unread;
+        let mut tests = vec![passed("a")];
+        apply_kernel_health(&mut tests, &mut health, true, display_name);
+        let entry = &by_name(&tests)["guest:kernel.log"];
+        assert_eq!(entry.outcome, Outcome::Fail, "{name}");
+        let reason = entry.reason.as_deref().unwrap();
+        assert!(
+            reason.starts_with("the guest's kernel log could not be read (")
+                && reason.contains(why)
+                && reason.contains("only the console's last 2 lines were judged"),
+            "{name}: {reason}"
+        );
+    }
+    let before_script = guest_log(
+        crate::support::guest_files::read(&dir.join("missing.log")),
+        &tail,
+        false,
+    );
+    assert_eq!(before_script.unread, None);
 }
 
 #[test]

@@ -91,6 +91,8 @@ pub fn parse(text: &str, what: &str) -> Result<Vec<Row>> {
         );
     };
     let mut rows = Vec::new();
+    // A second row of one program would stand for it in a comparison and hide the first.
+    let mut seen = std::collections::HashMap::new();
     for (i, line) in lines.enumerate() {
         let cells: Vec<&str> = line.split(',').map(str::trim).collect();
         let cell = |c: Option<usize>| c.and_then(|c| cells.get(c).copied());
@@ -109,9 +111,19 @@ pub fn parse(text: &str, what: &str) -> Result<Vec<Row>> {
                 v.unwrap_or("")
             ),
         };
+        let (file, prog) = (
+            cell(Some(file)).unwrap_or_default().to_string(),
+            cell(Some(prog)).unwrap_or_default().to_string(),
+        );
+        if let Some(first) = seen.insert((file.clone(), prog.clone()), i + 2) {
+            bail!(
+                "{what} line {}: {file}/{prog} again (first on line {first}): one row per program",
+                i + 2
+            );
+        }
         rows.push(Row {
-            file: cell(Some(file)).unwrap_or_default().to_string(),
-            prog: cell(Some(prog)).unwrap_or_default().to_string(),
+            file,
+            prog,
             success,
             insns: num("insns")?,
             states: num("states")?,
@@ -183,6 +195,21 @@ mod tests {
         assert_eq!(rows[0].prog, "on_event");
         assert_eq!(rows[0].states, Some(1234));
         assert_eq!(rows[0].insns, None);
+    }
+
+    #[test]
+    fn a_program_twice_is_an_error_naming_it() {
+        let e = parse(
+            "file_name,prog_name,verdict\nbpf_loop,a,success\nbpf_loop,b,success\n\
+             bpf_loop,a,failure\n",
+            "d.csv",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "d.csv line 4: bpf_loop/a again (first on line 2): one row per program"
+        );
     }
 
     #[test]

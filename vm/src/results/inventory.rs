@@ -315,7 +315,8 @@ pub const IGNORED: &str = "ignored:";
 
 /// Each test libtest reported `ignored` (an `#[ignore]`d test, never run) in the binaries'
 /// JSON events: a skip with its recorded reason when `inv` (the file `file`) records it as
-/// ignored, else a failure naming the fix. `report_name` makes a (binary, libtest name) the
+/// ignored, a failure naming the fix when it does not, and a plain skip without an inventory
+/// (a user's crate that has none). `report_name` makes a (binary, libtest name) the
 /// test's name in `tests`.
 pub fn judge_ignored(
     tests: &mut [TestResult],
@@ -332,9 +333,12 @@ pub fn judge_ignored(
             let Some(t) = tests.iter_mut().find(|t| t.name == name) else {
                 continue;
             };
-            match inv.and_then(|i| i.ignored.get(&(binary.clone(), test.clone()))) {
-                Some(reason) => t.reason = Some(format!("#[ignore]d: {reason}")),
-                None => {
+            match inv.map(|i| i.ignored.get(&(binary.clone(), test.clone()))) {
+                Some(Some(reason)) => t.reason = Some(format!("#[ignore]d: {reason}")),
+                // A crate without an inventory checks no test's presence: its #[ignore]d tests
+                // stay skips, as `cargo test` reports them.
+                None => t.reason = Some(format!("#[ignore]d (no {file} records why)")),
+                Some(None) => {
                     t.outcome = Outcome::Fail;
                     t.reason = Some(format!(
                         "#[ignore]d, so it never ran, and {file} does not record it as ignored: \
@@ -490,14 +494,12 @@ mod tests {
              ignored: remove the #[ignore], or end its line in tests/inventory.txt with the \
              reason: `b tests::bloom::b ignored: <reason>`"
         );
+        let without = judged_ignored(None);
+        let b = without.iter().find(|t| t.name == "bloom::b").unwrap();
+        assert_eq!(b.outcome, Outcome::Skip, "a crate without an inventory");
         assert_eq!(
-            judged_ignored(None)
-                .iter()
-                .find(|t| t.name == "bloom::b")
-                .unwrap()
-                .outcome,
-            Outcome::Fail,
-            "no inventory records nothing"
+            b.reason.as_deref(),
+            Some("#[ignore]d (no tests/inventory.txt records why)")
         );
         let recorded =
             Inventory::parse("b tests::bloom::a\nb tests::bloom::b ignored: flaky on TCG\n")

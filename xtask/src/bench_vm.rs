@@ -98,7 +98,7 @@ fn ab(opts: &BenchOptions, base: &str, threshold: f64, events: &Events) -> Resul
         &format!("{} ({}, {base})", a.kernel, a.release),
         &format!("{} ({})", b.kernel, b.release),
         &c,
-    );
+    ) + &ab::boots(&a, &b);
     let path = ab::report_path(&dir);
     bpfvm_host::support::fs::write_atomic(&path, md.as_bytes())?;
     outln!("{md}");

@@ -424,19 +424,42 @@ fn read_kernel_log(shared: &Path) -> std::io::Result<String> {
     crate::support::guest_files::read(&shared.join(guest::files::KERNEL_LOG))
 }
 
-/// For `bench-vm`: the splats in a boot's kernel log that no allow entry excuses, each
-/// described; any makes the boot invalid.
-pub(crate) fn unallowed_splats(shared: &Path, version: &str) -> Result<Vec<String>> {
+/// The judgement of a boot that runs no test (a `bench-vm` boot), by the rules `vm-test`'s
+/// boots are judged by (`kernel_health`, `report::apply_kernel_health`): the kernel log read
+/// whole (no record lost, not cut short, readable), no splat that no allow entry excuses, and
+/// the release asked for. Returns each failing entry as `name: why`, and whether the kernel log
+/// blames the kernel (a splat: evidence against it whatever else went wrong).
+pub(crate) fn judge_boot(
+    shared: &Path,
+    outcome: &RunOutcome,
+    p: &Prepared,
+) -> Result<(Vec<String>, bool)> {
     let allow = health::allow::load(&health::allow::path())?;
     let release = report::read_fact(shared, guest::files::RELEASE);
-    let log = read_kernel_log(shared).unwrap_or_default();
-    let health = health::judge(&log, &allow, version, release.as_deref());
-    Ok(health
-        .splats
+    let mut health = kernel_health(shared, shared, outcome, &allow, p, &release)?;
+    Ok(boot_problems(
+        &mut health,
+        outcome.ending == Ending::Exited(0),
+    ))
+}
+
+/// [`judge_boot`]'s verdict on a boot's kernel `health`.
+fn boot_problems(health: &mut Health, vm_ok: bool) -> (Vec<String>, bool) {
+    let blamed = health.splats.iter().any(|s| s.allowed.is_none());
+    let mut entries = Vec::new();
+    report::apply_kernel_health(&mut entries, health, vm_ok, report::display_name);
+    let failed = entries
         .iter()
-        .filter(|s| s.allowed.is_none())
-        .map(|s| format!("{}\n{}", s.describe(), s.text))
-        .collect())
+        .filter(|e| e.outcome == Outcome::Fail)
+        .map(|e| {
+            let mut why = format!("{}: {}", e.name, e.reason.as_deref().unwrap_or(""));
+            for text in &e.kernel_splats {
+                why += &format!("\n{text}");
+            }
+            why
+        })
+        .collect();
+    (failed, blamed)
 }
 
 /// `vm-test --kernel all` (or a list): each kernel in turn, then `target/vm-test/matrix.json`. A kernel
@@ -567,6 +590,36 @@ mod tests {
             reason: String::new(),
             tcg_thread: None,
         }
+    }
+
+    /// A bench boot is judged as a vm-test boot: records lost, a log cut short, another
+    /// release, a splat each make it invalid, named; a clean log passes.
+    #[test]
+    fn a_bench_boot_with_a_gap_a_cut_log_or_another_release_is_invalid() {
+        let allow = health::allow::parse("").unwrap();
+        let judge = |log: &str, wrong: Option<&str>| {
+            let mut h = health::judge(log, &allow, "6.1", None);
+            h.wrong_release = wrong.map(str::to_string);
+            boot_problems(&mut h, true)
+        };
+        let clean = "12,0,0,-;bpfvm: phase bench\n12,1,1,-;x\n12,2,2,-;bpfvm: phase end\n";
+        assert_eq!(judge(clean, None), (vec![], false));
+        let gap = "12,0,0,-;bpfvm: phase bench\n12,9,9,-;x\n12,10,10,-;bpfvm: phase end\n";
+        let (why, blamed) = judge(gap, None);
+        assert!(why[0].starts_with("guest:kernel.log:"), "{why:?}");
+        assert!(!blamed);
+        let cut = "12,0,0,-;bpfvm: phase bench\n12,1,1,-;x\n";
+        assert!(judge(cut, None).0[0].starts_with("guest:kernel.log:"));
+        let other = judge(clean, Some("the guest booted 6.1.0-9, not 6.1.0-57 (6.1)"));
+        assert_eq!(
+            other.0,
+            ["guest:release: the guest booted 6.1.0-9, not 6.1.0-57 (6.1)"]
+        );
+        let warn = "12,0,0,-;bpfvm: phase bench\n4,1,1,-;------------[ cut here ]------------\n\
+                    4,2,2,-;WARNING: CPU: 0 PID: 9 at kernel/bpf/syscall.c:512 f+0x1/0x2\n\
+                    4,3,3,-;---[ end trace 0000000000000000 ]---\n12,4,4,-;bpfvm: phase end\n";
+        let (why, blamed) = judge(warn, None);
+        assert!(blamed && why[0].starts_with("kernel:"), "{why:?}");
     }
 
     /// `git bisect run` reads 1 as "bad": only a run that judged the kernel says so.

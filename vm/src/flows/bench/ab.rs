@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::compare::{self, Comparison};
+use super::model::BenchReport;
 
 /// A row whose B/A interval lies wholly beyond the threshold, either way (`compare::change`),
 /// with its change in percent (the ratio's).
@@ -44,6 +45,28 @@ pub fn render(a: &str, b: &str, c: &Comparison) -> String {
         for m in &moved {
             let _ = writeln!(s, "- {}: {:+.2} %", m.row, m.pct);
         }
+    }
+    s
+}
+
+/// Which kernel each boot ran (`uname -r` in the guest; a boot that ran another release than
+/// its kernel's is invalid, `run::judge_boot`), for the A/B report.
+pub fn boots(a: &BenchReport, b: &BenchReport) -> String {
+    let mut s = String::from("\nBoots (mode, the release the guest ran):\n\n");
+    for (name, r) in [("A", a), ("B", b)] {
+        let runs: Vec<String> = r
+            .runs
+            .iter()
+            .map(|run| {
+                format!(
+                    "{} {}{}",
+                    run.mode.name(),
+                    run.release.as_deref().unwrap_or("unknown"),
+                    if run.valid { "" } else { " (invalid)" }
+                )
+            })
+            .collect();
+        let _ = writeln!(s, "- {name}: {}", runs.join(", "));
     }
     s
 }

@@ -612,13 +612,14 @@ fn one_run(
             booted.cmdline_arg()
         ));
     }
-    // A kernel that splatted is not a kernel to measure (issue 20).
-    let splats = run::unallowed_splats(shared, &p.kernel.label)?;
+    // A boot is judged as a vm-test boot is: a kernel that splatted, a log that lost
+    // records or stops early, another release than asked for: nothing to measure.
+    let (log_problems, kernel_blamed) = run::judge_boot(shared, &outcome, p)?;
     if outcome.ending != Ending::Exited(0) {
         events.warn(outcome.diagnosis());
         // qemu crashed, the VM failed, timed out or hung booting, and the kernel log blames
         // nothing: the run measured nothing of the kernel, and judges nothing either.
-        let judged = run::run_status(&outcome.ending, true, !splats.is_empty());
+        let judged = run::run_status(&outcome.ending, true, kernel_blamed);
         if judged == Status::Stopped && outcome.ending != Ending::Interrupted {
             bail!(
                 "{label}: {}; the host or qemu failed, not the kernel: nothing is judged",
@@ -638,7 +639,7 @@ fn one_run(
             rc.unwrap_or("unknown")
         )),
     }
-    problems.extend(splats);
+    problems.extend(log_problems);
     let mut results = results.unwrap_or_default();
     // A group skipped for a feature the kernel must have measured nothing it should have: a
     // benchmark failure, as such a skip fails a test in `vm-test`.
@@ -665,6 +666,7 @@ fn one_run(
     files.keep(&keep_in.join(guest_dir), events);
     Ok(Run {
         mode,
+        release: read_fact(shared, guest::files::RELEASE),
         spectre_v2,
         cmdline,
         valid: problems.is_empty(),

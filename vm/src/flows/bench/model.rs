@@ -151,6 +151,10 @@ pub struct HostLoad {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Run {
     pub mode: Mode,
+    /// `uname -r` in the guest: which kernel this boot ran (an A/B's boots are each A's or
+    /// B's, checked against what was asked for).
+    #[serde(default)]
+    pub release: Option<String>,
     pub spectre_v2: Option<String>,
     pub cmdline: Option<String>,
     /// The guest ran in the asked mode and its runner finished.

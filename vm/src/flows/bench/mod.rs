@@ -597,6 +597,7 @@ fn one_run(
 
     let spectre_v2 = read_fact(shared, guest::files::SPECTRE_V2);
     let cmdline = read_fact(shared, guest::files::CMDLINE);
+    let release = read_fact(shared, guest::files::RELEASE);
     let results: Option<Results> = crate::support::guest_files::read(&out)
         .ok()
         .and_then(|s| serde_json::from_str(&s).ok());
@@ -666,7 +667,7 @@ fn one_run(
     files.keep(&keep_in.join(guest_dir), events);
     Ok(Run {
         mode,
-        release: read_fact(shared, guest::files::RELEASE),
+        release,
         spectre_v2,
         cmdline,
         valid: problems.is_empty(),

@@ -464,3 +464,30 @@ fn a_variable_kbuild_would_read_is_refused_before_building() {
         assert!(!err.contains("==> checking host tools"), "{err}");
     }
 }
+
+/// virtme-ng's guest covers /var/tmp (and /var/cache, /run, ...) with an empty tmpfs: a build
+/// directory or a working directory there is refused before anything runs, naming why.
+#[test]
+fn a_directory_the_guest_cannot_see_is_refused_before_anything_runs() {
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["vm-run", "--", "true"])
+        .env("CARGO_TARGET_DIR", "/var/tmp/bpfvm-target")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(STOP), "{err}");
+    assert!(
+        err.contains("the build directory /var/tmp/bpfvm-target is under /var/tmp"),
+        "{err}"
+    );
+    assert!(!err.contains("==> checking host tools"), "{err}");
+    let cwd = tempfile::tempdir_in("/var/tmp").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["vm-run", "--", "true"])
+        .current_dir(cwd.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(STOP), "{err}");
+    assert!(err.contains("the current directory /var/tmp/"), "{err}");
+}

@@ -85,6 +85,12 @@ pub fn vm_exec(
     events: &Events,
 ) -> Result<Exec> {
     let allow = health::allow::load(&health::allow::path())?;
+    let cwd = std::env::current_dir().context("the current directory")?;
+    crate::support::paths::seen_by_the_guest(
+        &cwd,
+        "the current directory",
+        "the guest works there: run bpfvm from a directory elsewhere",
+    )?;
     let p = prepare(kernel, opts, events)?;
     let parent = target_dir().join("vm-exec");
     let files = RunDir::new(&parent)?;

@@ -20,6 +20,12 @@ pub fn vm_shell(
     timeout: Option<Duration>,
     events: &Events,
 ) -> Result<ShellEnding> {
+    let cwd = std::env::current_dir().context("the current directory")?;
+    crate::support::paths::seen_by_the_guest(
+        &cwd,
+        "the current directory",
+        "the guest works there: run bpfvm from a directory elsewhere",
+    )?;
     let p = prepare(kernel, opts, events)?;
     let cwd = std::env::current_dir().context("the current directory")?;
     // A shell runs no script, and its deadline is `timeout`.

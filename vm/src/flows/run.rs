@@ -231,10 +231,15 @@ pub fn vm_run(
     events: &Events,
 ) -> Result<(RunOutcome, Health)> {
     let allow = health::allow::load(&health::allow::path())?;
+    let cwd = std::env::current_dir().context("the current directory")?;
+    crate::support::paths::seen_by_the_guest(
+        &cwd,
+        "the current directory",
+        "the command runs there in the guest: run it from a directory elsewhere",
+    )?;
     let p = prepare(kernel, opts, events)?;
     let parent = target_dir().join("vm-run");
     let files = RunDir::new(&parent)?;
-    let cwd = std::env::current_dir().context("the current directory")?;
     guest::write(
         &files.script,
         &guest::command_script(&files.shared, &cwd, argv),

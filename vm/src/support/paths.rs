@@ -87,6 +87,11 @@ pub fn check_target_dir(dir: &Path) -> Result<()> {
     } else {
         "CARGO_TARGET_DIR (the default is the checkout's target/)"
     };
+    seen_by_the_guest(
+        dir,
+        "the build directory",
+        &format!("set {var} to a directory elsewhere (under /home or /tmp)"),
+    )?;
     check_chars(
         dir,
         var,
@@ -94,6 +99,43 @@ pub fn check_target_dir(dir: &Path) -> Result<()> {
         "characters other than letters, digits and _ + space / . - (virtme-ng's --rwdir takes \
          no others)",
     )
+}
+
+/// The host directories virtme-ng's guest init mounts an empty tmpfs over (or the kernel's
+/// own filesystems): a host path under one is not the guest's. virtme/guest/virtme-init,
+/// `mount_kernel_filesystems`, and virtme-ng-init, which does the same.
+pub const HIDDEN_FROM_THE_GUEST: &[&str] = &[
+    "/run",
+    "/dev",
+    "/proc",
+    "/sys",
+    "/var/log",
+    "/var/tmp",
+    "/var/cache",
+    "/var/spool/rsyslog",
+    "/var/lib/portables",
+    "/var/lib/machines",
+    "/var/lib/private",
+    "/var/lib/apt",
+    "/var/lib/snapd/cookie",
+    "/var/lib/sudo",
+];
+
+/// Refuses `path` (what the guest must read or write: the build directory, the directory a
+/// command runs in) when the guest cannot see it, naming why and `fix`.
+pub fn seen_by_the_guest(path: &Path, what: &str, fix: &str) -> Result<()> {
+    let abs = path
+        .canonicalize()
+        .or_else(|_| std::path::absolute(path))
+        .unwrap_or_else(|_| path.to_path_buf());
+    if let Some(hidden) = HIDDEN_FROM_THE_GUEST.iter().find(|h| abs.starts_with(h)) {
+        bail!(
+            "{what} {} is under {hidden}, which virtme-ng's guest covers with an empty tmpfs: \
+             the guest would not see it; {fix}",
+            abs.display()
+        );
+    }
+    Ok(())
 }
 
 fn check_chars(dir: &Path, var: &str, ok: impl Fn(char) -> bool, refused: &str) -> Result<()> {
@@ -196,6 +238,28 @@ mod tests {
                 "{dir}: {e}"
             );
             assert!(e.contains("CARGO_TARGET_DIR"), "{e}");
+        }
+    }
+
+    /// Each directory virtme-ng hides from the guest is refused, naming it; others pass.
+    #[test]
+    fn a_path_the_guest_cannot_see_is_refused() {
+        for hidden in HIDDEN_FROM_THE_GUEST {
+            let p = Path::new(hidden).join("bpfvm-checkout/target");
+            let e = seen_by_the_guest(&p, "the build directory", "move it").unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains(&format!("/bpfvm-checkout/target is under {hidden}, which")),
+                "{e}"
+            );
+        }
+        for ok in [
+            "/tmp/x/target",
+            "/home/u/src/bpfvm/target",
+            "/var/lib/x",
+            "/variable",
+        ] {
+            seen_by_the_guest(Path::new(ok), "the build directory", "").unwrap();
         }
     }
 }

@@ -23,7 +23,7 @@ fn a_cache_path_with_a_colon_is_refused_before_provisioning() {
             .env("XDG_CACHE_HOME", "/tmp/x:y")
             .args(["vm-run", "--kernel", "6.1", "--", "true"]),
     );
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 255, "{err}");
     assert!(
         err.contains("\"/tmp/x:y/bpfvm\" holds the character ':'"),
         "{err}"
@@ -43,7 +43,7 @@ fn no_home_and_no_xdg_cache_home_is_an_error() {
             .env_remove("XDG_CACHE_HOME")
             .args(["kernels", "list"]),
     );
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 255, "{err}");
     assert!(err.contains("neither HOME nor XDG_CACHE_HOME"), "{err}");
 }
 

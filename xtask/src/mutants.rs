@@ -1,8 +1,8 @@
 //! `cargo xtask mutants`: shows that the verdicts catch planted defects. It plants each defect
-//! issue 25 names in `tests/src/maps/batch.rs` of a throw-away git worktree of `HEAD` (never the
+//! the batch wrapper once had or could have in `tests/src/maps/batch.rs` of a throw-away git worktree of `HEAD` (never the
 //! real tree; uncommitted changes are not in it) and runs `vm-test --filter batch` there on one
 //! kernel (one guest build and boot per mutant), naming the tests that failed; then the three
-//! losses issue 35 measured: a test module switched off (`vm-test` must name the missing tests),
+//! losses the verdicts once let through: a test module switched off (`vm-test` must name the missing tests),
 //! a WARN after 20,000 kernel log records (`vm-run` must exit non-zero) and a broken bloom
 //! probe under `bench-vm` (it must fail). An unmutated batch run goes first: if it fails, no
 //! mutant's failure would mean anything. A mutant nothing catches, or one that no longer applies
@@ -154,7 +154,7 @@ impl Outcome {
     }
 }
 
-/// Plant each defect (issue 25's in the batch wrapper, issue 35's three losses) in a throw-away
+/// Plant each defect (the batch wrapper's, and three losses the verdicts once let through) in a throw-away
 /// worktree of HEAD and run what must catch it; prints what caught each. Non-zero exit when a
 /// mutant survives.
 #[derive(Args)]

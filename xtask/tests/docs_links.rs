@@ -2,7 +2,7 @@
 //! of the repository, and the heading an `#anchor` names, as GitHub makes anchors).
 use std::path::{Path, PathBuf};
 
-/// About what a new user reads first (issue 37); the reference lives in `docs/`.
+/// About what a new user reads first; the reference lives in `docs/`.
 const README_MAX_LINES: usize = 300;
 
 fn repo() -> PathBuf {

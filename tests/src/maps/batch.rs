@@ -784,7 +784,7 @@ mod unit {
         assert_eq!(tok.bucket(), 7);
     }
 
-    /// The clamp issue 25 found: `.min(requested)` hid a kernel that over-reports.
+    /// The clamp a review found: `.min(requested)` hid a kernel that over-reports.
     #[test]
     fn a_count_above_the_request_is_an_error_not_clamped() {
         assert_eq!(copied(4, 4), Ok(4));

@@ -25,7 +25,7 @@ use crate::support::status::Status;
 
 /// The guest `vm-test` boots: twice the vCPUs, of which only `cpus` are brought online
 /// (`maxcpus=`, `setup_max_cpus` in kernel/smp.c), so the guest has more possible than online
-/// CPUs and a per-CPU value laid out by the online count fails the batch tests (issue 25).
+/// CPUs and a per-CPU value laid out by the online count fails the batch tests.
 /// qemu's `-smp N,maxcpus=M` is not enough: 6.12 and 7.2 count no hotplug CPU from it
 /// ("Allowing 2 present CPUs plus 0 hotplug CPUs"), nor does `possible_cpus=` raise it there.
 /// The CPUs never brought up cost nothing under TCG.

@@ -416,7 +416,7 @@ fn interrupted(
 /// speculation, so instructions are all that retpoline costs there. A shell loop timed by
 /// the 6.1 guest under `-icount shift=0,sleep=off` with one vCPU read the same figure to
 /// 0.01 % across boots; with two vCPUs (round-robin in one host thread) the kernel's own
-/// bench did not finish in 600 s (issue 21).
+/// bench did not finish in 600 s.
 fn measured_by(
     opts: &BenchOptions,
     accel: &crate::machine::accel::Accel,

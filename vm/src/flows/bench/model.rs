@@ -402,7 +402,7 @@ fn headline(table: &str, key: (u32, u32, u32)) -> bool {
 
 /// Whether a batch dump at `buffer` entries per call measures the thread's operation: at 1
 /// and 2 most calls hit ENOSPC (a bucket larger than the buffer) and are retried, or copy one
-/// bucket, so the timed path is retries and per-call overhead (issue 21, item 5).
+/// bucket, so the timed path is retries and per-call overhead.
 pub fn comparable_to_thread(buffer: u32) -> bool {
     buffer > 2
 }

@@ -22,13 +22,16 @@ use bpfvm_host::support::paths::{target_dir, workspace_root};
 const WRAPPER: &str = "tests/src/maps/batch.rs";
 
 /// One planted defect: text replacements in `file`, each of which must match exactly once,
-/// and the run that must catch it.
+/// the run that must catch it, and what that run must name: a caught mutant is a run that
+/// judged the kernel bad (exit status 1, never a build that failed or a VM that crashed) and
+/// named this among its failures.
 pub(crate) struct Mutant {
     pub(crate) name: &'static str,
     pub(crate) what: &'static str,
     file: &'static str,
     edits: &'static [(&'static str, &'static str)],
     check: Check,
+    must_name: &'static str,
 }
 
 /// The run a mutant must fail.
@@ -58,6 +61,7 @@ pub(crate) const MUTANTS: &[Mutant] = &[
             "        let got = copied(count, got)?;\n        let got = if end { 0 } else { got };\n",
         )],
         check: Check::VmTest("batch"),
+        must_name: "batch::",
     },
     Mutant {
         name: "clamp_count",
@@ -68,6 +72,7 @@ pub(crate) const MUTANTS: &[Mutant] = &[
             "    Ok(reported.min(requested) as usize)",
         )],
         check: Check::VmTest("batch"),
+        must_name: "batch::",
     },
     Mutant {
         name: "inflate_count",
@@ -75,6 +80,7 @@ pub(crate) const MUTANTS: &[Mutant] = &[
         file: WRAPPER,
         edits: &[("    Ok(reported as usize)\n", "    Ok(reported as usize + 1)\n")],
         check: Check::VmTest("batch"),
+        must_name: "batch::",
     },
     Mutant {
         name: "retry_enospc_after_partial_copy",
@@ -91,6 +97,7 @@ pub(crate) const MUTANTS: &[Mutant] = &[
             ),
         ],
         check: Check::VmTest("batch"),
+        must_name: "batch::",
     },
     Mutant {
         name: "stride_by_online_cpus",
@@ -101,6 +108,7 @@ pub(crate) const MUTANTS: &[Mutant] = &[
             "            aya::util::online_cpus().map_err(|(_, e)| e)?.len(),",
         )],
         check: Check::VmTest("batch"),
+        must_name: "batch::",
     },
     Mutant {
         name: "zero_token_after_nothing_copied",
@@ -111,6 +119,7 @@ pub(crate) const MUTANTS: &[Mutant] = &[
             "        } else {",
         )],
         check: Check::VmTest("batch"),
+        must_name: "batch::",
     },
     Mutant {
         name: "module_switched_off",
@@ -118,6 +127,18 @@ pub(crate) const MUTANTS: &[Mutant] = &[
         file: "tests/src/tests/mod.rs",
         edits: &[("\nmod bpf_loop;\n", "\n#[cfg(any())]\nmod bpf_loop;\n")],
         check: Check::VmTest("bpf_loop"),
+        must_name: "guest:inventory",
+    },
+    Mutant {
+        name: "ignored_test",
+        what: "a bpf_loop test switched off with #[ignore]",
+        file: "tests/src/tests/bpf_loop.rs",
+        edits: &[(
+            "#[test]\nfn constant_zero_flags_are_inlined()",
+            "#[test]\n#[ignore]\nfn constant_zero_flags_are_inlined()",
+        )],
+        check: Check::VmTest("bpf_loop"),
+        must_name: "bpf_loop::constant_zero_flags_are_inlined",
     },
     Mutant {
         name: "warn_after_20000_records",
@@ -125,6 +146,7 @@ pub(crate) const MUTANTS: &[Mutant] = &[
         file: "",
         edits: &[],
         check: Check::VmRun(FLOOD_THEN_WARN),
+        must_name: "planted_after_a_flood",
     },
     Mutant {
         name: "broken_bloom_probe",
@@ -135,12 +157,15 @@ pub(crate) const MUTANTS: &[Mutant] = &[
             "bpf_map_type::BPF_MAP_TYPE_BLOOM_FILTER as u32,\n                0,\n                0,\n",
         )],
         check: Check::BenchSmoke("bloom"),
+        must_name: "bloom",
     },
 ];
 
 /// What one run (the unmutated baseline or a mutant) gave.
 pub(crate) struct Outcome {
     pub(crate) name: &'static str,
+    /// The text that must appear among the failures (empty for the baseline).
+    pub(crate) must_name: &'static str,
     /// The tests that failed (or died, or were not run).
     pub(crate) failed: Vec<String>,
     /// Why the run judged nothing (no report: a build or boot failure).
@@ -149,8 +174,10 @@ pub(crate) struct Outcome {
 }
 
 impl Outcome {
+    /// Judged bad, naming what it must: a run that judged nothing (the plant did not build,
+    /// qemu crashed: `error`) or that failed for another reason caught nothing.
     fn caught(&self) -> bool {
-        self.error.is_none() && !self.failed.is_empty()
+        self.error.is_none() && self.failed.iter().any(|f| f.contains(self.must_name))
     }
 }
 
@@ -199,6 +226,7 @@ fn run_all(kernel: &str, only: &[String], events: &Events) -> Result<Vec<Outcome
         kernel,
         "baseline",
         Check::VmTest("batch"),
+        "",
         events,
     )?;
     if !baseline.failed.is_empty() || baseline.error.is_some() {
@@ -221,7 +249,13 @@ fn run_all(kernel: &str, only: &[String], events: &Events) -> Result<Vec<Outcome
             plant(&tree.path.join(m.file), m)?;
         }
         outcomes.push(run_check(
-            &tree.path, &target, kernel, m.name, m.check, events,
+            &tree.path,
+            &target,
+            kernel,
+            m.name,
+            m.check,
+            m.must_name,
+            events,
         )?);
     }
     Ok(outcomes)
@@ -240,8 +274,16 @@ fn table(outcomes: &[Outcome]) -> String {
             (Some(e), _) => format!("NOT JUDGED: {e}"),
             (None, 0) => "(baseline: every batch test passed)".to_string(),
             (None, _) if o.failed.is_empty() => "SURVIVED: no test failed".to_string(),
+            (None, _) if !o.caught() => format!(
+                "SURVIVED: nothing named `{}` failed ({})",
+                o.must_name,
+                o.failed.join(", ")
+            ),
             (None, _) => {
-                let shown: Vec<&str> = o.failed.iter().take(3).map(String::as_str).collect();
+                // What it had to name first.
+                let mut failed: Vec<&str> = o.failed.iter().map(String::as_str).collect();
+                failed.sort_by_key(|f| !f.contains(o.must_name));
+                let shown: Vec<&str> = failed.iter().take(3).copied().collect();
                 let more = o.failed.len().saturating_sub(shown.len());
                 let tail = if more > 0 {
                     format!(" and {more} more")
@@ -281,13 +323,15 @@ fn plant(file: &Path, m: &Mutant) -> Result<()> {
 }
 
 /// Runs `check` in `tree` on `kernel`: for `vm-test`, the failing tests from its report; for
-/// `vm-run` and `bench-vm`, a non-zero exit is the catch, named by its last error lines.
+/// `vm-run` and `bench-vm`, the lines of its stderr that say why it failed. Only exit status 1
+/// is a verdict (docs/exit-status.md): any other non-zero status judged nothing.
 fn run_check(
     tree: &Path,
     target: &Path,
     kernel: &str,
     name: &'static str,
     check: Check,
+    must_name: &'static str,
     events: &Events,
 ) -> Result<Outcome> {
     let report = target.join("vm-test").join(kernel).join("report.json");
@@ -319,7 +363,19 @@ fn run_check(
         .context("run cargo xtask in the mutant's worktree")?;
     let elapsed = start.elapsed();
     let stderr = String::from_utf8_lossy(&run.stderr);
+    let code = run.status.code();
     let (failed, error) = match check {
+        _ if !matches!(code, Some(0) | Some(1)) => {
+            let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+            (
+                vec![],
+                Some(format!(
+                    "exit status {}, not a verdict: {}",
+                    code.map_or("none (a signal)".to_string(), |c| c.to_string()),
+                    last.unwrap_or("no output")
+                )),
+            )
+        }
         Check::VmTest(_) => match failed_tests(&report) {
             Ok(failed) => (failed, None),
             Err(e) => {
@@ -331,7 +387,7 @@ fn run_check(
             }
         },
         Check::VmRun(_) | Check::BenchSmoke(_) if run.status.success() => (vec![], None),
-        Check::VmRun(_) | Check::BenchSmoke(_) => (error_lines(&stderr), None),
+        Check::VmRun(_) | Check::BenchSmoke(_) => (failure_lines(&stderr, must_name), None),
     };
     events.note(format!(
         "{name}: {} failures in {:.0} s",
@@ -340,17 +396,19 @@ fn run_check(
     ));
     Ok(Outcome {
         name,
+        must_name,
         failed,
         error,
         elapsed,
     })
 }
 
-/// The warning and error lines of a run's stderr, each cut to 200 characters (at least one).
-fn error_lines(stderr: &str) -> Vec<String> {
+/// The warning and error lines of a run's stderr and those naming `must_name` (a splat's
+/// lines follow its warning), each cut to 200 characters (at least one).
+fn failure_lines(stderr: &str, must_name: &str) -> Vec<String> {
     let mut lines: Vec<String> = stderr
         .lines()
-        .filter(|l| l.starts_with("warning:") || l.starts_with("error:"))
+        .filter(|l| l.starts_with("warning:") || l.starts_with("error:") || l.contains(must_name))
         .map(|l| l.chars().take(200).collect())
         .collect();
     if lines.is_empty() {
@@ -436,6 +494,29 @@ impl Drop for Worktree {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A plant that did not build or a VM that crashed (no verdict), and a failure that does
+    /// not name what the plant breaks, catch nothing.
+    #[test]
+    fn a_mutant_is_caught_only_by_a_verdict_naming_what_it_must() {
+        let outcome = |failed: &[&str], error: Option<&str>| Outcome {
+            name: "m",
+            must_name: "guest:inventory",
+            failed: failed.iter().map(|f| f.to_string()).collect(),
+            error: error.map(str::to_string),
+            elapsed: Duration::ZERO,
+        };
+        assert!(outcome(&["guest:inventory (fail)"], None).caught());
+        assert!(
+            !outcome(&["bloom_filter::x (fail)"], None).caught(),
+            "another failure"
+        );
+        let crashed = outcome(&[], Some("exit status 255, not a verdict: qemu crashed"));
+        assert!(!crashed.caught(), "a run that judged nothing");
+        assert!(!outcome(&[], None).caught());
+        assert!(table(&[outcome(&[], None), outcome(&["x (fail)"], None)])
+            .contains("SURVIVED: nothing named `guest:inventory` failed (x (fail))"));
+    }
 
     /// Every mutant still applies to its file as committed, and changes it.
     #[test]

@@ -128,10 +128,15 @@ while [ $bpfvm_wait -lt 30 ] && bpfvm_workqueues_busy; do
 done
 "#;
 
-/// Ends the kernel log copy once its last marker is in the file (waiting at most 5 s).
-const END_KERNEL_LOG: &str = r#"bpfvm_mark phase end
+/// Ends the kernel log copy once its last record is in the file (waiting at most 5 s): the end
+/// marker, or the taint mask `bpfvm_mark` wrote after it when the kernel became tainted since
+/// the last marker (a taint set in the last phase would be lost with it otherwise).
+const END_KERNEL_LOG: &str = r#"bpfvm_before=$bpfvm_taint
+bpfvm_mark phase end
+bpfvm_last=';bpfvm: phase end$'
+[ "$bpfvm_taint" = "$bpfvm_before" ] || bpfvm_last=";bpfvm: tainted $bpfvm_taint\$"
 bpfvm_wait=0
-while [ $bpfvm_wait -lt 50 ] && ! grep -q ';bpfvm: phase end$' "$OUT/kernel.log"; do
+while [ $bpfvm_wait -lt 50 ] && ! grep -q "$bpfvm_last" "$OUT/kernel.log"; do
   sleep 0.1; bpfvm_wait=$((bpfvm_wait + 1))
 done
 kill $bpfvm_log 2>/dev/null
@@ -655,5 +660,28 @@ mod tests {
             .find("/b/verifier /u/obj > \"$OUT/verifier.json\"")
             .unwrap();
         assert!(step < s.find("bpfvm_mark phase tests").unwrap());
+    }
+
+    /// The copy ends after the taint mask that follows the end marker, not at the marker: a
+    /// copier (standing for `dd`) that writes the two records 0.3 s apart keeps both.
+    #[test]
+    fn the_log_copy_waits_for_the_taint_mask_after_the_end_marker() {
+        let d = tempfile::tempdir().unwrap();
+        let script = format!(
+            "OUT={out}; bpfvm_taint=0\n\
+             bpfvm_mark() {{ (sleep 0.3; echo '12,1,1,-;bpfvm: phase end' >> $OUT/kernel.log; \
+             sleep 0.3; echo '12,2,2,-;bpfvm: tainted 512' >> $OUT/kernel.log) & \
+             bpfvm_log=$!; bpfvm_taint=512; }}\n{END_KERNEL_LOG}wait\n",
+            out = d.path().display()
+        );
+        let ok = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        let log = std::fs::read_to_string(d.path().join("kernel.log")).unwrap();
+        assert!(log.ends_with(";bpfvm: tainted 512\n"), "{log}");
     }
 }

@@ -157,7 +157,7 @@ pub(crate) const MUTANTS: &[Mutant] = &[
             "bpf_map_type::BPF_MAP_TYPE_BLOOM_FILTER as u32,\n                0,\n                0,\n",
         )],
         check: Check::BenchSmoke("bloom"),
-        must_name: "bloom",
+        must_name: "should have bloom_filter_map",
     },
 ];
 

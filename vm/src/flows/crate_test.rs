@@ -11,17 +11,14 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use crate::domain::options::VmOptions;
-use crate::flows::run::{
-    boot, kernel_health, prepare, report_of, run_status, with_test_progress, RunDir,
-};
+use crate::flows::run::{boot_tests, conclude, prepare, RunDir, TestRun};
 use crate::kernel::choice::KernelChoice;
 use crate::machine::build::{parse_cargo_messages, Artifact};
 use crate::machine::guest::{self, CrateBinary, VerifierRun};
 use crate::machine::provision::tail_lines;
-use crate::machine::vng::Ending;
 use crate::results::health::{self, allow::Allowlist};
 use crate::results::inventory::{self, Inventory};
-use crate::results::report::{self, Report, Timings};
+use crate::results::report::{self, Report};
 use crate::support::output::Events;
 use crate::support::shell;
 
@@ -236,36 +233,26 @@ fn test_on(
     let prepared = start.elapsed();
     let dir = out.join(&p.kernel.label);
     let files = RunDir::new(&dir)?;
-    let shared = files.shared.as_path();
     guest::write(
         &files.script,
         &guest::crate_test_script(
-            shared,
+            &files.shared,
             &opts.env,
             binaries,
             &opts.test_args,
             built.verifier.as_ref(),
         ),
     )?;
-    let live = with_test_progress(
-        events.clone(),
-        shared.to_path_buf(),
-        p.kernel.expected.clone(),
-    );
-    let outcome = boot(&p, vm, shared, &files.script, &live)?;
-    if outcome.ending == Ending::Interrupted {
-        bail!("{}", outcome.diagnosis().lines().next().unwrap_or_default());
-    }
-    let vm_ok = outcome.ending == Ending::Exited(0);
-    let ending = outcome.diagnosis().lines().next().unwrap_or("").to_string();
-    let mut tests = collect(shared, binaries, &ending);
-    if vm_ok && !tests.iter().any(|t| report::is_test(&t.name)) {
+    let booted = boot_tests(&p, vm, files, &dir, events)?;
+    let shared = booted.files.shared.clone();
+    let mut tests = collect(&shared, binaries, &booted.ending());
+    if booted.vm_ok() && !tests.iter().any(|t| report::is_test(&t.name)) {
         tests.push(report::no_test_ran(None));
     }
     let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
     inventory::judge_ignored(
         &mut tests,
-        shared,
+        &shared,
         &names,
         built.inventory.as_ref(),
         inventory::CRATE_FILE,
@@ -275,37 +262,17 @@ fn test_on(
         // Test arguments select tests in ways the inventory cannot replay: then only tests
         // it does not list are named.
         let full = opts.test_args.is_empty();
-        let diff = inv.compare(&inventory::read_lists(shared, &names), None, full);
+        let diff = inv.compare(&inventory::read_lists(&shared, &names), None, full);
         tests.extend(diff.entry(inventory::CRATE_FILE, inventory::CRATE_BLESS));
     }
-    let release = report::read_fact(shared, guest::files::RELEASE);
-    let mut health = kernel_health(shared, &dir, &outcome, allow, &p, &release)?;
-    let kernel_blamed = health.splats.iter().any(|s| s.allowed.is_none());
-    report::apply_kernel_health(&mut tests, &mut health, vm_ok, report_name);
-    let mut verifier_stats = vec![];
-    if built.verifier.is_some() {
-        let (stats, failed) = crate::results::verifier::keep(shared, &dir);
-        tests.extend(failed);
-        verifier_stats = stats;
-    }
-    let mut r = report_of(
-        &p,
-        shared,
-        release,
-        &outcome,
-        tests,
-        health.splats,
+    let rules = TestRun {
+        report_name,
+        verifier: built.verifier.is_some(),
+        filter: None,
         // The one build every kernel's run shares.
-        Timings::of(prepared, built.time, &outcome),
-    );
-    r.verifier = verifier_stats;
-    r.status = Some(run_status(&outcome.ending, r.ok(), kernel_blamed));
-    report::write(&r, &dir)?;
-    files.keep(&dir.join("guest"), events);
-    if !vm_ok {
-        events.warn(outcome.diagnosis());
-    }
-    Ok(r)
+        timings: (prepared, built.time),
+    };
+    conclude(&p, booted, tests, &rules, allow, events, |_| {})
 }
 
 /// The verifier statistics step for `objects` (absolute paths: the guest runs it from

@@ -280,11 +280,10 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
 
     let out_dir = target_dir().join("vm-test").join(&p.kernel.label);
     let files = RunDir::new(&out_dir)?;
-    let (shared, script) = (files.shared.as_path(), files.script.as_path());
     guest::write(
-        script,
+        &files.script,
         &guest::test_script(
-            shared,
+            &files.shared,
             &p.kernel.bootable.release,
             &probe,
             &verifier,
@@ -293,13 +292,81 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         ),
     )?;
 
+    let booted = boot_tests(&p, &with_offline_cpus(&opts.vm), files, &out_dir, events)?;
+    let shared = booted.files.shared.clone();
+    let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
+    let ending = booted.ending();
+    let verdict = report::judge(
+        &shared,
+        &names,
+        &p.kernel.expected,
+        (!booted.vm_ok()).then_some(ending.as_str()),
+        opts.filter.as_deref(),
+    );
+    let mut tests = match booted.outcome.boot {
+        None if !booted.vm_ok() => vec![report::never_started(&ending)],
+        _ => verdict.tests,
+    };
+    inventory::check_suite(&mut tests, &shared, &names, opts.filter.as_deref());
+    let rules = TestRun {
+        report_name: report::display_name,
+        verifier: true,
+        filter: opts.filter.as_deref(),
+        timings: (prepared, built),
+    };
+    let report = conclude(&p, booted, tests, &rules, &allow, events, |report| {
+        report.features = verdict
+            .probes
+            .iter()
+            .map(|(name, p)| (name.clone(), *p == Probe::Present))
+            .collect();
+        report.probes = verdict.probes;
+        report.expected_features = Some(p.kernel.expected.clone());
+        report.feature_mismatches = verdict.mismatches;
+    })?;
+    Ok((report, out_dir))
+}
+
+/// A test run's boot that ended (vm-test's suite, `bpfvm test`'s crate): its files and how
+/// the VM ended.
+pub(crate) struct Booted {
+    pub(crate) files: RunDir,
+    pub(crate) outcome: RunOutcome,
+    out_dir: PathBuf,
+}
+
+impl Booted {
+    /// The guest script ran to its end with status 0.
+    pub(crate) fn vm_ok(&self) -> bool {
+        self.outcome.ending == Ending::Exited(0)
+    }
+
+    /// How the VM ended, in one line.
+    pub(crate) fn ending(&self) -> String {
+        self.outcome
+            .diagnosis()
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string()
+    }
+}
+
+/// Boots a test run's guest script (written into `files`) with live per-test progress; an
+/// interrupted run judged nothing and leaves `out_dir`'s last report as it was.
+pub(crate) fn boot_tests(
+    p: &Prepared,
+    vm: &VmOptions,
+    files: RunDir,
+    out_dir: &Path,
+    events: &Events,
+) -> Result<Booted> {
     let live = with_test_progress(
         events.clone(),
-        shared.to_path_buf(),
+        files.shared.clone(),
         p.kernel.expected.clone(),
     );
-    let outcome = boot(&p, &with_offline_cpus(&opts.vm), shared, script, &live)?;
-    // An interrupted run judged nothing: the last run's report stays as it was.
+    let outcome = boot(p, vm, &files.shared, &files.script, &live)?;
     if outcome.ending == Ending::Interrupted {
         anyhow::bail!(
             "{} ({} left as it was)",
@@ -307,30 +374,60 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
             out_dir.join("report.json").display()
         );
     }
+    Ok(Booted {
+        files,
+        outcome,
+        out_dir: out_dir.to_path_buf(),
+    })
+}
 
-    let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
+/// What differs between the test runs [`conclude`] judges.
+pub(crate) struct TestRun<'a> {
+    /// A test's name in the report from the one the guest marked in the kernel log.
+    pub(crate) report_name: fn(&str) -> String,
+    /// Whether the guest ran the verifier statistics step.
+    pub(crate) verifier: bool,
+    /// The filter that selected the tests, if any.
+    pub(crate) filter: Option<&'a str>,
+    /// Preparing and building, before the boot.
+    pub(crate) timings: (Duration, Duration),
+}
+
+/// The one place a test run's verdict is made, for vm-test and `bpfvm test` alike, from the
+/// entries the flow read from its guest files (`tests`): the kernel log (records lost, cut
+/// short or unreadable; splats and taints blamed on the tests running), the release booted,
+/// the verifier's statistics, the exit status; `fill` adds the flow's own fields before the
+/// status is decided. Writes `report.json` and `junit.xml` into `out_dir` and keeps the guest's
+/// files there.
+pub(crate) fn conclude(
+    p: &Prepared,
+    booted: Booted,
+    mut tests: Vec<TestResult>,
+    run: &TestRun,
+    allow: &Allowlist,
+    events: &Events,
+    fill: impl FnOnce(&mut Report),
+) -> Result<Report> {
+    let Booted {
+        files,
+        outcome,
+        out_dir,
+    } = booted;
+    let shared = files.shared.as_path();
     let vm_ok = outcome.ending == Ending::Exited(0);
-    let ending = outcome.diagnosis().lines().next().unwrap_or("").to_string();
-    let verdict = report::judge(
-        shared,
-        &names,
-        &p.kernel.expected,
-        (!vm_ok).then_some(ending.as_str()),
-        opts.filter.as_deref(),
-    );
-    let mut tests = match outcome.boot {
-        None if !vm_ok => vec![report::never_started(&ending)],
-        _ => verdict.tests,
-    };
-    inventory::check_suite(&mut tests, shared, &names, opts.filter.as_deref());
     let release = report::read_fact(shared, guest::files::RELEASE);
-    let mut health = kernel_health(shared, &out_dir, &outcome, &allow, &p, &release)?;
+    let mut health = kernel_health(shared, &out_dir, &outcome, allow, p, &release)?;
     let kernel_blamed = health.splats.iter().any(|s| s.allowed.is_none());
-    report::apply_kernel_health(&mut tests, &mut health, vm_ok, report::display_name);
-    let (verifier_stats, verifier_failed) = crate::results::verifier::keep(shared, &out_dir);
-    tests.extend(verifier_failed);
+    report::apply_kernel_health(&mut tests, &mut health, vm_ok, run.report_name);
+    let mut verifier_stats = vec![];
+    if run.verifier {
+        let (stats, failed) = crate::results::verifier::keep(shared, &out_dir);
+        tests.extend(failed);
+        verifier_stats = stats;
+    }
+    let (prepared, built) = run.timings;
     let mut report = report_of(
-        &p,
+        p,
         shared,
         release,
         &outcome,
@@ -338,19 +435,12 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         health.splats,
         Timings::of(prepared, built, &outcome),
     );
-    report.features = verdict
-        .probes
-        .iter()
-        .map(|(name, p)| (name.clone(), *p == Probe::Present))
-        .collect();
-    report.probes = verdict.probes;
-    report.expected_features = Some(p.kernel.expected.clone());
-    report.feature_mismatches = verdict.mismatches;
     report.verifier = verifier_stats;
+    fill(&mut report);
     // A filter no test name contains judged nothing (a typo in a bisect's command must not
     // mark every commit bad).
     let nothing_matched =
-        opts.filter.is_some() && report.tests.iter().any(|t| t.name == "guest:tests");
+        run.filter.is_some() && report.tests.iter().any(|t| t.name == "guest:tests");
     report.status = Some(match nothing_matched {
         true => Status::Stopped,
         false => run_status(&outcome.ending, report.ok(), kernel_blamed),
@@ -369,7 +459,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         let why = t.reason.as_deref().unwrap_or("");
         events.warn(format!("{why} ({}; the run fails)", t.name));
     }
-    Ok((report, out_dir))
+    Ok(report)
 }
 
 /// What a boot that ended as `ending` established about its kernel, given whether every

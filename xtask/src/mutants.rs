@@ -159,6 +159,17 @@ pub(crate) const MUTANTS: &[Mutant] = &[
         check: Check::BenchSmoke("bloom"),
         must_name: "should have bloom_filter_map",
     },
+    Mutant {
+        name: "erring_inlining_probe",
+        what: "the bpf_loop inlining probe errs on a kernel that has the helper",
+        file: "tests/src/features.rs",
+        edits: &[(
+            "        Probe::Present => {}\n        Probe::Absent(why) => return Probe::Absent(format!(\"no bpf_loop helper: {why}\")),",
+            "        Probe::Present => return Probe::Error(\"planted: the probe errs\".into()),\n        Probe::Absent(why) => return Probe::Absent(format!(\"no bpf_loop helper: {why}\")),",
+        )],
+        check: Check::BenchSmoke("bpf_loop"),
+        must_name: "the bpf_loop inlining probe failed",
+    },
 ];
 
 /// What one run (the unmutated baseline or a mutant) gave.

@@ -12,9 +12,10 @@ use clap::Args;
 use crate::exit_if;
 
 /// Compare the last `vm-test` run of each kernel (target/vm-test/<kernel>/verifier.csv)
-/// against its baseline (kernels/verifier/<kernel>.csv); exits non-zero when a program went
-/// from success to failure or its processed insns or states changed. `--bless` takes the runs
-/// as the new baselines.
+/// against its baseline (kernels/verifier/<kernel>.csv, and <kernel>.verdicts for what the CSV's
+/// `failure` folds together: rejected with which error, or not loaded and why); exits non-zero
+/// when a program's verdict changed or its processed insns or states did. `--bless` takes the
+/// runs as the new baselines.
 #[derive(Args)]
 pub(crate) struct StatsOptions {
     /// The pinned kernel, or `all`.
@@ -68,10 +69,12 @@ pub(crate) fn stats(opts: StatsOptions) -> Result<ExitCode> {
             std::fs::create_dir_all(base.parent().expect("kernels/verifier"))?;
             std::fs::copy(&run, &base)
                 .with_context(|| format!("copy {} to {}", run.display(), base.display()))?;
+            let verdicts = verifier::bless_verdicts(v)?;
             outln!(
-                "kernel {v}: blessed {} as {}",
+                "kernel {v}: blessed {} as {} and its verdicts as {}",
                 run.display(),
-                base.display()
+                base.display(),
+                verdicts.display()
             );
             continue;
         }

@@ -16,7 +16,7 @@ use super::prog::{self, Globals};
 use super::sample;
 use super::LoopRow;
 use super::{Plan, Progress};
-use crate::features::Feature;
+use crate::features::{Feature, Probe};
 use crate::sys;
 
 /// Loop iterations per trigger at most: the kernel's 1000 calls per trigger, fewer for long
@@ -32,7 +32,15 @@ pub fn run(plan: &Plan, progress: &mut Progress, out: &mut Vec<LoopRow>) -> Resu
     let btf = Btf::from_sys_fs().context("read the kernel's BTF")?;
     // None when kallsyms hides addresses: the row then says "unknown".
     let helper = sys::helper_call_imm("bpf_loop").context("read /proc/kallsyms")?;
-    let inlines = crate::features::require(Feature::BpfLoopInlining).is_ok();
+    // A probe that erred says nothing about inlining: the variants cannot be checked, and the
+    // group fails naming why rather than taking "does not inline" and checking less.
+    let inlines = match crate::features::probe(Feature::BpfLoopInlining) {
+        Probe::Present => true,
+        Probe::Absent(_) => false,
+        Probe::Error(e) => anyhow::bail!(
+            "the bpf_loop inlining probe failed, so the variants cannot be checked: {e}"
+        ),
+    };
     for flags_from_map in [false, true] {
         let name = if flags_from_map {
             names::BPF_LOOP_HELPER

@@ -6,6 +6,7 @@
 pub mod compare;
 pub mod csv;
 pub mod matrix;
+pub mod verdicts;
 
 use std::path::{Path, PathBuf};
 
@@ -82,6 +83,30 @@ pub fn baseline(version: &str) -> PathBuf {
         .join(format!("{version}.csv"))
 }
 
+/// The committed verdicts of pin `version` ([`verdicts`]): `kernels/verifier/<version>.verdicts`.
+pub fn baseline_verdicts(version: &str) -> PathBuf {
+    baseline(version).with_extension("verdicts")
+}
+
+/// Writes the verdicts of the last `vm-test` run of pin `version` as its baseline.
+pub fn bless_verdicts(version: &str) -> Result<PathBuf> {
+    let path = baseline_verdicts(version);
+    crate::support::fs::write_atomic(&path, verdicts::text(&read_run(version)?).as_bytes())?;
+    Ok(path)
+}
+
+/// The last `vm-test` run's statistics of kernel `label` (its `verifier.json`).
+fn read_run(label: &str) -> Result<Vec<ProgStats>> {
+    let path = run_csv(label).with_file_name(JSON);
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "reading {}: run `cargo xtask vm-test --kernel {label}`",
+            path.display()
+        )
+    })?;
+    serde_json::from_str(&text).with_context(|| format!("parse {}", path.display()))
+}
+
 /// Reads and parses a veristat CSV file.
 pub fn read_csv(path: &Path) -> Result<Vec<csv::Row>> {
     let text = std::fs::read_to_string(path).with_context(|| {
@@ -124,9 +149,24 @@ pub fn check_against_baseline(version: &str, threshold_pct: f64) -> Result<compa
             base.display()
         );
     }
-    Ok(compare::compare(
+    let mut c = compare::compare(
         &read_csv(&base)?,
         &read_csv(&run_csv(version))?,
         threshold_pct,
-    ))
+    );
+    // The CSV's `failure` is rejected or not loaded: the reasons are compared here.
+    let verdicts = baseline_verdicts(version);
+    match std::fs::read_to_string(&verdicts) {
+        Ok(text) => {
+            let base = verdicts::parse(&text, &verdicts.display().to_string())?;
+            c.failures
+                .extend(verdicts::changed(&base, &read_run(version)?));
+        }
+        Err(_) => c.failures.push(format!(
+            "no verdicts baseline {}: bless it (`cargo xtask verifier-stats --kernel {version} \
+             --bless`)",
+            verdicts.display()
+        )),
+    }
+    Ok(c)
 }

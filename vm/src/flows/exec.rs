@@ -5,7 +5,7 @@
 //! read-only, the binary under the user's target directory included.
 use std::ffi::OsString;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 
 use crate::domain::options::VmOptions;
 use crate::flows::run::{boot, kernel_health, prepare, RunDir};
@@ -85,16 +85,10 @@ pub fn vm_exec(
     events: &Events,
 ) -> Result<Exec> {
     let allow = health::allow::load(&health::allow::path())?;
-    let cwd = std::env::current_dir().context("the current directory")?;
-    crate::support::paths::seen_by_the_guest(
-        &cwd,
-        "the current directory",
-        "the guest works there: run bpfvm from a directory elsewhere",
-    )?;
+    let cwd = crate::support::paths::guest_cwd()?;
     let p = prepare(kernel, opts, events)?;
     let parent = target_dir().join("vm-exec");
     let files = RunDir::new(&parent)?;
-    let cwd = std::env::current_dir().context("the current directory")?;
     guest::write(
         &files.script,
         &guest::exec_script(&files.shared, &cwd, env, argv),

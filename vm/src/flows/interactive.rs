@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::domain::options::VmOptions;
 use crate::flows::run::{prepare, vm_spec};
@@ -20,14 +20,8 @@ pub fn vm_shell(
     timeout: Option<Duration>,
     events: &Events,
 ) -> Result<ShellEnding> {
-    let cwd = std::env::current_dir().context("the current directory")?;
-    crate::support::paths::seen_by_the_guest(
-        &cwd,
-        "the current directory",
-        "the guest works there: run bpfvm from a directory elsewhere",
-    )?;
+    let cwd = crate::support::paths::guest_cwd()?;
     let p = prepare(kernel, opts, events)?;
-    let cwd = std::env::current_dir().context("the current directory")?;
     // A shell runs no script, and its deadline is `timeout`.
     let spec = vm_spec(&p, opts, &cwd, &PathBuf::new(), opts.timeout);
     events.step(format!(

@@ -231,12 +231,7 @@ pub fn vm_run(
     events: &Events,
 ) -> Result<(RunOutcome, Health)> {
     let allow = health::allow::load(&health::allow::path())?;
-    let cwd = std::env::current_dir().context("the current directory")?;
-    crate::support::paths::seen_by_the_guest(
-        &cwd,
-        "the current directory",
-        "the command runs there in the guest: run it from a directory elsewhere",
-    )?;
+    let cwd = crate::support::paths::guest_cwd()?;
     let p = prepare(kernel, opts, events)?;
     let parent = target_dir().join("vm-run");
     let files = RunDir::new(&parent)?;

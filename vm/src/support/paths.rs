@@ -8,7 +8,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 /// The root of the bpfvm checkout (the workspace holding `vm/`).
 ///
@@ -136,6 +136,18 @@ pub fn seen_by_the_guest(path: &Path, what: &str, fix: &str) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The current directory, where a command runs in the guest (`vm-run`, `bpfvm exec`,
+/// `bpfvm shell`), refused when the guest cannot see it.
+pub fn guest_cwd() -> Result<PathBuf> {
+    let cwd = std::env::current_dir().context("the current directory")?;
+    seen_by_the_guest(
+        &cwd,
+        "the current directory",
+        "the guest works there: run from a directory elsewhere",
+    )?;
+    Ok(cwd)
 }
 
 fn check_chars(dir: &Path, var: &str, ok: impl Fn(char) -> bool, refused: &str) -> Result<()> {

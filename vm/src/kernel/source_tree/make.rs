@@ -217,14 +217,10 @@ make: *** [Makefile:224: __sub-make] Error 2
         assert_eq!(e[9], "line 29");
     }
 
-    #[test]
-    fn a_failing_make_is_a_build_failure_with_its_errors() {
+    /// `run` of make on a Makefile of `text` that fails: its error and its log's text.
+    fn failed_make(text: &str) -> (anyhow::Error, String) {
         let d = tempfile::tempdir().unwrap();
-        std::fs::write(
-            d.path().join("Makefile"),
-            "all:\n\t@echo '  CC      x.o'\n\t@echo 'x.c:1:1: error: boom' >&2\n\t@false\n",
-        )
-        .unwrap();
+        std::fs::write(d.path().join("Makefile"), text).unwrap();
         let log = d.path().join("build.log");
         let mut cmd = Command::new("make");
         cmd.arg("-C").arg(d.path());
@@ -237,6 +233,14 @@ make: *** [Makefile:224: __sub-make] Error 2
             str::to_string,
         )
         .unwrap_err();
+        (err, std::fs::read_to_string(&log).unwrap())
+    }
+
+    #[test]
+    fn a_failing_make_is_a_build_failure_with_its_errors() {
+        let (err, log) = failed_make(
+            "all:\n\t@echo '  CC      x.o'\n\t@echo 'x.c:1:1: error: boom' >&2\n\t@false\n",
+        );
         let failed = err.downcast_ref::<Untestable>().expect("an Untestable");
         assert!(
             failed
@@ -247,33 +251,14 @@ make: *** [Makefile:224: __sub-make] Error 2
         );
         let shown = err.to_string();
         assert!(shown.contains("exit status 125"), "{shown}");
-        assert!(std::fs::read_to_string(&log)
-            .unwrap()
-            .contains("CC      x.o"));
+        assert!(log.contains("CC      x.o"));
     }
 
     /// A missing host tool (here `LLVM=1` on a host without clang: fixdep's 127) is the host's
     /// failure: the run stops instead of skipping every commit of a bisect.
     #[test]
     fn a_missing_tool_is_the_hosts_failure_not_the_commits() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::write(
-            d.path().join("Makefile"),
-            "all:\n\t@clang-not-installed-here -c x.c\n",
-        )
-        .unwrap();
-        let log = d.path().join("build.log");
-        let mut cmd = Command::new("make");
-        cmd.arg("-C").arg(d.path());
-        let err = run(
-            &mut cmd,
-            "make",
-            "building",
-            &log,
-            &Events::silent(),
-            str::to_string,
-        )
-        .unwrap_err();
+        let (err, _) = failed_make("all:\n\t@clang-not-installed-here -c x.c\n");
         assert!(err.downcast_ref::<Untestable>().is_none(), "{err:#}");
         assert!(
             format!("{err:#}").contains("a tool the build runs is missing"),

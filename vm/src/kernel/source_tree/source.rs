@@ -495,21 +495,7 @@ mod tests {
     #[test]
     fn the_key_of_a_git_tree_follows_head_the_diff_and_untracked_files() {
         let d = tempfile::tempdir().unwrap();
-        fake_tree(d.path());
-        let sh = |args: &[&str]| {
-            let ok = Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
-                .arg(d.path())
-                .args(args)
-                .output()
-                .unwrap()
-                .status
-                .success();
-            assert!(ok, "git {args:?}");
-        };
-        sh(&["init", "-q"]);
-        sh(&["add", "."]);
-        sh(&["commit", "-q", "-m", "base"]);
+        let _ = git_tree(d.path());
         let clean = open(d.path()).unwrap();
         let git = clean.git.clone().expect("a git tree");
         assert!(!git.dirty);

@@ -123,6 +123,13 @@ pub(crate) fn host_failure(log: &str) -> Option<&'static str> {
         Some("the disk is full")
     } else if has("Error 137") || has("Killed signal terminated program") || has("] Killed") {
         Some("a compiler was killed, e.g. by the OOM killer")
+    } else if log.lines().any(|l| {
+        ["unshare: ", "mount: ", "mkdir: "]
+            .iter()
+            .any(|p| l.starts_with(p))
+    }) {
+        // `env::Mapped`'s namespace and bind mounts, set up before make runs.
+        Some("the build's mount namespace could not be set up")
     } else {
         None
     }
@@ -266,6 +273,10 @@ make: *** [Makefile:224: __sub-make] Error 2
         );
         assert_eq!(host_failure("make[2]: *** [x] Error 1\n"), None);
         assert!(host_failure("ld: final link failed: No space left on device\n").is_some());
+        assert!(host_failure(
+            "mkdir: cannot create directory '/run/bpfvm': Read-only file system\n"
+        )
+        .is_some());
     }
 
     #[test]

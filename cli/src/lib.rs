@@ -258,7 +258,7 @@ pub fn command_status(
             events.warn(outcome.diagnosis());
             Ok(ExitCode::FAILURE)
         }
-        _ if failing && entries.iter().any(|e| e.name.starts_with("kernel:")) => {
+        _ if failing && health.blames_the_kernel() => {
             events.warn(outcome.diagnosis());
             Ok(ExitCode::FAILURE)
         }

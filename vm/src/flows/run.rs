@@ -412,7 +412,7 @@ pub(crate) fn conclude(
     let vm_ok = outcome.ending == Ending::Exited(0);
     let release = report::read_fact(shared, guest::files::RELEASE);
     let mut health = kernel_health(shared, &out_dir, &outcome, allow, p, &release)?;
-    let kernel_blamed = health.splats.iter().any(|s| s.allowed.is_none());
+    let kernel_blamed = health.blames_the_kernel();
     report::apply_kernel_health(&mut tests, &mut health, vm_ok, run.report_name);
     let mut verifier_stats = vec![];
     if run.verifier {
@@ -535,7 +535,7 @@ pub(crate) fn judge_boot(
 
 /// [`judge_boot`]'s verdict on a boot's kernel `health`.
 fn boot_problems(health: &mut Health, vm_ok: bool) -> (Vec<String>, bool) {
-    let blamed = health.splats.iter().any(|s| s.allowed.is_none());
+    let blamed = health.blames_the_kernel();
     let mut entries = Vec::new();
     report::apply_kernel_health(&mut entries, health, vm_ok, report::display_name);
     let failed = entries

@@ -172,8 +172,7 @@ impl Mapped {
         if self.namespace {
             s.to_string()
         } else {
-            s.replace(SRC, &self.tree.display().to_string())
-                .replace(OUT, &self.out.display().to_string())
+            self.unmap(s)
         }
     }
 
@@ -213,18 +212,15 @@ impl Mapped {
 
     /// How a user would type it, at the real paths.
     pub(crate) fn shown(&self, argv: &[&str]) -> String {
-        let real = |s: &str| {
-            s.replace(SRC, &self.tree.display().to_string())
-                .replace(OUT, &self.out.display().to_string())
-        };
         let words: Vec<String> = argv
             .iter()
-            .map(|a| crate::support::shell::quote(&real(a)))
+            .map(|a| crate::support::shell::quote(&self.unmap(a)))
             .collect();
         format!("cd {} && {}", self.out.display(), words.join(" "))
     }
 
-    /// A line of make's output with the mapped paths put back to the real ones.
+    /// `s` (a line of make's output, an argument) with the mapped paths put back to the real
+    /// ones.
     pub(crate) fn unmap(&self, line: &str) -> String {
         line.replace(SRC, &self.tree.display().to_string())
             .replace(OUT, &self.out.display().to_string())

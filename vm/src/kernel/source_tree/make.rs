@@ -224,23 +224,28 @@ make: *** [Makefile:224: __sub-make] Error 2
         assert_eq!(e[9], "line 29");
     }
 
-    /// `run` of make on a Makefile of `text` that fails: its error and its log's text.
-    fn failed_make(text: &str) -> (anyhow::Error, String) {
+    /// `run` of make on a Makefile of `text`: how it ended and its log's text.
+    fn make(text: &str) -> (Result<()>, String) {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("Makefile"), text).unwrap();
         let log = d.path().join("build.log");
         let mut cmd = Command::new("make");
         cmd.arg("-C").arg(d.path());
-        let err = run(
+        let ended = run(
             &mut cmd,
             "make",
             "building",
             &log,
             &Events::silent(),
             str::to_string,
-        )
-        .unwrap_err();
-        (err, std::fs::read_to_string(&log).unwrap())
+        );
+        (ended, std::fs::read_to_string(&log).unwrap())
+    }
+
+    /// `make` of a Makefile that fails: its error and its log's text.
+    fn failed_make(text: &str) -> (anyhow::Error, String) {
+        let (ended, log) = make(text);
+        (ended.unwrap_err(), log)
     }
 
     #[test]
@@ -281,20 +286,8 @@ make: *** [Makefile:224: __sub-make] Error 2
 
     #[test]
     fn a_passing_make_logs_its_output() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join("Makefile"), "all:\n\t@echo built\n").unwrap();
-        let log = d.path().join("build.log");
-        let mut cmd = Command::new("make");
-        cmd.arg("-C").arg(d.path());
-        run(
-            &mut cmd,
-            "make",
-            "building",
-            &log,
-            &Events::silent(),
-            str::to_string,
-        )
-        .unwrap();
-        assert!(std::fs::read_to_string(&log).unwrap().contains("built"));
+        let (ended, log) = make("all:\n\t@echo built\n");
+        ended.unwrap();
+        assert!(log.contains("built"));
     }
 }

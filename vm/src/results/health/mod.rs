@@ -226,6 +226,13 @@ pub struct Health {
     pub unread: Option<String>,
 }
 
+impl Health {
+    /// A splat no allow entry excuses: evidence against the kernel, whatever else went wrong.
+    pub fn blames_the_kernel(&self) -> bool {
+        self.splats.iter().any(|s| s.allowed.is_none())
+    }
+}
+
 /// The kernel log a run is judged on and keeps: the guest's copy, or when that cannot be read
 /// the console's last lines, for diagnosis.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -19,6 +19,7 @@ use crate::results::inventory;
 use crate::results::report::{
     self, AccelInfo, KernelInfo, Outcome, Report, TestResult, Timings, VmInfo,
 };
+use crate::results::reuse::{self, Step};
 use crate::support::output::{Events, Output, TestProgress};
 use crate::support::paths::target_dir;
 use crate::support::status::Status;
@@ -275,19 +276,21 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
 
     let out_dir = target_dir().join("vm-test").join(&p.kernel.label);
     let files = RunDir::new(&out_dir)?;
+    let vm = with_offline_cpus(&opts.vm);
+    let facts = KnownFacts::find(&p, &vm, &probe, &verifier, &files.shared, events)?;
     guest::write(
         &files.script,
         &guest::test_script(
             &files.shared,
             &p.kernel.bootable.release,
-            &probe,
-            &verifier,
+            (!facts.reused(Step::Probe)).then_some(probe.as_path()),
+            (!facts.reused(Step::Verifier)).then_some(&verifier),
             &binaries,
             opts.filter.as_deref(),
         ),
     )?;
 
-    let booted = boot_tests(&p, &with_offline_cpus(&opts.vm), files, &out_dir, events)?;
+    let booted = boot_tests(&p, &vm, files, &out_dir, events)?;
     let shared = booted.files.shared.clone();
     let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
     let ending = booted.ending();
@@ -318,8 +321,77 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         report.probes = verdict.probes;
         report.expected_features = Some(p.kernel.expected.clone());
         report.feature_mismatches = verdict.mismatches;
+        report.reused = facts.reused_names();
     })?;
+    if report.status == Some(Status::Good) {
+        facts.keep(&out_dir.join("guest").join("shared"), events);
+    }
     Ok((report, out_dir))
+}
+
+/// The probe's answers and the verifier's statistics a passing run kept for the same
+/// binaries, objects and kernel (`results::reuse`): each step found is copied into the run's
+/// shared directory and not run again; the others are kept after a run that passes.
+struct KnownFacts {
+    steps: Vec<(Step, PathBuf, bool)>,
+}
+
+impl KnownFacts {
+    fn find(
+        p: &Prepared,
+        vm: &VmOptions,
+        probe: &Path,
+        verifier: &guest::VerifierRun,
+        shared: &Path,
+        events: &Events,
+    ) -> Result<Self> {
+        let kernel = reuse::Kernel {
+            bootable: &p.kernel.bootable,
+            cpus: vm.cpus,
+            append: &vm.append,
+        };
+        let mut verifier_inputs = vec![verifier.bin.clone()];
+        verifier_inputs.extend(verifier.objects.iter().cloned());
+        let mut steps = vec![];
+        for (step, inputs) in [
+            (Step::Probe, vec![probe.to_path_buf()]),
+            (Step::Verifier, verifier_inputs),
+        ] {
+            let entry = reuse::entry(step, &kernel, &inputs)?;
+            let reused = reuse::restore(step, &entry, shared)?;
+            if reused {
+                events.note(format!(
+                    "{}: the answers of a passing run with the same binaries on this kernel \
+                     ({})",
+                    step.describe(),
+                    entry.display()
+                ));
+            }
+            steps.push((step, entry, reused));
+        }
+        Ok(Self { steps })
+    }
+
+    fn reused(&self, step: Step) -> bool {
+        self.steps.iter().any(|(s, _, r)| *s == step && *r)
+    }
+
+    fn reused_names(&self) -> Vec<String> {
+        let names = self.steps.iter().filter(|(_, _, r)| *r);
+        names.map(|(s, _, _)| s.name().to_string()).collect()
+    }
+
+    /// Keeps the steps the guest ran, from the run's kept `shared` directory.
+    fn keep(&self, shared: &Path, events: &Events) {
+        for (step, entry, _) in self.steps.iter().filter(|(_, _, r)| !r) {
+            if let Err(e) = reuse::keep(*step, shared, entry) {
+                events.warn(format!(
+                    "{} not kept for the next run: {e:#}",
+                    step.describe()
+                ));
+            }
+        }
+    }
 }
 
 /// A test run's boot that ended (vm-test's suite, `bpfvm test`'s crate): its files and how
@@ -622,6 +694,7 @@ pub(crate) fn report_of(
         tests,
         verifier: vec![],
         status: None,
+        reused: vec![],
     }
 }
 

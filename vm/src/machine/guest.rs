@@ -151,11 +151,13 @@ const TEST_THREADS: &str = "export RUST_TEST_THREADS=$(( $(nproc) * 2 ))\n";
 
 /// The `vm-test` script: probe features, then run every test binary with libtest's JSON
 /// output (unstable, hence RUSTC_BOOTSTRAP), echoing events to stdout for live progress.
+/// `probe` and `verifier` are `None` when the host put their answers into `out` already
+/// (`results::reuse`): the tests then read the probe's answers from there.
 pub fn test_script(
     out: &Path,
     release: &str,
-    probe: &Path,
-    verifier: &VerifierRun,
+    probe: Option<&Path>,
+    verifier: Option<&VerifierRun>,
     binaries: &[TestBinary],
     filter: Option<&str>,
 ) -> String {
@@ -167,20 +169,27 @@ pub fn test_script(
     s.push_str(TEST_THREADS);
     // The probe loads a BPF object too (the bpf_loop inlining probe): the kernel BTF once.
     s.push_str(&kernel_btf_once());
-    s.push_str("bpfvm_mark phase probe\n");
     // The tests take a successful probe's answers rather than probing the same kernel again
     // (`BPFVM_FEATURES`, tests/src/features.rs).
-    writeln!(
-        s,
-        "with_kernel_btf_once {} > \"$OUT/{f}\" 2> \"$OUT/{}\"; bpfvm_rc=$?; echo $bpfvm_rc > \"$OUT/{}\"\n\
-         [ $bpfvm_rc -eq 0 ] && export BPFVM_FEATURES=\"$OUT/{f}\"",
-        quote(&probe.display().to_string()),
-        files::PROBE_STDERR,
-        files::PROBE_RC,
-        f = files::FEATURES,
-    )
-    .unwrap();
-    verifier_step(&mut s, verifier, "with_kernel_btf_once ");
+    match probe {
+        Some(probe) => {
+            s.push_str("bpfvm_mark phase probe\n");
+            writeln!(
+                s,
+                "with_kernel_btf_once {} > \"$OUT/{f}\" 2> \"$OUT/{}\"; bpfvm_rc=$?; echo $bpfvm_rc > \"$OUT/{}\"\n\
+                 [ $bpfvm_rc -eq 0 ] && export BPFVM_FEATURES=\"$OUT/{f}\"",
+                quote(&probe.display().to_string()),
+                files::PROBE_STDERR,
+                files::PROBE_RC,
+                f = files::FEATURES,
+            )
+            .unwrap();
+        }
+        None => writeln!(s, "export BPFVM_FEATURES=\"$OUT/{}\"", files::FEATURES).unwrap(),
+    }
+    if let Some(verifier) = verifier {
+        verifier_step(&mut s, verifier, "with_kernel_btf_once ");
+    }
     s.push_str(MARK_TESTS);
     s.push_str("bpfvm_mark phase tests\n");
     let args: Vec<String> = filter.map(str::to_string).into_iter().collect();
@@ -425,11 +434,11 @@ mod tests {
         let s = test_script(
             Path::new("/t/run"),
             "6.1.0-57-cloud-amd64",
-            Path::new("/t/probe"),
-            &VerifierRun {
+            Some(Path::new("/t/probe")),
+            Some(&VerifierRun {
                 bin: "/t/verifier".into(),
                 objects: vec!["/e/smoke".into(), "/e/my obj".into()],
-            },
+            }),
             &[TestBinary {
                 name: "bpfvm_tests".into(),
                 path: "/t/deps/bpfvm_tests-abc".into(),
@@ -466,6 +475,28 @@ mod tests {
         assert!(
             s.ends_with("echo 0 > \"$OUT/exit-status\"\necho 'bpfvm: guest script finished' >&2\n")
         );
+    }
+
+    #[test]
+    fn reused_answers_are_read_from_the_shared_directory_and_not_measured_again() {
+        let bins = [TestBinary {
+            name: "bpfvm_tests".into(),
+            path: "/t/deps/bpfvm_tests-abc".into(),
+        }];
+        let s = test_script(
+            Path::new("/t/run"),
+            "6.1.0-57-cloud-amd64",
+            None,
+            None,
+            &bins,
+            None,
+        );
+        assert!(!s.contains("phase probe") && !s.contains("phase verifier"));
+        assert!(!s.contains("features.rc") && !s.contains("verifier.json"));
+        let export = s
+            .find("export BPFVM_FEATURES=\"$OUT/features.json\"\n")
+            .unwrap();
+        assert!(export < s.find("bpfvm_mark phase tests").unwrap());
     }
 
     #[test]

@@ -3,4 +3,5 @@
 pub mod health;
 pub mod inventory;
 pub mod report;
+pub mod reuse;
 pub mod verifier;

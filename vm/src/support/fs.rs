@@ -1,5 +1,5 @@
-//! The two file-system operations every layer needs: replacing a file whole, and checking that a
-//! directory bpfvm will write into is writable before any work starts.
+//! The file-system operations every layer needs: replacing a file whole, checking that a
+//! directory bpfvm will write into is writable before any work starts, and a file's hash.
 
 use std::path::Path;
 
@@ -29,6 +29,25 @@ pub fn writable(dir: &Path, what: &str, moved_by: &str) -> Result<()> {
                 dir.display()
             )
         })
+}
+
+/// Lowercase hex sha256 of a file.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
 }
 
 #[cfg(test)]

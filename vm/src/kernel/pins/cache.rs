@@ -13,11 +13,10 @@
 use super::apt::{says_not_on_mirror, Apt};
 use super::pin::{Package, Pin};
 use crate::kernel::bootable::{modules_dir, Bootable};
+use crate::support::fs::sha256_file;
 use crate::support::output::Events;
 use anyhow::{bail, Context, Result};
-use sha2::{Digest, Sha256};
 use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -474,23 +473,6 @@ fn single_deb(dir: &Path) -> Result<PathBuf> {
             dir.display()
         ),
     }
-}
-
-/// Lowercase hex sha256 of a file.
-pub(super) fn sha256_file(path: &Path) -> Result<String> {
-    let mut f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f
-            .read(&mut buf)
-            .with_context(|| format!("reading {}", path.display()))?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(hex::encode(h.finalize()))
 }
 
 /// Finds the kernel image and modules of `release` in an extracted tree.

@@ -460,7 +460,7 @@ mod tests {
             .output()
             .unwrap();
         assert!(out.status.success(), "{out:?}");
-        let sha = cache::sha256_file(&deb).unwrap();
+        let sha = crate::support::fs::sha256_file(&deb).unwrap();
         let pin = Pin::parse(
             &format!(
                 "version = \"6.1\"\nrelease = \"{release}\"\n\
@@ -515,7 +515,7 @@ mod tests {
             format!(
                 "bpfvm kernel tree 2\nvmlinuz {} boot/vmlinuz-6.1.0-99-test-amd64\n\
                  module 8 lib/modules/6.1.0-99-test-amd64/kernel/x.ko\n",
-                cache::sha256_file(&tree.vmlinuz).unwrap()
+                crate::support::fs::sha256_file(&tree.vmlinuz).unwrap()
             )
         );
         assert_eq!(cache::Manifest::parse(&text).unwrap().to_text(), text);

@@ -116,6 +116,10 @@ pub struct Report {
     /// (`support::status`): absent in reports of earlier versions, where it follows `ok()`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Status>,
+    /// The guest steps (`probe`, `verifier`) whose answers a passing run with the same
+    /// binaries on the same kernel gave (`results::reuse`) rather than this boot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reused: Vec<String>,
 }
 
 /// Seconds per phase of a run; a phase the run did not reach is absent.
@@ -271,6 +275,7 @@ impl Report {
             summary: Summary::default(),
             verifier: vec![],
             status: None,
+            reused: vec![],
         }
     }
 

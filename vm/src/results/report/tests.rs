@@ -347,6 +347,7 @@ fn report(tests: Vec<TestResult>) -> Report {
         tests,
         verifier: vec![],
         status: None,
+        reused: vec![],
     }
 }
 

@@ -19,7 +19,7 @@ use crate::machine::provision::tail_lines;
 use crate::results::health::{self, allow::Allowlist};
 use crate::results::inventory::{self, Inventory};
 use crate::results::report::{self, Report};
-use crate::support::output::Events;
+use crate::support::output::{Events, StepClock};
 use crate::support::shell;
 
 #[derive(Debug, Clone)]
@@ -227,10 +227,11 @@ fn test_on(
     events: &Events,
 ) -> Result<Report> {
     let binaries = &built.binaries;
-    let start = Instant::now();
+    let clock = StepClock::start();
+    let events = &clock.watch(events);
     let vm = &opts.vm;
     let p = prepare(kernel, vm, events)?;
-    let prepared = start.elapsed();
+    let prepared = clock.started().elapsed();
     let dir = out.join(&p.kernel.label);
     let files = RunDir::new(&dir)?;
     guest::write(
@@ -271,6 +272,7 @@ fn test_on(
         filter: None,
         // The one build every kernel's run shares.
         timings: (prepared, built.time),
+        clock: &clock,
     };
     conclude(&p, booted, tests, &rules, allow, events, |_| {})
 }

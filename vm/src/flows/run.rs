@@ -17,10 +17,10 @@ use crate::machine::vng::{self, Ending, RunOutcome, VmSpec};
 use crate::results::health::{self, allow::Allowlist, Health, Judged};
 use crate::results::inventory;
 use crate::results::report::{
-    self, AccelInfo, KernelInfo, Outcome, Report, TestResult, Timings, VmInfo,
+    self, AccelInfo, KernelInfo, Outcome, Report, Span, TestResult, Timings, VmInfo,
 };
 use crate::results::reuse::{self, Step};
-use crate::support::output::{Events, Output, TestProgress};
+use crate::support::output::{Events, Output, StepClock, TestProgress};
 use crate::support::paths::target_dir;
 use crate::support::status::Status;
 
@@ -258,7 +258,9 @@ pub struct TestOptions {
 /// `vm-test`: builds the BPF objects and the guest tests, boots once, runs every test binary,
 /// and writes `target/vm-test/<kernel>/{report.json,junit.xml}`.
 pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)> {
-    let start = Instant::now();
+    let clock = StepClock::start();
+    let events = &clock.watch(events);
+    let start = clock.started();
     let allow = health::allow::load(&health::allow::path())?;
     let p = prepare(&opts.kernel, &opts.vm, events)?;
     let prepared = start.elapsed();
@@ -272,7 +274,6 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         bin: verifier,
         objects: build::list_objects(&ebpf_dir)?,
     };
-    let built = start.elapsed() - prepared;
 
     let out_dir = target_dir().join("vm-test").join(&p.kernel.label);
     let files = RunDir::new(&out_dir)?;
@@ -289,6 +290,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
             opts.filter.as_deref(),
         ),
     )?;
+    let built = start.elapsed() - prepared;
 
     let booted = boot_tests(&p, &vm, files, &out_dir, events)?;
     let shared = booted.files.shared.clone();
@@ -311,6 +313,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         verifier: true,
         filter: opts.filter.as_deref(),
         timings: (prepared, built),
+        clock: &clock,
     };
     let report = conclude(&p, booted, tests, &rules, &allow, events, |report| {
         report.features = verdict
@@ -400,6 +403,9 @@ pub(crate) struct Booted {
     pub(crate) files: RunDir,
     pub(crate) outcome: RunOutcome,
     out_dir: PathBuf,
+    /// When the boot began and when vng exited.
+    started: Instant,
+    ended: Instant,
 }
 
 impl Booted {
@@ -433,7 +439,9 @@ pub(crate) fn boot_tests(
         files.shared.clone(),
         p.kernel.expected.clone(),
     );
+    let started = Instant::now();
     let outcome = boot(p, vm, &files.shared, &files.script, &live)?;
+    let ended = Instant::now();
     if outcome.ending == Ending::Interrupted {
         anyhow::bail!(
             "{} ({} left as it was)",
@@ -445,6 +453,8 @@ pub(crate) fn boot_tests(
         files,
         outcome,
         out_dir: out_dir.to_path_buf(),
+        started,
+        ended,
     })
 }
 
@@ -458,6 +468,8 @@ pub(crate) struct TestRun<'a> {
     pub(crate) filter: Option<&'a str>,
     /// Preparing and building, before the boot.
     pub(crate) timings: (Duration, Duration),
+    /// The run's clock: its start and the host's steps.
+    pub(crate) clock: &'a StepClock,
 }
 
 /// The one place a test run's verdict is made, for vm-test and `bpfvm test` alike, from the
@@ -479,6 +491,8 @@ pub(crate) fn conclude(
         files,
         outcome,
         out_dir,
+        started,
+        ended,
     } = booted;
     let shared = files.shared.as_path();
     let vm_ok = outcome.ending == Ending::Exited(0);
@@ -493,15 +507,15 @@ pub(crate) fn conclude(
         verifier_stats = stats;
     }
     let (prepared, built) = run.timings;
-    let mut report = report_of(
-        p,
-        shared,
-        release,
-        &outcome,
-        tests,
-        health.splats,
-        Timings::of(prepared, built, &outcome),
-    );
+    let mut timings = Timings::of(prepared, built, &outcome);
+    timings.host_steps = run
+        .clock
+        .spans(started)
+        .into_iter()
+        .map(|(name, s)| Span { name, s })
+        .collect();
+    timings.guest_phases = Timings::guest_phases(&health.phases);
+    let mut report = report_of(p, shared, release, &outcome, tests, health.splats, timings);
     report.verifier = verifier_stats;
     fill(&mut report);
     // A filter no test name contains judged nothing (a typo in a bisect's command must not
@@ -512,6 +526,8 @@ pub(crate) fn conclude(
         true => Status::Stopped,
         false => run_status(&outcome.ending, report.ok(), kernel_blamed),
     });
+    report.timings.report_s = Some(ended.elapsed().as_secs_f64());
+    report.timings.wall_s = Some(run.clock.started().elapsed().as_secs_f64());
     report::write(&report, &out_dir)?;
     files.keep(&out_dir.join("guest"), events);
     if !vm_ok {

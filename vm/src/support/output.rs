@@ -1,6 +1,7 @@
 //! Progress events. The library reports what it does through an [`Events`] sink; the terminal
 //! rendering lives in `ui`, so no module of the library prints on its own.
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// One thing worth telling the user.
 #[derive(Debug, Clone)]
@@ -84,5 +85,85 @@ impl Events {
 
     pub fn command(&self, s: impl Into<String>) {
         self.emit(Output::Command(s.into()))
+    }
+}
+
+/// When each step of a run began (each [`Events::step`] through [`StepClock::watch`]), to say
+/// in the report where the run's time went before its boot.
+#[derive(Clone)]
+pub struct StepClock {
+    start: Instant,
+    steps: Arc<Mutex<Vec<(String, Instant)>>>,
+}
+
+impl StepClock {
+    pub fn start() -> Self {
+        Self {
+            start: Instant::now(),
+            steps: Arc::default(),
+        }
+    }
+
+    /// When the clock started.
+    pub fn started(&self) -> Instant {
+        self.start
+    }
+
+    /// `events`, recording here when each step begins.
+    pub fn watch(&self, events: &Events) -> Events {
+        let (inner, steps) = (events.clone(), self.steps.clone());
+        Events::new(move |o| {
+            if let Output::Step(s) = &o {
+                let name = s.split(" (").next().unwrap_or(s).to_string();
+                steps.lock().unwrap().push((name, Instant::now()));
+            }
+            inner.emit(o)
+        })
+    }
+
+    /// Each step that began before `until`, named by its text up to its parenthesis, with the
+    /// seconds until the next step began (or `until`); the time before the first step is
+    /// `starting`.
+    pub fn spans(&self, until: Instant) -> Vec<(String, f64)> {
+        let steps = self.steps.lock().unwrap();
+        let mut begins = vec![("starting".to_string(), self.start)];
+        begins.extend(steps.iter().filter(|(_, t)| *t < until).cloned());
+        let ends = begins.iter().skip(1).map(|(_, t)| *t).chain([until]);
+        begins
+            .iter()
+            .zip(ends)
+            .map(|((name, from), to)| (name.clone(), (to - *from).as_secs_f64()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_step_lasts_until_the_next_and_the_spans_add_up_to_the_whole() {
+        let clock = StepClock::start();
+        let seen = Arc::new(Mutex::new(vec![]));
+        let sink = seen.clone();
+        let events = clock.watch(&Events::new(move |o| sink.lock().unwrap().push(o)));
+        events.step("checking host tools");
+        events.note("Debian packages: all present");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        events.step("building BPF objects (/w/ebpf)");
+        let until = Instant::now();
+        events.step("booting 6.1 under TCG");
+
+        let spans = clock.spans(until);
+        let names: Vec<&str> = spans.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["starting", "checking host tools", "building BPF objects"]
+        );
+        assert!(spans[1].1 >= 0.02, "{spans:?}");
+        let total: f64 = spans.iter().map(|(_, s)| s).sum();
+        let whole = (until - clock.started()).as_secs_f64();
+        assert!((total - whole).abs() < 1e-6, "{total} against {whole}");
+        assert_eq!(seen.lock().unwrap().len(), 4, "every event passed on");
     }
 }

@@ -191,6 +191,7 @@ mod tests {
                 boot_s: Some(15.0),
                 tests_s: Some(9.0),
                 shutdown_s: None,
+                ..Timings::default()
             },
             steps: vec![(0.5, "fetching kernel | 6.1".into())],
         }

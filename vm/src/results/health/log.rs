@@ -133,16 +133,32 @@ pub fn gap(before: Option<u64>, next: &Record) -> Option<Gap> {
 
 /// `PRIO,SEQ,USEC,FLAGS[,...];TEXT` -> (SEQ, TEXT).
 fn kmsg_record(line: &str) -> Option<(u64, &str)> {
+    kmsg_fields(line).map(|(seq, _, text)| (seq, text))
+}
+
+/// A `/dev/kmsg` record's sequence number, its time since boot in microseconds, and its text.
+fn kmsg_fields(line: &str) -> Option<(u64, u64, &str)> {
     let (header, text) = line.split_once(';')?;
     let mut fields = header.split(',');
     let prio = fields.next()?;
     let seq = fields.next()?;
     let usec = fields.next()?;
     let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    (numeric(prio) && numeric(usec) && fields.next().is_some())
-        .then(|| seq.parse().ok())
+    (numeric(prio) && fields.next().is_some())
+        .then(|| Some((seq.parse().ok()?, usec.parse().ok()?, text)))
         .flatten()
-        .map(|seq| (seq, text))
+}
+
+/// The guest script's phases as the kernel timed them: each `phase` marker of a `/dev/kmsg`
+/// copy with the kernel's time of it, in microseconds since the kernel started.
+pub fn phase_times(log: &str) -> Vec<(String, u64)> {
+    log.lines()
+        .filter_map(kmsg_fields)
+        .filter_map(|(_, usec, text)| match Marker::parse(text)? {
+            Marker::Phase(p) => Some((p, usec)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A console line without its printk timestamp (`[    1.234567] `).
@@ -163,6 +179,25 @@ fn console_text(line: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn phases_are_timed_by_the_kernels_clock() {
+        let log = "6,1,0,-;Linux version 6.1.0\n\
+                   12,444,8374297,-;bpfvm: phase probe\n\
+                   12,445,8400000,-;bpfvm: test start a\n\
+                   12,447,13043117,-;bpfvm: phase tests\n\
+                   [   25.1] bpfvm: phase shutdown\n\
+                   12,1179,25195435,-;bpfvm: phase end\n";
+        assert_eq!(
+            phase_times(log),
+            [
+                ("probe".to_string(), 8_374_297),
+                ("tests".to_string(), 13_043_117),
+                ("end".to_string(), 25_195_435)
+            ],
+            "console lines carry no kmsg time and are not read"
+        );
+    }
 
     #[test]
     fn kmsg_records_keep_their_sequence_and_drop_dictionaries() {

@@ -224,6 +224,9 @@ pub struct Health {
     /// Why the guest's copy of the log could not be read, once the guest script ran
     /// ([`GuestLog`]; set by the flow, which read it).
     pub unread: Option<String>,
+    /// The guest script's phases with the kernel's time of each, in microseconds since it
+    /// started (`log::phase_times`).
+    pub phases: Vec<(String, u64)>,
 }
 
 impl Health {
@@ -317,6 +320,7 @@ pub fn judge(
         marked: scan.marked,
         wrong_release: None,
         unread: None,
+        phases: log::phase_times(kernel_log),
     }
 }
 

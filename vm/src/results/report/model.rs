@@ -135,6 +135,26 @@ pub struct Timings {
     pub tests_s: Option<f64>,
     /// The guest script's end to vng's exit.
     pub shutdown_s: Option<f64>,
+    /// The host's steps before the boot (within `prepare` and `build`), as the run named them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_steps: Vec<Span>,
+    /// The guest's side as its kernel timed it: `kernel boot` from the kernel's start to the
+    /// guest script's first phase, then each phase of the script until the next.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guest_phases: Vec<Span>,
+    /// vng's exit to the report written: reading and judging the guest's files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_s: Option<f64>,
+    /// The run's start to the report written: the phases above add up to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s: Option<f64>,
+}
+
+/// A named stretch of a run, in seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Span {
+    pub name: String,
+    pub s: f64,
 }
 
 impl Timings {
@@ -146,22 +166,63 @@ impl Timings {
             boot_s: vm.boot.map(|d| d.as_secs_f64()),
             tests_s: vm.guest.map(|d| d.as_secs_f64()),
             shutdown_s: vm.shutdown().map(|d| d.as_secs_f64()),
+            ..Self::default()
         }
+    }
+
+    /// The guest's phases from its `phase` markers' kernel times (`health::log::phase_times`):
+    /// the kernel's boot until the first, each phase until the next; the last marker (`end`)
+    /// only ends the phase before it.
+    pub fn guest_phases(markers: &[(String, u64)]) -> Vec<Span> {
+        let Some((_, first)) = markers.first() else {
+            return vec![];
+        };
+        let seconds = |usec: u64| usec as f64 / 1e6;
+        let boot = Span {
+            name: "kernel boot".into(),
+            s: seconds(*first),
+        };
+        let phases = markers.windows(2).map(|w| Span {
+            name: w[0].0.clone(),
+            s: seconds(w[1].1.saturating_sub(w[0].1)),
+        });
+        std::iter::once(boot).chain(phases).collect()
     }
 
     /// "build 12.0 s, boot 6.1 s, ..." for the phases that ran.
     pub fn describe(&self) -> String {
-        [
+        let mut line = [
             ("prepare", self.prepare_s),
             ("build", self.build_s),
             ("boot", self.boot_s),
             ("tests", self.tests_s),
             ("shutdown", self.shutdown_s),
+            ("report", self.report_s),
         ]
         .iter()
         .filter_map(|(name, t)| t.map(|t| format!("{name} {t:.1} s")))
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(", ");
+        if let Some(wall) = self.wall_s {
+            line += &format!(" (wall {wall:.1} s)");
+        }
+        let spans = |spans: &[Span]| {
+            let each: Vec<String> = spans
+                .iter()
+                .map(|p| format!("{} {:.1} s", p.name, p.s))
+                .collect();
+            each.join(", ")
+        };
+        if !self.host_steps.is_empty() {
+            line += &format!("\n  host, before the boot: {}", spans(&self.host_steps));
+        }
+        if !self.guest_phases.is_empty() {
+            line += &format!(
+                "\n  guest, by its kernel's clock: {}",
+                spans(&self.guest_phases)
+            );
+        }
+        line
     }
 }
 

@@ -766,3 +766,39 @@ fn the_accelerator_entry_carries_the_tcg_threading() {
     assert_eq!(old.why(), "x");
     assert_eq!(old.tcg_thread, None);
 }
+
+#[test]
+fn guest_phases_run_from_the_kernels_start_to_the_last_marker() {
+    let markers = [
+        ("probe".to_string(), 7_530_008),
+        ("tests".to_string(), 11_779_635),
+        ("shutdown".to_string(), 23_877_390),
+        ("end".to_string(), 24_089_610),
+    ];
+    let phases = Timings::guest_phases(&markers);
+    let named: Vec<(&str, String)> = phases
+        .iter()
+        .map(|p| (p.name.as_str(), format!("{:.3}", p.s)))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("kernel boot", "7.530".into()),
+            ("probe", "4.250".into()),
+            ("tests", "12.098".into()),
+            ("shutdown", "0.212".into())
+        ]
+    );
+    assert!(Timings::guest_phases(&[]).is_empty());
+    let t = Timings {
+        guest_phases: phases,
+        wall_s: Some(25.0),
+        report_s: Some(0.1),
+        ..Timings::default()
+    };
+    assert_eq!(
+        t.describe(),
+        "report 0.1 s (wall 25.0 s)\n  guest, by its kernel's clock: kernel boot 7.5 s, \
+         probe 4.2 s, tests 12.1 s, shutdown 0.2 s"
+    );
+}

@@ -29,14 +29,14 @@ struct FreshRun {
     steps: Vec<(f64, String)>,
 }
 
-/// Runs `runs` first runs of `vm-test {vm_test_args}` (for `kernel`) and prints each timeline
-/// and the table.
+/// Runs `runs` first runs of `vm-test {vm_test_args}` (for `kernel`), prints each timeline
+/// and the table, and returns the table.
 pub(super) fn run(
     kernel: &str,
     vm_test_args: &[String],
     runs: usize,
     events: &Events,
-) -> Result<()> {
+) -> Result<String> {
     let mut done = Vec::new();
     for i in 1..=runs {
         events.step(format!(
@@ -47,8 +47,9 @@ pub(super) fn run(
         println!("{}", timeline(&r, i));
         done.push(r);
     }
-    println!("{}", table(&done, kernel));
-    Ok(())
+    let table = table(&done, kernel);
+    println!("{table}");
+    Ok(table)
 }
 
 fn one(kernel: &str, vm_test_args: &[String], events: &Events) -> Result<FreshRun> {

@@ -1,8 +1,10 @@
 //! `cargo xtask bench-suite`: where a warm `vm-test` spends its time, phase by phase, against a
 //! bare virtme-ng boot of the same kernel. The two alternate so that host noise falls on both
 //! alike; each is repeated and reported as min / median / max. A measurement, never a test:
-//! nothing here asserts a duration. `--fresh` times a first run instead ([`fresh`]).
+//! nothing here asserts a duration. `--fresh` times a first run instead ([`fresh`]);
+//! `--write` puts the table on the measured figures' page ([`page`]).
 mod fresh;
+mod page;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -12,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use bpfvm_host::domain::options::TcgThread;
 use bpfvm_host::domain::options::{defaults, Choice};
 use bpfvm_host::flows::bench::stats;
-use bpfvm_host::results::report::Report;
+use bpfvm_host::results::report::{Report, Timings};
 use bpfvm_host::support::output::Events;
 use clap::Args;
 use xshell::{cmd, Shell};
@@ -34,16 +36,19 @@ pub(crate) struct Options {
     cpus: u32,
     #[arg(long, default_value = defaults::MEMORY)]
     memory: String,
+    /// Also write the table, with the date, the machine, the accelerator and this command,
+    /// as this mode's section of docs/measured.md.
+    #[arg(long)]
+    write: bool,
 }
 
-/// One alternation: the warm `vm-test`'s phases and wall time, then the bare boot's wall time.
+/// One alternation: the warm `vm-test`'s report timings and wall time, then the bare boot's
+/// wall time.
 struct Sample {
-    phases: [Option<f64>; 5],
+    timings: Timings,
     wall: f64,
     bare: f64,
 }
-
-const PHASES: [&str; 5] = ["prepare", "build", "boot", "tests", "shutdown"];
 
 pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     let runs = opts.runs.unwrap_or(if opts.fresh { 1 } else { 3 });
@@ -60,8 +65,18 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         "--memory".into(),
         opts.memory.clone(),
     ];
+    let command = command_line(&opts, runs);
     if opts.fresh {
-        fresh::run(&opts.kernel, &vm_test_args, runs, events)?;
+        let table = fresh::run(&opts.kernel, &vm_test_args, runs, events)?;
+        if opts.write {
+            page::write(
+                "fresh",
+                &command,
+                "as the run chose it (see the table)",
+                &table,
+                events,
+            )?;
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let tools = bpfvm_host::machine::provision::ensure(events)?;
@@ -105,7 +120,7 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         let start = Instant::now();
         vm_test()?;
         let wall = start.elapsed().as_secs_f64();
-        let t = read_report(&report)?.timings;
+        let timings = read_report(&report)?.timings;
         // vng's output is piped (qemu truncates a file it is given as stdout).
         let start = Instant::now();
         cmd!(sh, "{vng} --user root --cpus {cpus} --memory {memory} {no_kvm...} {accel_opts...} --run {vmlinuz} --exec true")
@@ -116,16 +131,32 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
             .context("the bare vng boot failed")?;
         let bare = start.elapsed().as_secs_f64();
         samples.push(Sample {
-            phases: [t.prepare_s, t.build_s, t.boot_s, t.tests_s, t.shutdown_s],
+            timings,
             wall,
             bare,
         });
     }
-    println!(
-        "{}",
-        table(&samples, &format!("{kernel}, {}", accel.describe()))
-    );
+    let table = table(&samples, kernel);
+    println!("{table}");
+    if opts.write {
+        page::write("warm", &command, &accel.describe(), &table, events)?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The command that reproduces this run, for the page.
+fn command_line(opts: &Options, runs: usize) -> String {
+    let mut c = format!(
+        "cargo xtask bench-suite --kernel {} --runs {runs}",
+        opts.kernel
+    );
+    if opts.fresh {
+        c += " --fresh";
+    }
+    if opts.cpus != defaults::CPUS || opts.memory != defaults::MEMORY {
+        c += &format!(" --cpus {} --memory {}", opts.cpus, opts.memory);
+    }
+    c + " --write"
 }
 
 fn read_report(path: &Path) -> Result<Report> {
@@ -141,12 +172,15 @@ pub(crate) fn spread(xs: &[f64]) -> Option<(f64, f64, f64)> {
     Some((min, median, max))
 }
 
-/// The markdown table: one row per phase, then the wall times and the ratios to the bare boot.
-fn table(samples: &[Sample], what: &str) -> String {
+/// The markdown table: one row per phase of the report (the guest's phases by its kernel's
+/// clock under `tests`), what passed outside the run's own clock (cargo and the xtask's
+/// start), then the wall times and the ratios to the bare boot.
+fn table(samples: &[Sample], kernel: &str) -> String {
     let bare: Vec<f64> = samples.iter().map(|s| s.bare).collect();
     let bare_median = spread(&bare).map_or(f64::NAN, |(_, m, _)| m);
     let mut out = format!(
-        "warm `cargo xtask vm-test` vs bare `vng --exec true`, {} runs each, alternated ({what})\n\n\
+        "warm `cargo xtask vm-test --kernel {kernel}` against a bare `vng --exec true` of the \
+         same kernel, {} runs each, alternated\n\n\
          | phase | min s | median s | max s | median / bare boot |\n| --- | --- | --- | --- | --- |\n",
         samples.len()
     );
@@ -158,10 +192,33 @@ fn table(samples: &[Sample], what: &str) -> String {
             ));
         }
     };
-    for (i, name) in PHASES.iter().enumerate() {
-        row(name, samples.iter().filter_map(|s| s.phases[i]).collect());
+    let col = |f: &dyn Fn(&Sample) -> Option<f64>| samples.iter().filter_map(f).collect();
+    row("prepare", col(&|s| s.timings.prepare_s));
+    row("build", col(&|s| s.timings.build_s));
+    row("boot", col(&|s| s.timings.boot_s));
+    row("tests (the guest script)", col(&|s| s.timings.tests_s));
+    let mut guest: Vec<&str> = vec![];
+    for s in samples {
+        for p in &s.timings.guest_phases {
+            if !guest.contains(&p.name.as_str()) {
+                guest.push(&p.name);
+            }
+        }
     }
-    row("vm-test wall", samples.iter().map(|s| s.wall).collect());
+    for name in guest {
+        let phase = |s: &Sample| {
+            let p = s.timings.guest_phases.iter().find(|p| p.name == name);
+            p.map(|p| p.s)
+        };
+        row(&format!("guest: {name}"), col(&phase));
+    }
+    row("shutdown", col(&|s| s.timings.shutdown_s));
+    row("report", col(&|s| s.timings.report_s));
+    row(
+        "outside the run (cargo, the xtask's start)",
+        col(&|s| s.timings.wall_s.map(|w| s.wall - w)),
+    );
+    row("vm-test wall", col(&|s| Some(s.wall)));
     row("bare vng boot", bare);
     out
 }
@@ -179,15 +236,51 @@ mod tests {
 
     #[test]
     fn table_gives_each_phase_its_ratio_to_the_bare_boot() {
-        let s = |boot: f64, bare: f64| Sample {
-            phases: [Some(0.1), Some(0.4), Some(boot), Some(9.0), None],
-            wall: boot + 10.0,
-            bare,
+        use bpfvm_host::results::report::Span;
+        let s = |boot: f64, bare: f64, probe: bool| {
+            let mut guest_phases = vec![Span {
+                name: "kernel boot".into(),
+                s: boot - 1.0,
+            }];
+            if probe {
+                guest_phases.push(Span {
+                    name: "probe".into(),
+                    s: 1.0,
+                });
+            }
+            Sample {
+                timings: Timings {
+                    prepare_s: Some(0.1),
+                    build_s: Some(0.4),
+                    boot_s: Some(boot),
+                    tests_s: Some(9.0),
+                    guest_phases,
+                    wall_s: Some(boot + 9.5),
+                    ..Timings::default()
+                },
+                wall: boot + 10.0,
+                bare,
+            }
         };
-        let t = table(&[s(7.0, 7.0), s(8.0, 7.5), s(7.5, 8.0)], "6.1, TCG");
+        let t = table(
+            &[s(7.0, 7.0, true), s(8.0, 7.5, false), s(7.5, 8.0, true)],
+            "6.1",
+        );
         assert!(t.contains("| boot | 7.0 | 7.5 | 8.0 | 1.00 |"), "{t}");
         assert!(
             t.contains("| bare vng boot | 7.0 | 7.5 | 8.0 | 1.00 |"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| guest: kernel boot | 6.0 | 6.5 | 7.0 | 0.87 |"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| guest: probe | 1.0 | 1.0 | 1.0 | 0.13 |"),
+            "a phase of some runs only: {t}"
+        );
+        assert!(
+            t.contains("| outside the run (cargo, the xtask's start) | 0.5 | 0.5 | 0.5 | 0.07 |"),
             "{t}"
         );
         assert!(

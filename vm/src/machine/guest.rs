@@ -17,7 +17,7 @@ pub use bpfvm_common::protocol::files;
 
 /// Mounts what BPF tests need, starts the kernel log copy, and records which kernel and
 /// mitigations the guest really got. Only shell builtins but `dd` and `mount`: under TCG each
-/// program the guest starts costs 70-150 ms (docs/boot-time.md).
+/// program the guest starts costs about a tenth of a second (docs/boot-time.md).
 fn preamble(out: &Path) -> String {
     let o = quote(&out.display().to_string());
     format!(
@@ -144,9 +144,8 @@ kill $bpfvm_log 2>/dev/null
 
 /// libtest's threads for the suite: twice the online CPUs (`nproc`), not libtest's default of
 /// one per CPU. Many tests wait more than they compute (map frees and RCU grace periods,
-/// the other thread of a concurrency test), and under TCG a 4-thread run of the suite took
-/// 25.7 and 26.0 s against 31.9 and 37.5 s with 2, alternated in one boot of 6.1 on 2 CPUs
-/// (docs/test-durations.md).
+/// the other thread of a concurrency test), so under TCG 4 threads finished the suite sooner
+/// than 2 on 2 CPUs, alternated in one boot (docs/test-durations.md).
 const TEST_THREADS: &str = "export RUST_TEST_THREADS=$(( $(nproc) * 2 ))\n";
 
 /// The `vm-test` script: probe features, then run every test binary with libtest's JSON

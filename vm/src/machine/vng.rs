@@ -363,7 +363,7 @@ fn vng_args(spec: &VmSpec) -> Result<Vec<String>> {
     // panic=-1 turns a panic into an immediate exit instead of a hang.
     // cryptomgr.notests=1 skips the self-tests of the crypto drivers udev's coldplug loads
     // (aesni_intel, ghash_clmulni_intel, sha*_ssse3; `alg_test`, crypto/testmgr.c), which nothing
-    // here uses: under TCG they took 3-7 s of every boot of 6.1 (docs/boot-time.md), and under
+    // here uses: under TCG they took seconds of every boot (docs/boot-time.md), and under
     // load one of them warned (`crypto_wait_for_test`, crypto/api.c), spoiling bench boots.
     // log_buf_len=16M: the kernel's record ring (128 KiB in the 6.1 pin's config,
     // CONFIG_LOG_BUF_SHIFT=17) holds a flood's records until the guest's copy of /dev/kmsg,

@@ -23,6 +23,8 @@ const MAX_STEPS: usize = 500;
 
 /// One first run: when each step began (seconds from the start) and the vm-test report's phases.
 struct FreshRun {
+    /// The accelerator the run chose, as its report names it.
+    accel: String,
     xtask_s: f64,
     wall_s: f64,
     timings: Timings,
@@ -30,13 +32,13 @@ struct FreshRun {
 }
 
 /// Runs `runs` first runs of `vm-test {vm_test_args}` (for `kernel`), prints each timeline
-/// and the table, and returns the table.
+/// and the table, and returns the table and the accelerator the last run chose.
 pub(super) fn run(
     kernel: &str,
     vm_test_args: &[String],
     runs: usize,
     events: &Events,
-) -> Result<String> {
+) -> Result<(String, String)> {
     let mut done = Vec::new();
     for i in 1..=runs {
         events.step(format!(
@@ -49,7 +51,8 @@ pub(super) fn run(
     }
     let table = table(&done, kernel);
     println!("{table}");
-    Ok(table)
+    let accel = done.last().map(|r| r.accel.clone()).unwrap_or_default();
+    Ok((table, accel))
 }
 
 fn one(kernel: &str, vm_test_args: &[String], events: &Events) -> Result<FreshRun> {
@@ -89,12 +92,15 @@ fn one(kernel: &str, vm_test_args: &[String], events: &Events) -> Result<FreshRu
     .context("the fresh vm-test")?;
     let wall_s = start.elapsed().as_secs_f64();
     let report = target.join("vm-test").join(kernel).join("report.json");
-    let timings = read_report(&report)?.timings;
+    let report = read_report(&report)?;
+    let (timings, accel) = (report.timings, report.accel.why());
+    let accel = format!("{} ({accel})", report.accel.name.to_uppercase());
     events.note(format!(
         "fresh run: {wall_s:.0} s; removing {}",
         root.path().display()
     ));
     Ok(FreshRun {
+        accel,
         xtask_s,
         wall_s,
         timings,
@@ -184,6 +190,7 @@ mod tests {
 
     fn run(xtask_s: f64, build_s: f64, wall_s: f64) -> FreshRun {
         FreshRun {
+            accel: "TCG".into(),
             xtask_s,
             wall_s,
             timings: Timings {

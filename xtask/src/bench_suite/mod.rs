@@ -67,15 +67,9 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     ];
     let command = command_line(&opts, runs);
     if opts.fresh {
-        let table = fresh::run(&opts.kernel, &vm_test_args, runs, events)?;
+        let (table, accel) = fresh::run(&opts.kernel, &vm_test_args, runs, events)?;
         if opts.write {
-            page::write(
-                "fresh",
-                &command,
-                "as the run chose it (see the table)",
-                &table,
-                events,
-            )?;
+            page::write("fresh", &command, &accel, &table, events)?;
         }
         return Ok(ExitCode::SUCCESS);
     }

@@ -621,6 +621,7 @@ pub(crate) fn report_of(
         summary: report::summarize(&tests),
         tests,
         verifier: vec![],
+        selftests: None,
         status: None,
     }
 }

@@ -41,6 +41,10 @@ pub const TEST_PROGS: &str = "test_progs";
 /// between them), plus a row per `NAME:PASS` line it printed.
 pub const TEST_MAPS: &str = "test_maps";
 
+/// After it, test_progs 6.x prints every failed test's log and result lines again
+/// (`dump_test_log` from `print_all_error_logs` or main, test_progs.c): not new rows.
+const ALL_ERROR_LOGS: &str = "All error logs:";
+
 /// How many lines of a test's output a failing row quotes.
 const QUOTED: usize = 4;
 
@@ -104,6 +108,10 @@ pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
     let mut log: Vec<&str> = Vec::new();
     let mut own = false;
     for line in &run.output {
+        // Later test_progs repeat the failed tests' logs and result lines after this line.
+        if line.trim() == ALL_ERROR_LOGS {
+            break;
+        }
         let Some((name, result)) = result_line(line) else {
             if !line.trim().is_empty() {
                 log.push(line);
@@ -170,6 +178,54 @@ fn quote(log: &[&str]) -> String {
                 .collect::<Vec<_>>()
                 .join(" | ")
         ),
+    }
+}
+
+/// The directory of each run's `--json-summary` file (`<test>.json`), where test_progs has it.
+pub const JSON_DIR: &str = "test_progs.json";
+
+/// `test_progs --json-summary FILE` (6.4 and later; `dump_test_log` in test_progs.c): the
+/// counts, and each *failed* test and subtest with its log (passing ones are not listed).
+#[derive(Debug, Deserialize)]
+pub struct JsonSummary {
+    pub results: Vec<JsonTest>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct JsonTest {
+    pub name: String,
+    #[serde(default)]
+    pub message: String,
+    pub failed: bool,
+    #[serde(default)]
+    pub subtests: Vec<JsonTest>,
+}
+
+/// Applies a run's JSON summary to its rows: each failure it lists fails its row (added when
+/// the result lines lack it), with the failure's own log as the reason.
+pub fn apply_json(rows: &mut Vec<TestResult>, summary: &JsonSummary) {
+    let mut failures = vec![];
+    for t in &summary.results {
+        if t.failed {
+            failures.push((format!("{TEST_PROGS}/{}", t.name), &t.message));
+        }
+        for sub in t.subtests.iter().filter(|s| s.failed) {
+            failures.push((
+                format!("{TEST_PROGS}/{}/{}", t.name, sub.name),
+                &sub.message,
+            ));
+        }
+    }
+    for (name, message) in failures {
+        let lines: Vec<&str> = message.lines().filter(|l| !l.trim().is_empty()).collect();
+        let why = format!("test_progs: FAIL (json summary); {}", quote(&lines));
+        match rows.iter_mut().find(|r| r.name == name) {
+            Some(r) => {
+                r.outcome = Outcome::Fail;
+                r.reason = Some(why);
+            }
+            None => rows.push(failed(name, why)),
+        }
     }
 }
 
@@ -295,7 +351,18 @@ pub fn judge(shared: &Path, maps: bool, kernel_log: &str) -> Vec<TestResult> {
         )),
     }
     for run in &runs {
-        rows.extend(judge_run(run));
+        let mut own = judge_run(run);
+        let json = shared.join(JSON_DIR).join(format!("{}.json", run.name));
+        if let Ok(text) = guest_files::read(&json) {
+            match serde_json::from_str::<JsonSummary>(&text) {
+                Ok(summary) => apply_json(&mut own, &summary),
+                Err(e) => own.push(failed(
+                    format!("guest:{JSON_DIR}/{}.json", run.name),
+                    format!("not a test_progs JSON summary: {e}"),
+                )),
+            }
+        }
+        rows.extend(own);
     }
     if maps {
         let rc = read(TEST_MAPS_RC).ok().and_then(|s| s.trim().parse().ok());
@@ -481,6 +548,43 @@ bpfvm-selftest start xdp
             .contains("Segmentation fault"));
         let cut = judge_run(&runs[1]);
         assert_eq!(outcomes(&cut), [("test_progs/xdp".into(), Outcome::Fail)]);
+    }
+
+    /// test_progs 6.12 prints a failed test's result lines twice (after `All error logs:`), and
+    /// its JSON summary lists the failure with its log.
+    #[test]
+    fn repeated_error_logs_are_no_new_rows_and_the_json_summary_gives_the_reason() {
+        let out = "\
+bpfvm-selftest start bpf_loop
+#20/1    bpf_loop/check_nr_loops:OK
+test_check_invalid_flags:FAIL:err unexpected error: -22
+#20/4    bpf_loop/check_invalid_flags:FAIL
+#20      bpf_loop:FAIL
+
+All error logs:
+test_check_invalid_flags:FAIL:err unexpected error: -22
+#20/4    bpf_loop/check_invalid_flags:FAIL
+#20      bpf_loop:FAIL
+Summary: 0/1 PASSED, 0 SKIPPED, 1 FAILED
+bpfvm-selftest end bpf_loop 1
+";
+        let mut rows = judge_run(&split_runs(out)[0]);
+        assert_eq!(rows.len(), 3, "{rows:?}");
+        let json = r#"{"success": 0, "success_subtest": 1, "skipped": 0, "failed": 1,
+            "results": [{"name": "bpf_loop", "number": 20, "message": "", "failed": true,
+              "subtests": [{"name": "check_invalid_flags", "number": 4,
+                "message": "test_check_invalid_flags:FAIL:err unexpected error: -22\n",
+                "failed": true}]}]}"#;
+        apply_json(&mut rows, &serde_json::from_str(json).unwrap());
+        let sub = &rows[1];
+        assert_eq!(sub.name, "test_progs/bpf_loop/check_invalid_flags");
+        assert!(sub.reason.as_deref().unwrap().contains("json summary"));
+        assert!(sub
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("unexpected error: -22"));
+        assert_eq!(rows[0].outcome, Outcome::Pass);
     }
 
     #[test]

@@ -159,6 +159,12 @@ pub(crate) fn tree_source(tree: &Path) -> Result<Source> {
     })
 }
 
+/// Whether the tree's test_progs has `--json-summary` (added in 6.4).
+pub(crate) fn has_json_summary(tree: &Path) -> bool {
+    std::fs::read_to_string(tree.join(SELFTESTS_DIR).join("test_progs.c"))
+        .is_ok_and(|c| c.contains("\"json-summary\""))
+}
+
 /// Refuses a tree without the BPF selftests, before anything is installed or booted.
 pub(crate) fn check_tree(tree: &Path) -> Result<()> {
     if !tree.join(SELFTESTS_DIR).join("Makefile").is_file() {

@@ -215,6 +215,7 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
             &config,
             opts.pattern.as_deref(),
             opts.maps,
+            build::has_json_summary(&source.tree),
         ),
     )?;
     let booted = run::boot_tests(&p, &opts.vm, files, &out_dir, events)?;

@@ -5,15 +5,16 @@ use std::path::Path;
 
 use crate::machine::guest;
 use crate::results::upstream::{
-    END, START, TESTMOD, TEST_MAPS, TEST_MAPS_OUT, TEST_MAPS_RC, TEST_PROGS, TEST_PROGS_ALL,
-    TEST_PROGS_LIST, TEST_PROGS_OUT,
+    END, JSON_DIR, START, TESTMOD, TEST_MAPS, TEST_MAPS_OUT, TEST_MAPS_RC, TEST_PROGS,
+    TEST_PROGS_ALL, TEST_PROGS_LIST, TEST_PROGS_OUT,
 };
 use crate::support::shell::quote;
 
 /// The script: from the build directory `build` (test_progs opens its BPF objects and
 /// `bpf_testmod.ko` from its working directory), with `config` as the running kernel's
 /// `/boot/config-$(uname -r)`, runs the tests `pattern` selects (`test_progs -t`), and
-/// `test_maps` when `maps`.
+/// `test_maps` when `maps`; each test's `--json-summary` too when `json` (its test_progs has
+/// the option).
 ///
 /// Why one `test_progs` per test: it keeps each test's output until the test ends
 /// (`stdio_hijack`, test_progs.c), so its output cannot tell when a test started; a run per
@@ -25,6 +26,7 @@ pub(crate) fn script(
     config: &Path,
     pattern: Option<&str>,
     maps: bool,
+    json: bool,
 ) -> String {
     let mut s = guest::preamble(out);
     let b = quote(&build.display().to_string());
@@ -64,6 +66,13 @@ pub(crate) fn script(
         .unwrap(),
         None => writeln!(s, "cp \"$OUT/{TEST_PROGS_ALL}\" \"$OUT/{TEST_PROGS_LIST}\"").unwrap(),
     }
+    let summary = match json {
+        true => {
+            writeln!(s, "mkdir -p \"$OUT/{JSON_DIR}\"").unwrap();
+            format!(" -J \"$OUT/{JSON_DIR}/$t.json\"")
+        }
+        false => String::new(),
+    };
     s.push_str("bpfvm_mark phase tests\n");
     // `-a NAME` selects the test of that exact name (a glob without wildcards), all its subtests.
     writeln!(
@@ -71,7 +80,7 @@ pub(crate) fn script(
         "while IFS= read -r t; do\n  \
            bpfvm_mark test start \"{TEST_PROGS}/$t\"\n  \
            echo \"{START}$t\"\n  \
-           ./test_progs -a \"$t\" 2>&1 < /dev/null\n  \
+           ./test_progs -a \"$t\"{summary} 2>&1 < /dev/null\n  \
            echo \"{END}$t $?\"\n  \
            bpfvm_mark test end \"{TEST_PROGS}/$t\"\n\
          done < \"$OUT/{TEST_PROGS_LIST}\" | tee \"$OUT/{TEST_PROGS_OUT}\""
@@ -103,6 +112,7 @@ mod tests {
             Path::new("/k/boot/config-6.1"),
             Some("bloom_filter_map,bpf_loop"),
             true,
+            false,
         );
         assert!(s.contains("cd /c/build || exit 1\n"));
         assert!(s.contains("cp /k/boot/config-6.1 \"/boot/config-$(uname -r)\"\n"));
@@ -114,14 +124,20 @@ mod tests {
         assert!(insmod < first_mark, "the module's taints are the boot's");
         assert!(s.contains("bpfvm_mark test start \"test_progs/$t\"\n  echo \"bpfvm-selftest start $t\"\n  ./test_progs -a \"$t\""));
         assert!(s.contains("./test_maps > \"$OUT/test_maps.out\""));
+        assert!(
+            !s.contains(" -J "),
+            "no --json-summary where test_progs lacks it"
+        );
         let without = script(
             Path::new("/o"),
             Path::new("/b"),
             Path::new("/c"),
             None,
             false,
+            true,
         );
         assert!(without.contains("cp \"$OUT/test_progs.all\" \"$OUT/test_progs.list\"\n"));
         assert!(!without.contains("test_maps"));
+        assert!(without.contains("./test_progs -a \"$t\" -J \"$OUT/test_progs.json/$t.json\" 2>&1"));
     }
 }

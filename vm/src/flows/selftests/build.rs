@@ -1,14 +1,11 @@
-//! The kernel's BPF selftests built with the tree's own Makefile, out of the user's tree, into
-//! `cache_dir()/selftests/`:
+//! The kernel's BPF selftests built with the source's own Makefile into `cache_dir()/selftests/`:
 //! - `src/<source>/`: a pin's Debian source unpacked once (`linux-source-<series>`);
 //! - `btf/<pin>-<id>.btf`: a pin's BTF, dumped once from the guest;
 //! - `build/<key>/tree/`: a copy of the source (rsync) built in place, keyed by the source, the
-//!   BTF, the clang and the kernel build `bpf_testmod.ko` builds against. In place, because 6.1's
+//!   BTF, the clang and the headers `bpf_testmod.ko` builds against. In place, because 6.1's
 //!   Makefile links `urandom_read` with `liburandom_read.so` from its source directory whatever
-//!   `OUTPUT` says (`$(OUTPUT)/urandom_read`'s rule); a copy, so that neither the user's tree
-//!   nor the unpacked source is written to. A pin's build is complete once its `.bpfvm-built`
-//!   stamp is written; a tree is copied again each run (rsync copies what changed, make
-//!   rebuilds what depends on it);
+//!   `OUTPUT` says (`$(OUTPUT)/urandom_read`'s rule); a copy, so that the unpacked source is
+//!   never written to. A build is complete once its `.bpfvm-built` stamp is written;
 //! - `.lock`: held while unpacking, copying or building.
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -21,7 +18,6 @@ use crate::kernel::pins::{self, Pin, Selftests};
 use crate::machine::provision;
 use crate::support::output::Events;
 use crate::support::paths::cache_dir;
-use crate::support::status::Untestable;
 
 /// Where the selftests' sources, BTF and builds live.
 pub(crate) fn root() -> PathBuf {
@@ -35,10 +31,8 @@ pub(crate) struct Source {
     pub tree: PathBuf,
     /// Names the source in the build's key.
     pub key: String,
-    /// For the report: the package or tree.
+    /// For the report: the package, its version and sha256.
     pub describe: String,
-    /// Whether its build may be reused without make (a pin's: its bytes are pinned).
-    pub fixed: bool,
 }
 
 /// The selftests' directory in a kernel tree.
@@ -118,7 +112,6 @@ pub(crate) fn pin_source(pin: &Pin, sel: &Selftests, events: &Events) -> Result<
         tree,
         key,
         describe: format!("Debian {} (sha256 {})", pkg.spec(), pkg.sha256),
-        fixed: true,
     })
 }
 
@@ -142,21 +135,6 @@ fn one_entry(dir: &Path, suffix: &str) -> Result<PathBuf> {
             found.len()
         ),
     }
-}
-
-/// A user's tree, as it is: [`build`] copies it.
-pub(crate) fn tree_source(tree: &Path) -> Result<Source> {
-    use sha2::{Digest, Sha256};
-    let tree = tree
-        .canonicalize()
-        .with_context(|| format!("{}: not a directory", tree.display()))?;
-    let hash = hex::encode(Sha256::digest(tree.display().to_string().as_bytes()));
-    Ok(Source {
-        key: format!("tree-{}", &hash[..12]),
-        describe: format!("tree {}", tree.display()),
-        tree,
-        fixed: false,
-    })
 }
 
 /// Whether the tree's test_progs has `--json-summary` (added in 6.4).
@@ -253,8 +231,8 @@ fn llvm_bin(clang: u32) -> PathBuf {
     PathBuf::from(format!("/usr/lib/llvm-{clang}/bin"))
 }
 
-/// Builds (or reuses) the selftests of `inputs`. A failed make is the tree's (125) for a
-/// user's tree, the host's (255) for a pin's pinned source.
+/// Builds (or reuses) the selftests of `inputs`. A failed make stops (255): the source is a
+/// pin's, so the host lacks something, it says nothing of a commit.
 pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
     use sha2::{Digest, Sha256};
     let start = Instant::now();
@@ -284,7 +262,7 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
     let dir = work.join(SELFTESTS_DIR);
     let stamp = slot.join(".bpfvm-built");
     let _lock = lock(events)?;
-    if inputs.source.fixed && stamp.is_file() {
+    if stamp.is_file() {
         events.note(format!("selftests: cached build in {}", dir.display()));
         return Ok(Built {
             dir,
@@ -300,7 +278,8 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
         inputs.source.tree.display(),
         work.display()
     ));
-    // What the build wrote into the selftests' directory stays (make decides what is stale).
+    // What an earlier, failed build wrote into the selftests' directory stays (make decides
+    // what is stale).
     run(
         &[
             "rsync",
@@ -354,17 +333,11 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
     }
     let log = root().join("logs").join(format!("make-{}.log", &key[..16]));
     if let Err(e) = provision::run_logged(&mut cmd, &shown, &log) {
-        return Err(match inputs.source.fixed {
-            true => e.context(format!(
-                "the selftests of {} did not build: the host lacks something they need",
-                inputs.source.describe
-            )),
-            false => Untestable(format!(
-                "the selftests of {} did not build: {e:#}",
-                inputs.source.describe
-            ))
-            .into(),
-        });
+        return Err(e.context(format!(
+            "the selftests of {} did not build: the host lacks something they need (the \
+             source is pinned)",
+            inputs.source.describe
+        )));
     }
     std::fs::write(&stamp, format!("{shown}\n"))?;
     Ok(Built {

@@ -40,7 +40,7 @@ pub struct Options {
 
 /// Where a pin's inventory and known failures are: `kernels/selftests/<pin>.inventory` and
 /// `<pin>.known.toml`.
-pub fn pin_files(version: &str) -> (String, String) {
+fn pin_files(version: &str) -> (String, String) {
     (
         format!("kernels/selftests/{version}.inventory"),
         format!("kernels/selftests/{version}.known.toml"),
@@ -154,6 +154,10 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     let (pin, sel, clang) = check(opts)?;
     let start = Instant::now();
     let allow = health::allow::load(&health::allow::path())?;
+    let (inv_file, known_file) = pin_files(&pin.version);
+    let root = workspace_root();
+    // Read before anything boots: a broken file is the user's input.
+    let known = Known::load(&root.join(&known_file))?;
     let p = run::prepare(&opts.kernel, &opts.vm, events)?;
     let prepared = start.elapsed();
 
@@ -213,31 +217,24 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     if let Some(why) = testmod_failure(&shared) {
         tests.push(report::failed("guest:bpf_testmod".into(), why));
     }
-    {
-        let (inv_file, known_file) = pin_files(&pin.version);
-        let root = workspace_root();
-        Known::load(&root.join(&known_file))?.apply(&mut tests, &known_file);
-        let bless = bless_command(&pin.version);
-        if opts.bless {
-            let inv = upstream::inventory_of(&shared)?;
-            let header = format!(
-                "The tests of the kernel's own `test_progs` for pin {}: `test_progs <test>`.\n\
-                 Written by `{bless}`; a test missing from the build, or new to it, fails the run.",
-                pin.version
-            );
-            crate::support::fs::write_atomic(
-                &root.join(&inv_file),
-                inv.render(&header).as_bytes(),
-            )?;
-            events.note(format!("wrote {inv_file}"));
-        } else {
-            tests.extend(upstream::check_inventory(
-                &shared,
-                &root.join(&inv_file),
-                &inv_file,
-                &bless,
-            ));
-        }
+    known.apply(&mut tests, &known_file);
+    let bless = bless_command(&pin.version);
+    if opts.bless {
+        let inv = upstream::inventory_of(&shared)?;
+        let header = format!(
+            "The tests of the kernel's own `test_progs` for pin {}: `test_progs <test>`.\n\
+             Written by `{bless}`; a test missing from the build, or new to it, fails the run.",
+            pin.version
+        );
+        crate::support::fs::write_atomic(&root.join(&inv_file), inv.render(&header).as_bytes())?;
+        events.note(format!("wrote {inv_file}"));
+    } else {
+        tests.extend(upstream::check_inventory(
+            &shared,
+            &root.join(&inv_file),
+            &inv_file,
+            &bless,
+        ));
     }
     let info = SelftestsInfo {
         source: source.describe.clone(),

@@ -393,3 +393,61 @@ mod cache_key {
         }
     }
 }
+
+/// `selftests`' options, the same for `bpfvm` and `cargo xtask`: build the kernel's own BPF
+/// selftests (`test_progs`, `test_maps`, `bench`) from its source with its Makefile and run
+/// them in one boot, each upstream test and subtest judged like the suite's tests; writes
+/// target/selftests/<kernel>/{report.json,junit.xml,kernel.log}. See docs/selftests.md.
+#[derive(Args, Debug, Clone)]
+pub struct SelftestsArgs {
+    #[command(flatten)]
+    pub vm: VmArgs,
+    /// Seconds before the VM is killed.
+    #[arg(long, default_value_t = defaults::TEST_TIMEOUT_S)]
+    pub timeout: u64,
+    /// test_progs' own selection (`-t`: comma-separated names, each matching a test whose name
+    /// contains it); every test when left out.
+    #[arg(short = 't', long = "tests", value_name = "PATTERN",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub pattern: Option<String>,
+    /// Also run test_maps (every map test in one process).
+    #[arg(long)]
+    pub maps: bool,
+    /// The Debian clang to build with (16, 19 or 22); default: the one the kernel's series
+    /// takes (16 for 6.1).
+    #[arg(long, value_name = "VERSION")]
+    pub clang: Option<u32>,
+    /// Write the pin's inventory (kernels/selftests/<pin>.inventory) from this build's
+    /// `test_progs -l` instead of checking it.
+    #[arg(long)]
+    pub bless: bool,
+}
+
+/// `selftests`: one run, its table and report, the run's exit status.
+pub fn selftests(args: SelftestsArgs, events: &Events) -> anyhow::Result<ExitCode> {
+    let opts = bpfvm_host::flows::selftests::Options {
+        kernel: args.vm.kernel()?,
+        vm: args.vm.options(args.timeout),
+        pattern: args.pattern,
+        maps: args.maps,
+        clang: args.clang,
+        bless: args.bless,
+    };
+    let (report, dir) = bpfvm_host::flows::selftests::selftests(&opts, events)?;
+    bpfvm_host::ui::print_stdout(&report::summary_table(&report));
+    if let Some(s) = &report.selftests {
+        bpfvm_host::ui::print_stdout(&format!(
+            "selftests: {}{}; {}; build {} ({:.1} s)",
+            s.source,
+            s.note
+                .as_deref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default(),
+            s.clang,
+            s.build_dir,
+            s.build_s
+        ));
+    }
+    bpfvm_host::ui::print_stdout(&format!("report: {}", dir.join("report.json").display()));
+    Ok(judged_status([&report]))
+}

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use bpfvm::{github, SetupArgs, VmArgs};
+use bpfvm::{github, SelftestsArgs, SetupArgs, VmArgs};
 use bpfvm_host::domain::options::defaults;
 use bpfvm_host::flows::crate_test::{self, CrateTestOptions};
 use bpfvm_host::machine::vng::ShellEnding;
@@ -34,6 +34,9 @@ enum Cmd {
     Setup(SetupArgs),
     /// Show the pinned kernels and what is cached, and the cached kernel tree builds.
     Kernels,
+    /// Build the kernel's own BPF selftests (test_progs, test_maps, bench) from its source and
+    /// run them in one boot, each upstream test judged like your crate's tests.
+    Selftests(SelftestsArgs),
     /// Run a command as root in the guest from the current directory: its exit status, stdout
     /// and stderr come back unchanged. The cargo runner:
     /// `runner = ["bpfvm", "exec", "--kernel", "6.1", "--"]`.
@@ -166,6 +169,7 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
     let events = bpfvm_host::ui::terminal(verbose);
     match cmd {
         Cmd::Setup(args) => bpfvm::setup(&args, &events),
+        Cmd::Selftests(args) => bpfvm::selftests(args, &events),
         Cmd::Kernels => {
             for line in bpfvm::kernels_list()? {
                 bpfvm_host::ui::print_stdout(&line);

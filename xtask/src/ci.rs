@@ -174,6 +174,28 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
         },
     );
     step(
+        "selftests: the kernel's test_progs -t bloom_filter_map,bpf_loop",
+        &mut || {
+            let opts = bpfvm_host::flows::selftests::Options {
+                kernel: pin(kernel)?,
+                vm: VmOptions::new(Duration::from_secs(defaults::RUN_TIMEOUT_S)),
+                pattern: Some(CI_SELFTESTS.into()),
+                maps: false,
+                clang: None,
+                bless: false,
+            };
+            let (report, dir) = bpfvm_host::flows::selftests::selftests(&opts, events)?;
+            events.note(bpfvm_host::results::report::summary_table(&report));
+            if !report.ok() {
+                bail!(
+                    "selftests failed; see {}",
+                    dir.join("report.json").display()
+                );
+            }
+            Ok(())
+        },
+    );
+    step(
         "examples/map-test: cargo test through bpfvm exec, bpfvm test on 6.1 and 6.12",
         &mut || own_crate(&sh),
     );
@@ -198,6 +220,11 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
     );
     results
 }
+
+/// The kernel's own selftests CI runs: the two the seed threads' programs are tested by (the
+/// whole run is the separate check `cargo xtask selftests --kernel 6.1 --maps`,
+/// docs/selftests.md).
+const CI_SELFTESTS: &str = "bloom_filter_map,bpf_loop";
 
 /// The pin `version`.
 fn pin(version: &str) -> Result<KernelChoice> {

@@ -7,7 +7,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use bpfvm::SetupArgs;
+use bpfvm::{SelftestsArgs, SetupArgs};
 use clap::{Parser, Subcommand};
 
 /// `println!` for what may hold guest text, and that must not panic on a closed stdout.
@@ -59,6 +59,9 @@ enum Cmd {
     Ci(ci::Options),
     VmTest(vm_test::Options),
     Inventory(inventory::Options),
+    /// Build the kernel's own BPF selftests (test_progs, test_maps, bench) from its source and
+    /// run them in one boot, each upstream test judged like the suite's (docs/selftests.md).
+    Selftests(SelftestsArgs),
     BenchVm(bench_vm::Options),
     BenchCompare(bench_compare::Options),
     BenchSuite(bench_suite::Options),
@@ -96,6 +99,7 @@ fn run(cmd: Cmd, events: &bpfvm_host::support::output::Events) -> Result<ExitCod
         Cmd::Ci(opts) => ci::run(opts, events),
         Cmd::VmTest(opts) => vm_test::run(opts, events),
         Cmd::Inventory(opts) => inventory::run(opts, events),
+        Cmd::Selftests(args) => bpfvm::selftests(args, events),
         Cmd::BenchVm(opts) => bench_vm::run(opts, events),
         Cmd::BenchCompare(opts) => bench_compare::run(opts),
         Cmd::BenchSuite(opts) => bench_suite::run(opts, events),

@@ -491,3 +491,27 @@ fn a_directory_the_guest_cannot_see_is_refused_before_anything_runs() {
     assert_eq!(out.status.code(), Some(STOP), "{err}");
     assert!(err.contains("the current directory /var/tmp/"), "{err}");
 }
+
+/// `selftests` refuses what cannot build the kernel's selftests before anything is installed
+/// or booted: a tree without them, a clang the kernel's series does not take, an image.
+#[test]
+fn selftests_refuse_a_tree_without_them_and_a_clang_the_series_does_not_take() {
+    let empty = tempfile::tempdir().unwrap();
+    let tree = empty.path().display().to_string();
+    let (code, err) = xtask(&["selftests", "--kernel-tree", &tree]);
+    assert_eq!(code, STOP, "{err}");
+    assert!(
+        err.contains("has no tools/testing/selftests/bpf/Makefile"),
+        "{err}"
+    );
+    assert!(!err.contains("==> "), "failed before any step: {err}");
+    let (code, err) = xtask(&["selftests", "--kernel", "6.1", "--clang", "22"]);
+    assert_eq!(code, STOP, "{err}");
+    assert!(
+        err.contains("--clang 22: the selftests of kernel 6.1 are built with clang 16"),
+        "{err}"
+    );
+    assert!(!err.contains("==> "), "failed before any step: {err}");
+    let (code, err) = xtask(&["selftests", "--kernel", "./Cargo.toml"]);
+    assert_eq!(code, STOP, "{err}");
+}

@@ -4,3 +4,4 @@ pub mod crate_test;
 pub mod exec;
 pub mod interactive;
 pub mod run;
+pub mod selftests;

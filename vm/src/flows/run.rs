@@ -709,6 +709,7 @@ pub(crate) fn report_of(
         summary: report::summarize(&tests),
         tests,
         verifier: vec![],
+        selftests: None,
         status: None,
         reused: vec![],
     }

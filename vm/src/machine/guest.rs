@@ -18,7 +18,7 @@ pub use bpfvm_common::protocol::files;
 /// Mounts what BPF tests need, starts the kernel log copy, and records which kernel and
 /// mitigations the guest really got. Only shell builtins but `dd` and `mount`: under TCG each
 /// program the guest starts costs about a tenth of a second (docs/boot-time.md).
-fn preamble(out: &Path) -> String {
+pub(crate) fn preamble(out: &Path) -> String {
     let o = quote(&out.display().to_string());
     format!(
         "#!/bin/sh\n\
@@ -409,7 +409,7 @@ fn export(s: &mut String, env: &[(String, String)]) {
 /// copy, the exit status (`status`, a
 /// shell word) that tells the host the guest finished, then the marker that times the end of
 /// the script.
-fn epilogue(s: &mut String, status: &str) {
+pub(crate) fn epilogue(s: &mut String, status: &str) {
     s.push_str(SETTLE);
     s.push_str(END_KERNEL_LOG);
     writeln!(s, "echo {status} > \"$OUT/{STATUS_FILE}\"").unwrap();

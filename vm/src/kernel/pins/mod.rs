@@ -12,7 +12,7 @@ mod cache;
 mod debver;
 pub mod pin;
 
-pub use pin::{check_release, release_from_package, Package, Pin, Source};
+pub use pin::{check_release, release_from_package, Package, Pin, Selftests, Source};
 
 use crate::kernel::bootable::Bootable;
 use crate::support::output::Events;
@@ -93,6 +93,21 @@ pub fn cached(pin: &Pin) -> Option<Bootable> {
 /// (private apt), verified against the pin's sha256s, extracted and cached.
 pub fn fetch(pin: &Pin, events: &Events) -> Result<Bootable> {
     fetch_in(&cache(), pin, events)
+}
+
+/// The verified `.deb` of `pkg`, one more package from `pin`'s suites (the kernel's source
+/// for its selftests): from `debs/` when its sha256 still matches, else downloaded through the
+/// pin's private apt and checked, as the pin's own packages are.
+pub fn fetch_package(pin: &Pin, pkg: &Package, events: &Events) -> Result<PathBuf> {
+    let cache = cache();
+    let _lock = cache.lock(events)?;
+    let one = Pin {
+        packages: vec![pkg.clone()],
+        ..pin.clone()
+    };
+    cache.check_cached_debs(&one)?;
+    let apt = apt::Apt::for_pin(&cache.root, pin);
+    cache.deb(&one, pkg, &apt, &mut false, events)
 }
 
 fn fetch_in(cache: &Cache, pin: &Pin, events: &Events) -> Result<Bootable> {
@@ -361,6 +376,19 @@ mod tests {
                 p.version,
                 p.release
             );
+            // `kernels bump` rewrites [[package]] only: a [selftests] left at the old kernel
+            // fails here until it names the new one's source and headers.
+            if let Some(t) = &p.selftests {
+                assert_eq!(
+                    t.headers,
+                    format!("linux-headers-{}", p.release),
+                    "{}",
+                    p.version
+                );
+                if t.source_note.is_none() {
+                    assert_eq!(t.source.version, p.packages[0].version, "{}", p.version);
+                }
+            }
         }
     }
 

@@ -65,8 +65,27 @@ pub struct Pin {
     pub packages: Vec<Package>,
     /// Features this kernel must have (names from `bpfvm_common::features`; see `vm::expect`).
     pub features: Vec<String>,
+    /// What the kernel's own BPF selftests build from (`cargo xtask selftests`), if the pin
+    /// names it.
+    pub selftests: Option<Box<Selftests>>,
     /// The pin file.
     pub path: PathBuf,
+}
+
+/// A pin's `[selftests]`: the Debian source of its kernel and the headers its `bpf_testmod.ko`
+/// builds against.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Selftests {
+    /// `linux-source-<series>` of the pin's version (fetched and verified like `[[package]]`).
+    pub source: Package,
+    /// When Debian has no source of the kernel's exact version: which it is and why it was
+    /// taken (the report says so).
+    #[serde(default)]
+    pub source_note: Option<String>,
+    /// The Debian package of the kernel's headers (`linux-headers-<release>`), installed on the
+    /// host for the out-of-tree `bpf_testmod.ko`.
+    pub headers: String,
 }
 
 #[derive(Deserialize)]
@@ -82,6 +101,8 @@ struct RawPin {
     packages: Vec<Package>,
     #[serde(default)]
     features: Vec<String>,
+    #[serde(default)]
+    selftests: Option<Box<Selftests>>,
 }
 
 impl Pin {
@@ -96,6 +117,7 @@ impl Pin {
             sources: raw.sources,
             packages: raw.packages,
             features: raw.features,
+            selftests: raw.selftests,
             path: path.to_path_buf(),
         };
         pin.validate()
@@ -152,6 +174,13 @@ impl Pin {
                     format!("[[package]] {}: bump is not a valid regex", p.name)
                 })?;
             }
+        }
+        if let Some(t) = &self.selftests {
+            let p = &t.source;
+            check_package_name(&p.name).context("[selftests] source name")?;
+            check_debian_version(&p.version).context("[selftests] source version")?;
+            check_sha256(&p.sha256).context("[selftests] source sha256")?;
+            check_package_name(&t.headers).context("[selftests] headers")?;
         }
         for f in &self.features {
             if bpfvm_common::features::find(f).is_none() {

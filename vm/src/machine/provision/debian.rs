@@ -47,6 +47,32 @@ const BASE_PACKAGES: &[&str] = &[
 /// Debian's Rust 1.96 with the library sources, for `-Z build-std=core`.
 const DEBIAN_RUST_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src"];
 
+/// What the kernel's BPF selftests (`tools/testing/selftests/bpf/Makefile`) build with besides
+/// clang `clang`: its llc, llvm-strip and llvm-objcopy, lld (`urandom_read` links with
+/// `-fuse-ld=lld`), libelf and zlib (libbpf), libcap, libssl (`sign-file`), flex and bison
+/// (bpftool's and resolve_btfids' builds), pahole, make, and rsync (the kernel headers' install).
+pub fn selftests_packages(clang: u32) -> Vec<String> {
+    let mut p: Vec<String> = ["clang", "llvm", "lld"]
+        .iter()
+        .map(|t| format!("{t}-{clang}"))
+        .collect();
+    p.extend(
+        [
+            "make",
+            "libelf-dev",
+            "zlib1g-dev",
+            "libcap-dev",
+            "libssl-dev",
+            "flex",
+            "bison",
+            "dwarves",
+            "rsync",
+        ]
+        .map(String::from),
+    );
+    p
+}
+
 /// The Debian packages needed, given whether rustup nightly has rust-src.
 pub fn required_packages(nightly_has_rust_src: bool) -> Vec<&'static str> {
     let mut p = BASE_PACKAGES.to_vec();

@@ -29,7 +29,9 @@ use crate::support::output::Events;
 use crate::support::paths::cache_dir;
 
 pub use cargo_tools::{bpf_linker_install_args, crates_toml_has, virtiofsd_install_args};
-pub use debian::{apt_install_command, needs_apt_update, parse_dpkg_status, required_packages};
+pub use debian::{
+    apt_install_command, needs_apt_update, parse_dpkg_status, required_packages, selftests_packages,
+};
 pub use distro::{host_distro, package_hint, parse_os_release, Distro};
 pub use toolchain::{
     nightly_has_rust_src, nightly_toolchain, route_description, route_problem, EbpfToolchain,

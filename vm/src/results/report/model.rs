@@ -112,6 +112,9 @@ pub struct Report {
     /// `verifier.json` and `verifier.csv` beside this report.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verifier: Vec<bpfvm_common::verifier::ProgStats>,
+    /// What the kernel's own selftests were built from and with (`selftests` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selftests: Option<SelftestsInfo>,
     /// What the run established about the kernel, the command's exit status
     /// (`support::status`): absent in reports of earlier versions, where it follows `ok()`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -120,6 +123,23 @@ pub struct Report {
     /// binaries on the same kernel gave (`results::reuse`) rather than this boot.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reused: Vec<String>,
+}
+
+/// How `selftests` built the kernel's BPF selftests.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SelftestsInfo {
+    /// The Debian source package (name, version, sha256) or the tree.
+    pub source: String,
+    /// When the source is not the kernel's exact version: which it is, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The clang's `--version` line.
+    pub clang: String,
+    /// make's `OUTPUT`, in the cache.
+    pub build_dir: String,
+    /// Whether a complete build was reused without make.
+    pub build_cached: bool,
+    pub build_s: f64,
 }
 
 /// Seconds per phase of a run; a phase the run did not reach is absent.
@@ -335,6 +355,7 @@ impl Report {
             tests: vec![],
             summary: Summary::default(),
             verifier: vec![],
+            selftests: None,
             status: None,
             reused: vec![],
         }

@@ -346,6 +346,7 @@ fn report(tests: Vec<TestResult>) -> Report {
         summary: summarize(&tests),
         tests,
         verifier: vec![],
+        selftests: None,
         status: None,
         reused: vec![],
     }

@@ -1,0 +1,374 @@
+//! The kernel's BPF selftests built with the source's own Makefile into `cache_dir()/selftests/`:
+//! - `src/<source>/`: a pin's Debian source unpacked once (`linux-source-<series>`);
+//! - `btf/<pin>-<id>.btf`: a pin's BTF, dumped once from the guest;
+//! - `build/<key>/tree/`: a copy of the source (rsync) built in place, keyed by the source, the
+//!   BTF, the clang and the headers `bpf_testmod.ko` builds against. In place, because 6.1's
+//!   Makefile links `urandom_read` with `liburandom_read.so` from its source directory whatever
+//!   `OUTPUT` says (`$(OUTPUT)/urandom_read`'s rule); a copy, so that the unpacked source is
+//!   never written to. A build is complete once its `.bpfvm-built` stamp is written;
+//! - `.lock`: held while unpacking, copying or building.
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use crate::kernel::pins::{self, Pin, Selftests};
+use crate::machine::provision;
+use crate::support::output::Events;
+use crate::support::paths::cache_dir;
+
+/// Where the selftests' sources, BTF and builds live.
+pub(crate) fn root() -> PathBuf {
+    cache_dir().join("selftests")
+}
+
+/// What the selftests are built from.
+#[derive(Debug, Clone)]
+pub(crate) struct Source {
+    /// The kernel tree's top directory (holding `tools/testing/selftests/bpf`).
+    pub tree: PathBuf,
+    /// Names the source in the build's key.
+    pub key: String,
+    /// For the report: the package, its version and sha256.
+    pub describe: String,
+}
+
+/// The selftests' directory in a kernel tree.
+pub(crate) const SELFTESTS_DIR: &str = "tools/testing/selftests/bpf";
+
+/// Takes the selftests cache's lock, saying so while another run holds it.
+fn lock(events: &Events) -> Result<File> {
+    let dir = root();
+    crate::support::fs::writable(&dir, "the selftests cache", "XDG_CACHE_HOME")?;
+    let path = dir.join(".lock");
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("open {}", path.display()))?;
+    crate::support::wait::lock(&file, || {
+        events.note(format!(
+            "another bpfvm run is building selftests; waiting for its lock ({})",
+            path.display()
+        ))
+    })?;
+    Ok(file)
+}
+
+/// Runs `argv` logged to `logs/<log>.log` under the cache, shown first.
+fn run(argv: &[&str], env: &[(&str, String)], log: &str, events: &Events) -> Result<()> {
+    let shown = argv.join(" ");
+    events.command(&shown);
+    let mut cmd = Command::new(argv[0]);
+    cmd.args(&argv[1..]).envs(env.iter().map(|(k, v)| (k, v)));
+    provision::run_logged(
+        &mut cmd,
+        &shown,
+        &root().join("logs").join(format!("{log}.log")),
+    )
+}
+
+/// A pin's source: its `linux-source-<series>` package fetched and verified like the pin's own
+/// packages, its tarball unpacked once.
+pub(crate) fn pin_source(pin: &Pin, sel: &Selftests, events: &Events) -> Result<Source> {
+    let pkg = &sel.source;
+    let deb = pins::fetch_package(pin, pkg, events)?;
+    let key = format!("{}_{}-{}", pkg.name, pkg.version, &pkg.sha256[..12]);
+    let dir = root().join("src").join(&key);
+    let _lock = lock(events)?;
+    if !dir.join(COMPLETE).is_file() {
+        events.step(format!("unpacking {} (about a minute)", pkg.spec()));
+        let parent = root().join("src");
+        std::fs::create_dir_all(&parent)?;
+        let tmp = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .tempdir_in(&parent)?;
+        let debdir = tmp.path().join("deb");
+        let d = debdir.display().to_string();
+        run(
+            &["dpkg-deb", "-x", &deb.display().to_string(), &d],
+            &[],
+            "selftests-source",
+            events,
+        )?;
+        let tarball = one_entry(&debdir.join("usr/src"), ".tar.xz")?;
+        let t = tmp.path().display().to_string();
+        run(
+            &["tar", "-C", &t, "-xf", &tarball.display().to_string()],
+            &[],
+            "selftests-source",
+            events,
+        )?;
+        std::fs::remove_dir_all(&debdir)?;
+        std::fs::write(tmp.path().join(COMPLETE), format!("{}\n", pkg.spec()))?;
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::rename(tmp.keep(), &dir)?;
+    }
+    let tree = one_entry(&dir, "")?;
+    Ok(Source {
+        tree,
+        key,
+        describe: format!("Debian {} (sha256 {})", pkg.spec(), pkg.sha256),
+    })
+}
+
+/// Marks a complete unpacked source.
+const COMPLETE: &str = ".bpfvm-complete";
+
+/// The one entry of `dir` whose name ends in `suffix` (and is not a dot file).
+fn one_entry(dir: &Path, suffix: &str) -> Result<PathBuf> {
+    let mut found = vec![];
+    for e in std::fs::read_dir(dir).with_context(|| format!("read {}", dir.display()))? {
+        let name = e?.file_name().to_string_lossy().into_owned();
+        if !name.starts_with('.') && name.ends_with(suffix) {
+            found.push(dir.join(name));
+        }
+    }
+    match found.as_slice() {
+        [one] => Ok(one.clone()),
+        _ => bail!(
+            "{} holds {} entries ending in `{suffix}`, not one: {found:?}",
+            dir.display(),
+            found.len()
+        ),
+    }
+}
+
+/// Whether the tree's test_progs has `--json-summary` (added in 6.4).
+pub(crate) fn has_json_summary(tree: &Path) -> bool {
+    std::fs::read_to_string(tree.join(SELFTESTS_DIR).join("test_progs.c"))
+        .is_ok_and(|c| c.contains("\"json-summary\""))
+}
+
+/// Refuses a tree without the BPF selftests, before anything is installed or booted.
+pub(crate) fn check_tree(tree: &Path) -> Result<()> {
+    if !tree.join(SELFTESTS_DIR).join("Makefile").is_file() {
+        bail!(
+            "{} has no {SELFTESTS_DIR}/Makefile: the kernel's BPF selftests are not in it \
+             (give the top of a kernel source tree)",
+            tree.display()
+        );
+    }
+    Ok(())
+}
+
+/// The clang each kernel series' selftests build with: (below this version, the Debian clangs
+/// accepted, the first being the default, why). Debian 12 has clang 16, 19 and 22.
+const CLANGS: &[(&str, &[u32], &str)] = &[
+    (
+        "6.2",
+        &[16],
+        "6.1's selftests build with clang 16 (measured); clang 19 and 22 are untried on them",
+    ),
+    (
+        "6.13",
+        &[19, 22],
+        "6.2 to 6.12's selftests take clang 19 (the release of their time) or 22; untried with 16",
+    ),
+    (
+        "999",
+        &[22],
+        "later selftests use BPF features only recent clang compiles: clang 22",
+    ),
+];
+
+/// The clang to build `kernelversion`'s selftests with: `asked`, when the series accepts it,
+/// else the series' default. A clang the series does not take is refused, naming the rule.
+pub(crate) fn clang_for(kernelversion: &str, asked: Option<u32>) -> Result<u32> {
+    let key = |v: &str| -> Vec<u64> {
+        v.split(|c: char| !c.is_ascii_digit())
+            .take(2)
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    };
+    let v = key(kernelversion);
+    let (_, accepted, why) = CLANGS
+        .iter()
+        .find(|(below, _, _)| v < key(below))
+        .unwrap_or(&CLANGS[CLANGS.len() - 1]);
+    match asked {
+        None => Ok(accepted[0]),
+        Some(c) if accepted.contains(&c) => Ok(c),
+        Some(c) => bail!(
+            "--clang {c}: the selftests of kernel {kernelversion} are built with clang {} ({why})",
+            accepted
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ),
+    }
+}
+
+/// What a build is made of.
+pub(crate) struct Inputs<'a> {
+    pub source: &'a Source,
+    pub btf: &'a Path,
+    /// The kernel build (or headers) `bpf_testmod.ko` builds against.
+    pub kdir: &'a Path,
+    pub clang: u32,
+}
+
+/// A build of `test_progs`, `test_maps` and `bench`.
+#[derive(Debug, Clone)]
+pub(crate) struct Built {
+    /// The built selftests' directory: the binaries, `bpf_testmod.ko` and the BPF objects they
+    /// open.
+    pub dir: PathBuf,
+    /// The clang's `--version` line.
+    pub clang: String,
+    /// Whether a pin's complete build was reused without make.
+    pub cached: bool,
+    pub seconds: f64,
+}
+
+/// The LLVM directory of Debian's `clang-N`: first on make's PATH, so the Makefile's `clang`,
+/// `llc`, `llvm-strip` and `ld.lld` are that version's.
+fn llvm_bin(clang: u32) -> PathBuf {
+    PathBuf::from(format!("/usr/lib/llvm-{clang}/bin"))
+}
+
+/// Builds (or reuses) the selftests of `inputs`. A failed make stops (255): the source is a
+/// pin's, so the host lacks something, it says nothing of a commit.
+pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
+    use sha2::{Digest, Sha256};
+    let start = Instant::now();
+    let clang_bin = llvm_bin(inputs.clang).join("clang");
+    let version = Command::new(&clang_bin)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("run {} --version", clang_bin.display()))?;
+    let clang = String::from_utf8_lossy(&version.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let btf =
+        std::fs::read(inputs.btf).with_context(|| format!("read {}", inputs.btf.display()))?;
+    let key = hex::encode(Sha256::digest(
+        format!(
+            "{}\n{}\n{clang}\n{}\n",
+            inputs.source.key,
+            hex::encode(Sha256::digest(&btf)),
+            inputs.kdir.display()
+        )
+        .as_bytes(),
+    ));
+    let slot = root().join("build").join(&key[..16]);
+    let work = slot.join("tree");
+    let dir = work.join(SELFTESTS_DIR);
+    let stamp = slot.join(".bpfvm-built");
+    let _lock = lock(events)?;
+    if stamp.is_file() {
+        events.note(format!("selftests: cached build in {}", dir.display()));
+        return Ok(Built {
+            dir,
+            clang,
+            cached: true,
+            seconds: start.elapsed().as_secs_f64(),
+        });
+    }
+    let _ = std::fs::remove_file(&stamp);
+    std::fs::create_dir_all(&work)?;
+    events.step(format!(
+        "copying {} into {}",
+        inputs.source.tree.display(),
+        work.display()
+    ));
+    // What an earlier, failed build wrote into the selftests' directory stays (make decides
+    // what is stale).
+    run(
+        &[
+            "rsync",
+            "-a",
+            "--delete",
+            "--exclude=/.git",
+            &format!("--filter=P /{SELFTESTS_DIR}/***"),
+            &format!("{}/", inputs.source.tree.display()),
+            &format!("{}/", work.display()),
+        ],
+        &[],
+        "selftests-copy",
+        events,
+    )?;
+    events.step(format!(
+        "building test_progs, test_maps and bench with {clang} (several minutes the first time)"
+    ));
+    let path = format!(
+        "{}:{}",
+        llvm_bin(inputs.clang).display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let argv = [
+        "make".to_string(),
+        "-C".into(),
+        dir.display().to_string(),
+        format!("-j{jobs}"),
+        format!("VMLINUX_BTF={}", inputs.btf.display()),
+        format!("KDIR={}", inputs.kdir.display()),
+        "test_progs".into(),
+        "test_maps".into(),
+        "bench".into(),
+    ];
+    let shown = argv.join(" ");
+    events.command(&shown);
+    let mut cmd = Command::new("make");
+    cmd.args(&argv[1..]).env("PATH", path);
+    // What a calling make or kbuild would pass on and steer this build with.
+    for k in [
+        "MAKEFLAGS",
+        "MFLAGS",
+        "MAKELEVEL",
+        "LLVM",
+        "CC",
+        "CFLAGS",
+        "O",
+        "ARCH",
+    ] {
+        cmd.env_remove(k);
+    }
+    let log = root().join("logs").join(format!("make-{}.log", &key[..16]));
+    if let Err(e) = provision::run_logged(&mut cmd, &shown, &log) {
+        return Err(e.context(format!(
+            "the selftests of {} did not build: the host lacks something they need (the \
+             source is pinned)",
+            inputs.source.describe
+        )));
+    }
+    std::fs::write(&stamp, format!("{shown}\n"))?;
+    Ok(Built {
+        dir,
+        clang,
+        cached: false,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_series_takes_its_clang_and_refuses_another() {
+        assert_eq!(clang_for("6.1.192", None).unwrap(), 16);
+        assert_eq!(clang_for("6.12.118", None).unwrap(), 19);
+        assert_eq!(clang_for("6.12.0-rc1", Some(22)).unwrap(), 22);
+        assert_eq!(clang_for("7.2.13", None).unwrap(), 22);
+        let e = clang_for("6.1.192", Some(22)).unwrap_err().to_string();
+        assert!(e.contains("clang 16"), "{e}");
+    }
+
+    #[test]
+    fn a_tree_without_the_bpf_selftests_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let e = check_tree(d.path()).unwrap_err().to_string();
+        assert!(e.contains("tools/testing/selftests/bpf"), "{e}");
+        std::fs::create_dir_all(d.path().join(SELFTESTS_DIR)).unwrap();
+        std::fs::write(d.path().join(SELFTESTS_DIR).join("Makefile"), "").unwrap();
+        check_tree(d.path()).unwrap();
+    }
+}

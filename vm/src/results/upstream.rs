@@ -1,0 +1,732 @@
+//! The kernel's own BPF selftests (`tools/testing/selftests/bpf`) judged like the suite's tests:
+//! what `test_progs` and `test_maps` printed in the guest, turned into report rows, with the
+//! pin's known failures and its inventory of `test_progs`' tests applied.
+//!
+//! The guest runs `test_progs -a NAME` once per test of its `-l` list (`flows::selftests`),
+//! between `bpfvm-selftest start NAME` and `bpfvm-selftest end NAME RC` lines of
+//! [`TEST_PROGS_OUT`], so each test's own output and status are apart, and its kernel log
+//! markers (`test_progs/NAME`) blame a splat on it. The rows come from `test_progs`' result
+//! lines (`print_test_result` and `print_subtest_name` in tools/testing/selftests/bpf/
+//! test_progs.c): `#N NAME:OK|SKIP|FAIL` for a test, `#N/M NAME/SUB:...` for a subtest.
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+use crate::results::inventory::Inventory;
+use crate::results::report::{failed, Outcome, TestResult};
+use crate::support::guest_files;
+
+/// Every selected test's output, between the start and end lines.
+pub const TEST_PROGS_OUT: &str = "test_progs.out";
+/// `test_progs -l`: every test the binary holds.
+pub const TEST_PROGS_ALL: &str = "test_progs.all";
+/// `test_progs -l` with the run's `-t PATTERN`: the tests the run selected.
+pub const TEST_PROGS_LIST: &str = "test_progs.list";
+/// `test_maps`' output and exit status (with `--maps`).
+pub const TEST_MAPS_OUT: &str = "test_maps.out";
+pub const TEST_MAPS_RC: &str = "test_maps.rc";
+/// What `insmod bpf_testmod.ko` said, and its status on the last line.
+pub const TESTMOD: &str = "bpf_testmod.insmod";
+
+/// The line before each test's output.
+pub const START: &str = "bpfvm-selftest start ";
+/// The line after it: `bpfvm-selftest end NAME RC`.
+pub const END: &str = "bpfvm-selftest end ";
+
+/// Report rows of `test_progs` are `test_progs/<test>[/<subtest>]`.
+pub const TEST_PROGS: &str = "test_progs";
+/// `test_maps` is one row (one process runs every map test; a splat cannot be told apart
+/// between them), plus a row per `NAME:PASS` line it printed.
+pub const TEST_MAPS: &str = "test_maps";
+
+/// After it, test_progs 6.x prints every failed test's log and result lines again
+/// (`dump_test_log` from `print_all_error_logs` or main, test_progs.c): not new rows.
+const ALL_ERROR_LOGS: &str = "All error logs:";
+
+/// How many lines of a test's output a failing row quotes.
+const QUOTED: usize = 4;
+
+/// One `test_progs -a NAME` run: its output and exit status (`None`: no end line, the VM
+/// ended while it ran).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestRun {
+    pub name: String,
+    pub output: Vec<String>,
+    pub rc: Option<i32>,
+}
+
+/// Splits [`TEST_PROGS_OUT`] into its runs, in order.
+pub fn split_runs(text: &str) -> Vec<TestRun> {
+    let mut runs: Vec<TestRun> = Vec::new();
+    let mut open = false;
+    for line in text.lines() {
+        if let Some(name) = line.strip_prefix(START) {
+            runs.push(TestRun {
+                name: name.trim().to_string(),
+                output: vec![],
+                rc: None,
+            });
+            open = true;
+        } else if let Some(rest) = line.strip_prefix(END) {
+            if let (Some(run), Some((_, rc))) = (runs.last_mut(), rest.trim().rsplit_once(' ')) {
+                run.rc = rc.parse().ok();
+            }
+            open = false;
+        } else if open {
+            if let Some(run) = runs.last_mut() {
+                run.output.push(line.to_string());
+            }
+        }
+    }
+    runs
+}
+
+/// A result line (`print_test_name`, `print_subtest_name`: `test_result` is OK, SKIP or FAIL;
+/// a test with a skipped subtest is SKIP): the test or `test/subtest` name and its result.
+fn result_line(line: &str) -> Option<(&str, &str)> {
+    let rest = line.strip_prefix('#')?;
+    let (num, rest) = rest.split_once(char::is_whitespace)?;
+    if !num
+        .split('/')
+        .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return None;
+    }
+    let (name, result) = rest.trim_start().rsplit_once(':')?;
+    ["OK", "SKIP", "FAIL"]
+        .contains(&result)
+        .then_some((name, result))
+}
+
+/// The rows of one run: a row per result line (`test_progs/NAME`, `test_progs/NAME/SUB`), a
+/// failing row quoting the test's last output lines; a test that printed no result for itself
+/// (it crashed, or the VM ended) or whose status says it failed fails by name.
+pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
+    let mut rows = Vec::new();
+    let mut log: Vec<&str> = Vec::new();
+    let mut own = false;
+    for line in &run.output {
+        // Later test_progs repeat the failed tests' logs and result lines after this line.
+        if line.trim() == ALL_ERROR_LOGS {
+            break;
+        }
+        let Some((name, result)) = result_line(line) else {
+            if !line.trim().is_empty() {
+                log.push(line);
+            }
+            continue;
+        };
+        own |= name == run.name;
+        let row_name = format!("{TEST_PROGS}/{name}");
+        rows.push(match result {
+            "OK" => pass(row_name),
+            "SKIP" => TestResult {
+                outcome: Outcome::Skip,
+                reason: Some(
+                    "test_progs skipped it (it prints no reason unless the test failed)".into(),
+                ),
+                ..pass(row_name)
+            },
+            _ => failed(row_name, format!("test_progs: FAIL; {}", quote(&log))),
+        });
+        log.clear();
+    }
+    let top = format!("{TEST_PROGS}/{}", run.name);
+    let why = match (own, run.rc) {
+        (_, None) => Some("the VM ended while it ran (no exit status)".to_string()),
+        (false, Some(rc)) => Some(format!(
+            "test_progs exited with {rc} without a result for it; {}",
+            quote(&log)
+        )),
+        (true, Some(0)) => None,
+        (true, Some(rc)) => Some(format!("test_progs exited with {rc}")),
+    };
+    if let Some(why) = why {
+        match rows.iter_mut().find(|r| r.name == top) {
+            Some(r) if r.outcome != Outcome::Fail => {
+                r.outcome = Outcome::Fail;
+                r.reason = Some(why);
+            }
+            Some(_) => {}
+            None => rows.push(failed(top, why)),
+        }
+    }
+    rows
+}
+
+fn pass(name: String) -> TestResult {
+    TestResult {
+        name,
+        outcome: Outcome::Pass,
+        reason: None,
+        duration_ms: 0,
+        kernel_splats: vec![],
+    }
+}
+
+/// The last lines of a test's log, on one line.
+fn quote(log: &[&str]) -> String {
+    match log {
+        [] => "it printed nothing".into(),
+        _ => format!(
+            "its last lines: {}",
+            log[log.len().saturating_sub(QUOTED)..]
+                .iter()
+                .map(|l| l.trim())
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ),
+    }
+}
+
+/// The directory of each run's `--json-summary` file (`<test>.json`), where test_progs has it.
+pub const JSON_DIR: &str = "test_progs.json";
+
+/// `test_progs --json-summary FILE` (6.4 and later; `dump_test_log` in test_progs.c): the
+/// counts, and each *failed* test and subtest with its log (passing ones are not listed).
+#[derive(Debug, Deserialize)]
+pub struct JsonSummary {
+    pub results: Vec<JsonTest>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct JsonTest {
+    pub name: String,
+    #[serde(default)]
+    pub message: String,
+    pub failed: bool,
+    #[serde(default)]
+    pub subtests: Vec<JsonTest>,
+}
+
+/// Applies a run's JSON summary to its rows: each failure it lists fails its row (added when
+/// the result lines lack it), with the failure's own log as the reason.
+pub fn apply_json(rows: &mut Vec<TestResult>, summary: &JsonSummary) {
+    let mut failures = vec![];
+    for t in &summary.results {
+        if t.failed {
+            failures.push((format!("{TEST_PROGS}/{}", t.name), &t.message));
+        }
+        for sub in t.subtests.iter().filter(|s| s.failed) {
+            failures.push((
+                format!("{TEST_PROGS}/{}/{}", t.name, sub.name),
+                &sub.message,
+            ));
+        }
+    }
+    for (name, message) in failures {
+        let lines: Vec<&str> = message.lines().filter(|l| !l.trim().is_empty()).collect();
+        let why = format!("test_progs: FAIL (json summary); {}", quote(&lines));
+        match rows.iter_mut().find(|r| r.name == name) {
+            Some(r) => {
+                r.outcome = Outcome::Fail;
+                r.reason = Some(why);
+            }
+            None => rows.push(failed(name, why)),
+        }
+    }
+}
+
+/// `test_maps`' rows from its output and exit status: each map test that printed
+/// `NAME:PASS[ DETAIL]` (the `map_tests/*.c` do; `map_in_map_batch_ops` adds `with inner ARRAY
+/// map`) passes as `test_maps/NAME[ DETAIL]`; the `test_maps` row passes only when the process
+/// exited 0 after its final `test_maps: OK, N SKIPPED` line (a failed check exits at once:
+/// `CHECK` in test_maps.h).
+pub fn judge_test_maps(out: &str, rc: Option<i32>) -> Vec<TestResult> {
+    let mut rows: Vec<TestResult> = out
+        .lines()
+        .filter_map(|l| {
+            let (name, detail) = l.trim().split_once(":PASS")?;
+            let ok = !name.is_empty() && !name.contains(char::is_whitespace);
+            ok.then(|| pass(format!("{TEST_MAPS}/{name}{detail}")))
+        })
+        .collect();
+    let summary = out.lines().rev().find(|l| l.starts_with("test_maps: "));
+    let lines: Vec<&str> = out.lines().filter(|l| !l.trim().is_empty()).collect();
+    rows.push(match (rc, summary) {
+        (Some(0), Some(s)) if s.starts_with("test_maps: OK") => TestResult {
+            reason: s
+                .strip_prefix("test_maps: OK, ")
+                .filter(|s| !s.starts_with("0 "))
+                .map(|s| format!("passed; {s} (test_maps names none)")),
+            ..pass(TEST_MAPS.into())
+        },
+        (None, _) => failed(TEST_MAPS.into(), "the VM ended while it ran".into()),
+        (Some(rc), _) => failed(
+            TEST_MAPS.into(),
+            format!("test_maps exited with {rc}; {}", quote(&lines)),
+        ),
+    });
+    rows
+}
+
+/// A pin's known failures of the upstream selftests: `kernels/selftests/<pin>.known.toml`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Known {
+    #[serde(default)]
+    pub known: Vec<KnownFailure>,
+}
+
+/// One known failure: a row's name (`test_progs/NAME[/SUB]`) and why it fails on this kernel.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KnownFailure {
+    pub test: String,
+    pub reason: String,
+}
+
+impl Known {
+    /// Reads the file at `path`; none there is no known failure.
+    pub fn load(path: &Path) -> Result<Known> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Known::default()),
+            Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
+        };
+        let known: Known =
+            toml::from_str(&text).with_context(|| format!("{} is not valid", path.display()))?;
+        for k in &known.known {
+            if k.reason.trim().is_empty() {
+                bail!(
+                    "{}: {}: `reason` is empty; say why it fails on this kernel",
+                    path.display(),
+                    k.test
+                );
+            }
+        }
+        Ok(known)
+    }
+
+    /// A failing row this file names becomes a skip with its reason; a named row that passed
+    /// fails (the entry is stale: the kernel or the test was fixed).
+    pub fn apply(&self, rows: &mut [TestResult], file: &str) {
+        for k in &self.known {
+            for r in rows.iter_mut().filter(|r| r.name == k.test) {
+                match r.outcome {
+                    Outcome::Fail => {
+                        r.outcome = Outcome::Skip;
+                        r.reason = Some(format!(
+                            "known failure ({file}): {}; it said: {}",
+                            k.reason,
+                            r.reason.as_deref().unwrap_or("")
+                        ));
+                    }
+                    Outcome::Pass => {
+                        r.outcome = Outcome::Fail;
+                        r.reason = Some(format!(
+                            "listed in {file} as a known failure ({}) but passed: remove the entry",
+                            k.reason
+                        ));
+                    }
+                    Outcome::Skip => {}
+                }
+            }
+        }
+    }
+}
+
+/// The run's rows: each selected test's (a selected test with no output fails by name), then
+/// `test_maps`' when it ran, each timed from its kernel log markers.
+pub fn judge(shared: &Path, maps: bool, kernel_log: &str) -> Vec<TestResult> {
+    let read = |f: &str| guest_files::read(&shared.join(f));
+    let mut rows = Vec::new();
+    let runs = read(TEST_PROGS_OUT)
+        .map(|t| split_runs(&t))
+        .unwrap_or_default();
+    match read(TEST_PROGS_LIST) {
+        Ok(list) => {
+            let ran: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
+            rows.extend(
+                listed(&list)
+                    .filter(|t| !ran.contains(t))
+                    .map(|t| failed(format!("{TEST_PROGS}/{t}"), "selected, never run".into())),
+            );
+        }
+        Err(e) => rows.push(failed(
+            format!("guest:{TEST_PROGS_LIST}"),
+            format!("test_progs -l wrote no list ({e})"),
+        )),
+    }
+    for run in &runs {
+        let mut own = judge_run(run);
+        let json = shared.join(JSON_DIR).join(format!("{}.json", run.name));
+        if let Ok(text) = guest_files::read(&json) {
+            match serde_json::from_str::<JsonSummary>(&text) {
+                Ok(summary) => apply_json(&mut own, &summary),
+                Err(e) => own.push(failed(
+                    format!("guest:{JSON_DIR}/{}.json", run.name),
+                    format!("not a test_progs JSON summary: {e}"),
+                )),
+            }
+        }
+        rows.extend(own);
+    }
+    if maps {
+        let rc = read(TEST_MAPS_RC).ok().and_then(|s| s.trim().parse().ok());
+        rows.extend(judge_test_maps(
+            &read(TEST_MAPS_OUT).unwrap_or_default(),
+            rc,
+        ));
+    }
+    let times = durations(kernel_log);
+    for r in rows.iter_mut() {
+        if let Some(ms) = times.get(&r.name) {
+            r.duration_ms = *ms;
+        }
+    }
+    rows
+}
+
+/// The names of a `test_progs -l` output, one a line.
+pub fn listed(list: &str) -> impl Iterator<Item = &str> {
+    list.lines().map(str::trim).filter(|l| !l.is_empty())
+}
+
+/// Each marked test's time, from its start and end markers' kernel timestamps (microseconds,
+/// `/dev/kmsg`'s third field), in milliseconds.
+pub fn durations(kernel_log: &str) -> BTreeMap<String, u64> {
+    let mut start: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut out = BTreeMap::new();
+    for line in kernel_log.lines() {
+        let Some((head, msg)) = line.split_once(';') else {
+            continue;
+        };
+        let Some(usec) = head.split(',').nth(2).and_then(|u| u.parse::<u64>().ok()) else {
+            continue;
+        };
+        if let Some(n) = msg.strip_prefix("bpfvm: test start ") {
+            start.insert(n, usec);
+        } else if let Some(n) = msg.strip_prefix("bpfvm: test end ") {
+            if let Some(s) = start.get(n) {
+                out.insert(n.to_string(), usec.saturating_sub(*s) / 1000);
+            }
+        }
+    }
+    out
+}
+
+/// The pin's inventory of `test_progs`' tests against the binary's whole `-l` list: a failing
+/// `guest:inventory` entry naming every test missing from the build or new to it.
+pub fn check_inventory(shared: &Path, path: &Path, file: &str, bless: &str) -> Option<TestResult> {
+    let all = match guest_files::read(&shared.join(TEST_PROGS_ALL)) {
+        Ok(all) => all,
+        Err(e) => {
+            return Some(failed(
+                format!("guest:{TEST_PROGS_ALL}"),
+                format!("test_progs -l wrote no list ({e}): the inventory was not checked"),
+            ))
+        }
+    };
+    let inv = match Inventory::load(path) {
+        Ok(inv) => inv,
+        Err(e) => {
+            return Some(failed(
+                "guest:inventory".into(),
+                format!("{e:#}; `{bless}` writes it"),
+            ))
+        }
+    };
+    let lists = BTreeMap::from([(
+        TEST_PROGS.to_string(),
+        Some(listed(&all).map(str::to_string).collect()),
+    )]);
+    inv.compare(&lists, None, true).entry(file, bless)
+}
+
+/// The inventory of the binary's whole `-l` list, for `--bless`.
+pub fn inventory_of(shared: &Path) -> Result<Inventory> {
+    let all = guest_files::read(&shared.join(TEST_PROGS_ALL))
+        .with_context(|| format!("test_progs -l wrote no list ({TEST_PROGS_ALL})"))?;
+    let mut inv = Inventory::default();
+    for t in listed(&all) {
+        inv.add(TEST_PROGS, t);
+    }
+    Ok(inv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `test_progs -a bloom_filter_map` and `-a bpf_loop` on the 6.1 pin, as its guest wrote
+    /// them (`selftests --kernel 6.1 -t bloom_filter_map,bpf_loop`, test_progs of 6.1.192-3).
+    const GREEN: &str = "\
+bpfvm-selftest start bloom_filter_map
+#9       bloom_filter_map:OK
+Summary: 1/0 PASSED, 0 SKIPPED, 0 FAILED
+bpfvm-selftest end bloom_filter_map 0
+bpfvm-selftest start bpf_loop
+#14/1    bpf_loop/check_nr_loops:OK
+#14/2    bpf_loop/check_callback_fn_stop:OK
+#14/3    bpf_loop/check_null_callback_ctx:OK
+#14/4    bpf_loop/check_invalid_flags:OK
+#14/5    bpf_loop/check_nested_calls:OK
+#14/6    bpf_loop/check_non_constant_callback:OK
+#14/7    bpf_loop/check_stack:OK
+#14      bpf_loop:OK
+Summary: 1/7 PASSED, 0 SKIPPED, 0 FAILED
+bpfvm-selftest end bpf_loop 0
+";
+
+    fn outcomes(rows: &[TestResult]) -> Vec<(String, Outcome)> {
+        rows.iter().map(|r| (r.name.clone(), r.outcome)).collect()
+    }
+
+    #[test]
+    fn each_result_line_is_a_row() {
+        let runs = split_runs(GREEN);
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[1].rc, Some(0));
+        let rows: Vec<TestResult> = runs.iter().flat_map(judge_run).collect();
+        let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "test_progs/bloom_filter_map",
+                "test_progs/bpf_loop/check_nr_loops",
+                "test_progs/bpf_loop/check_callback_fn_stop",
+                "test_progs/bpf_loop/check_null_callback_ctx",
+                "test_progs/bpf_loop/check_invalid_flags",
+                "test_progs/bpf_loop/check_nested_calls",
+                "test_progs/bpf_loop/check_non_constant_callback",
+                "test_progs/bpf_loop/check_stack",
+                "test_progs/bpf_loop",
+            ]
+        );
+        assert!(rows.iter().all(|r| r.outcome == Outcome::Pass));
+    }
+
+    #[test]
+    fn a_failure_quotes_the_log_and_a_skip_says_why_none_is_given() {
+        let out = "\
+bpfvm-selftest start bpf_loop
+test_check_nr_loops:FAIL:bpf_loop_nr_loops unexpected error: -22
+#23/1    bpf_loop/check_nr_loops:FAIL
+#23/2    bpf_loop/check_callback_fn_stop:SKIP
+#23      bpf_loop:FAIL
+bpfvm-selftest end bpf_loop 1
+";
+        let rows = judge_run(&split_runs(out)[0]);
+        assert_eq!(rows[0].outcome, Outcome::Fail);
+        assert!(
+            rows[0]
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("bpf_loop_nr_loops unexpected error: -22"),
+            "{rows:?}"
+        );
+        assert_eq!(rows[1].outcome, Outcome::Skip);
+        assert!(rows[1].reason.is_some());
+        assert_eq!(rows[2].outcome, Outcome::Fail);
+    }
+
+    #[test]
+    fn a_test_that_crashed_or_was_cut_off_fails_by_name() {
+        let out = "\
+bpfvm-selftest start ringbuf
+#5/1     ringbuf/a:OK
+Segmentation fault
+bpfvm-selftest end ringbuf 139
+bpfvm-selftest start xdp
+";
+        let runs = split_runs(out);
+        let crashed = judge_run(&runs[0]);
+        let top = crashed
+            .iter()
+            .find(|r| r.name == "test_progs/ringbuf")
+            .unwrap();
+        assert_eq!(top.outcome, Outcome::Fail);
+        assert!(top.reason.as_deref().unwrap().contains("exited with 139"));
+        assert!(top
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("Segmentation fault"));
+        let cut = judge_run(&runs[1]);
+        assert_eq!(outcomes(&cut), [("test_progs/xdp".into(), Outcome::Fail)]);
+    }
+
+    /// test_progs 6.12 prints a failed test's result lines twice (after `All error logs:`), and
+    /// its JSON summary lists the failure with its log.
+    #[test]
+    fn repeated_error_logs_are_no_new_rows_and_the_json_summary_gives_the_reason() {
+        let out = "\
+bpfvm-selftest start bpf_loop
+#20/1    bpf_loop/check_nr_loops:OK
+test_check_invalid_flags:FAIL:err unexpected error: -22
+#20/4    bpf_loop/check_invalid_flags:FAIL
+#20      bpf_loop:FAIL
+
+All error logs:
+test_check_invalid_flags:FAIL:err unexpected error: -22
+#20/4    bpf_loop/check_invalid_flags:FAIL
+#20      bpf_loop:FAIL
+Summary: 0/1 PASSED, 0 SKIPPED, 1 FAILED
+bpfvm-selftest end bpf_loop 1
+";
+        let mut rows = judge_run(&split_runs(out)[0]);
+        assert_eq!(rows.len(), 3, "{rows:?}");
+        let json = r#"{"success": 0, "success_subtest": 1, "skipped": 0, "failed": 1,
+            "results": [{"name": "bpf_loop", "number": 20, "message": "", "failed": true,
+              "subtests": [{"name": "check_invalid_flags", "number": 4,
+                "message": "test_check_invalid_flags:FAIL:err unexpected error: -22\n",
+                "failed": true}]}]}"#;
+        apply_json(&mut rows, &serde_json::from_str(json).unwrap());
+        let sub = &rows[1];
+        assert_eq!(sub.name, "test_progs/bpf_loop/check_invalid_flags");
+        assert!(sub.reason.as_deref().unwrap().contains("json summary"));
+        assert!(sub
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("unexpected error: -22"));
+        assert_eq!(rows[0].outcome, Outcome::Pass);
+    }
+
+    #[test]
+    fn a_non_zero_status_fails_a_test_that_reported_ok() {
+        let out = "bpfvm-selftest start a\n#1 a:OK\nbpfvm-selftest end a 2\n";
+        let rows = judge_run(&split_runs(out)[0]);
+        assert_eq!(rows[0].outcome, Outcome::Fail);
+        assert_eq!(rows[0].reason.as_deref(), Some("test_progs exited with 2"));
+    }
+
+    #[test]
+    fn test_maps_passes_only_with_its_final_line_and_status_zero() {
+        let out = "\
+Fork 100 tasks to 'test_update_delete'
+test_array_map_batch_ops:PASS
+map_in_map_batch_ops:PASS with inner ARRAY map
+test_maps: OK, 2 SKIPPED
+";
+        let rows = judge_test_maps(out, Some(0));
+        assert_eq!(
+            outcomes(&rows),
+            [
+                ("test_maps/test_array_map_batch_ops".into(), Outcome::Pass),
+                (
+                    "test_maps/map_in_map_batch_ops with inner ARRAY map".into(),
+                    Outcome::Pass
+                ),
+                ("test_maps".into(), Outcome::Pass),
+            ]
+        );
+        assert_eq!(
+            rows[2].reason.as_deref(),
+            Some("passed; 2 SKIPPED (test_maps names none)")
+        );
+        let died = "test_array_map_batch_ops:PASS\nerror in lookup_batch: Invalid argument\n";
+        let rows = judge_test_maps(died, Some(1));
+        assert_eq!(rows[1].outcome, Outcome::Fail);
+        assert!(rows[1]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("Invalid argument"));
+        assert_eq!(judge_test_maps("", None)[0].outcome, Outcome::Fail);
+    }
+
+    #[test]
+    fn a_known_failure_skips_with_its_reason_and_fails_once_it_passes() {
+        let known: Known = toml::from_str(
+            "[[known]]\ntest = \"test_progs/a\"\nreason = \"needs BTF of bpf_testmod\"\n\
+             [[known]]\ntest = \"test_progs/b\"\nreason = \"fixed upstream\"\n",
+        )
+        .unwrap();
+        let mut rows = vec![
+            failed("test_progs/a".into(), "FAIL".into()),
+            pass("test_progs/b".into()),
+            failed("test_progs/c".into(), "FAIL".into()),
+        ];
+        known.apply(&mut rows, "kernels/selftests/6.1.known.toml");
+        assert_eq!(
+            outcomes(&rows),
+            [
+                ("test_progs/a".into(), Outcome::Skip),
+                ("test_progs/b".into(), Outcome::Fail),
+                ("test_progs/c".into(), Outcome::Fail),
+            ]
+        );
+        assert!(rows[0].reason.as_deref().unwrap().contains("needs BTF"));
+        assert!(rows[1]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("remove the entry"));
+    }
+
+    /// The 6.1 guest's markers (its kernel.log) with a WARN planted while `bpf_loop` ran: that
+    /// test fails by name, the one before it does not.
+    #[test]
+    fn a_splat_between_a_tests_markers_fails_that_test() {
+        let log = "12,444,7700241,-;bpfvm: phase tests\n\
+                   12,445,7701564,-;bpfvm: tainted 1\n\
+                   12,446,7724472,-;bpfvm: test start test_progs/bloom_filter_map\n\
+                   12,447,8724596,-;bpfvm: test end test_progs/bloom_filter_map\n\
+                   12,448,8727601,-;bpfvm: test start test_progs/bpf_loop\n\
+                   4,449,9000000,-;------------[ cut here ]------------\n\
+                   4,450,9000001,-;WARNING: CPU: 0 PID: 9 at kernel/bpf/syscall.c:512 f+0x1/0x2\n\
+                   4,451,9000002,-;---[ end trace 0000000000000000 ]---\n\
+                   12,452,10999656,-;bpfvm: test end test_progs/bpf_loop\n\
+                   12,453,11571813,-;bpfvm: phase shutdown\n\
+                   12,454,11893134,-;bpfvm: phase end\n";
+        let allow = crate::results::health::allow::parse("").unwrap();
+        let mut health = crate::results::health::judge(log, &allow, "6.1", None);
+        let mut rows: Vec<TestResult> = split_runs(GREEN).iter().flat_map(judge_run).collect();
+        crate::results::report::apply_kernel_health(&mut rows, &mut health, true, |n| {
+            n.to_string()
+        });
+        let outcome = |n: &str| rows.iter().find(|r| r.name == n).unwrap().outcome;
+        assert_eq!(outcome("test_progs/bpf_loop"), Outcome::Fail);
+        assert_eq!(outcome("test_progs/bloom_filter_map"), Outcome::Pass);
+        assert!(rows.iter().any(|r| r.name.starts_with("kernel:")));
+    }
+
+    #[test]
+    fn durations_come_from_the_markers() {
+        let log = "12,5,1000000,-;bpfvm: test start test_progs/a\n\
+                   4,6,1200000,-;something\n\
+                   12,7,3500000,-;bpfvm: test end test_progs/a\n";
+        assert_eq!(durations(log)["test_progs/a"], 2500);
+    }
+
+    #[test]
+    fn the_judge_fails_a_selected_test_that_never_ran_and_checks_the_inventory() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(TEST_PROGS_OUT), GREEN).unwrap();
+        std::fs::write(
+            d.path().join(TEST_PROGS_LIST),
+            "bloom_filter_map\nbpf_loop\nbpf_iter\n",
+        )
+        .unwrap();
+        let rows = judge(d.path(), false, "");
+        let never = rows
+            .iter()
+            .find(|r| r.name == "test_progs/bpf_iter")
+            .unwrap();
+        assert_eq!(never.outcome, Outcome::Fail);
+        std::fs::write(
+            d.path().join(TEST_PROGS_ALL),
+            "bloom_filter_map\nbpf_loop\nnew_test\n",
+        )
+        .unwrap();
+        let inv = d.path().join("6.1.inventory");
+        std::fs::write(
+            &inv,
+            "test_progs bloom_filter_map\ntest_progs bpf_loop\ntest_progs gone\n",
+        )
+        .unwrap();
+        let entry = check_inventory(d.path(), &inv, "x.inventory", "bless").unwrap();
+        let why = entry.reason.unwrap();
+        assert!(
+            why.contains("test_progs gone") && why.contains("test_progs new_test"),
+            "{why}"
+        );
+        std::fs::write(&inv, inventory_of(d.path()).unwrap().render("h")).unwrap();
+        assert!(check_inventory(d.path(), &inv, "x.inventory", "bless").is_none());
+    }
+}

@@ -23,6 +23,7 @@ pub(crate) fn preamble(out: &Path) -> String {
     format!(
         "#!/bin/sh\n\
          # Written by bpfvm; runs inside the guest as root.\n\
+         {UNDER_BASH}\
          echo '{START_MARKER}' >&2\n\
          OUT={o}\n\
          export {RESULTS_ENV}=\"$OUT\"\n\
@@ -39,6 +40,13 @@ pub(crate) fn preamble(out: &Path) -> String {
         sp = files::SPECTRE_V2,
     )
 }
+
+/// Runs the script under bash (Essential in Debian, so in the guest's root). dash's `read` takes
+/// one byte per read(2), and a numeric `/proc/sys` file reads empty past offset 0
+/// (`__do_proc_doulongvec_minmax`, kernel/sysctl.c): under dash `bpfvm_mark` read only the
+/// taint mask's first digit (12288 as 1). bash reads a seekable file in one read(2). Without
+/// bash the script fails at once rather than misread the mask.
+const UNDER_BASH: &str = "[ -n \"$BASH_VERSION\" ] || exec bash \"$0\"\n";
 
 /// `bpfvm_mounted DIR`: whether a file system is mounted on DIR (`mountpoint -q`, without a
 /// program). `bpfvm_copy FILE DEST`: FILE's first line into DEST, nothing if FILE is missing
@@ -496,6 +504,32 @@ mod tests {
             .find("export BPFVM_FEATURES=\"$OUT/features.json\"\n")
             .unwrap();
         assert!(export < s.find("bpfvm_mark phase tests").unwrap());
+    }
+
+    /// The script's `read` gets a numeric sysctl whole when run as vng runs it (`sh SCRIPT`).
+    #[test]
+    fn a_multi_digit_sysctl_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("s.sh");
+        let file = "/proc/sys/kernel/pid_max";
+        let whole = std::fs::read_to_string(file).unwrap();
+        assert!(
+            whole.trim().len() > 1,
+            "pid_max has several digits: {whole}"
+        );
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\n{UNDER_BASH}read -r x < {file}; echo \"$x\"\n"),
+        )
+        .unwrap();
+        let out = std::process::Command::new("sh")
+            .arg(&script)
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), whole);
+        assert!(preamble(Path::new("/o")).starts_with(&format!(
+            "#!/bin/sh\n# Written by bpfvm; runs inside the guest as root.\n{UNDER_BASH}"
+        )));
     }
 
     #[test]

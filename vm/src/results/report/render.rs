@@ -37,7 +37,12 @@ pub fn junit(report: &Report) -> Result<String> {
         case.set_classname(format!("kernel-{}", report.kernel.version));
         suite.add_test_case(case);
     }
-    let mut r = JReport::new("bpfvm vm-test");
+    // The command whose rows these are: the kernel's own selftests, or the suite or a crate.
+    let name = match report.selftests {
+        Some(_) => "bpfvm selftests",
+        None => "bpfvm vm-test",
+    };
+    let mut r = JReport::new(name);
     r.add_test_suite(suite);
     Ok(r.to_string()?)
 }

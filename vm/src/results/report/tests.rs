@@ -377,6 +377,21 @@ fn junit_marks_skips_and_failures() {
     assert!(matrix.contains("FAIL: not run: offline"), "{matrix}");
     let xml = junit(&report).unwrap();
     assert!(xml.contains("<failure"), "{xml}");
+    assert!(xml.contains("name=\"bpfvm vm-test\""), "{xml}");
+    let mut upstream = report.clone();
+    upstream.selftests = Some(crate::results::report::SelftestsInfo {
+        source: "linux-source-6.1".into(),
+        note: None,
+        clang: "Debian clang version 16".into(),
+        build_dir: "/c".into(),
+        build_cached: true,
+        build_s: 0.0,
+    });
+    let xml = junit(&upstream).unwrap();
+    assert!(
+        xml.contains("name=\"bpfvm selftests\""),
+        "the kernel's own tests: {xml}"
+    );
     assert!(!report.ok());
     assert!(summary_table(&report).contains("2 passed, 3 failed, 0 skipped"));
 }

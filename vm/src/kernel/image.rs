@@ -115,12 +115,8 @@ pub fn stage(image: &Path, modules: Option<&Path>, staging: &Path) -> Result<Boo
         return Ok(tree);
     }
     std::fs::create_dir_all(staging).with_context(|| format!("create {}", staging.display()))?;
-    let lock_path = staging.join(".lock");
-    let lock = std::fs::File::create(&lock_path)
-        .with_context(|| format!("open {}", lock_path.display()))?;
     // Polled, so that Ctrl-C ends the wait while another run stages.
-    crate::support::wait::lock(&lock, || {})
-        .with_context(|| format!("lock {}", lock_path.display()))?;
+    let _lock = crate::support::wait::lock_dir(staging, || {})?;
     if tree.root.join(COMPLETE).is_file() {
         return Ok(tree);
     }

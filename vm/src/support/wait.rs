@@ -38,6 +38,21 @@ pub fn lock(file: &File, on_wait: impl FnOnce()) -> Result<()> {
     lock_until(file, on_wait, interrupted)
 }
 
+/// Takes an exclusive lock on `dir/.lock` (created if missing), calling `on_wait` once if
+/// another process holds it; the lock lasts as long as the returned file.
+pub fn lock_dir(dir: &std::path::Path, on_wait: impl FnOnce()) -> Result<File> {
+    use anyhow::Context as _;
+    let path = dir.join(".lock");
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("open {}", path.display()))?;
+    lock(&file, on_wait).with_context(|| format!("lock {}", path.display()))?;
+    Ok(file)
+}
+
 fn lock_until(file: &File, on_wait: impl FnOnce(), stop: impl Fn() -> bool) -> Result<()> {
     let mut on_wait = Some(on_wait);
     loop {

@@ -42,20 +42,12 @@ pub(crate) const SELFTESTS_DIR: &str = "tools/testing/selftests/bpf";
 fn lock(events: &Events) -> Result<File> {
     let dir = root();
     crate::support::fs::writable(&dir, "the selftests cache", "XDG_CACHE_HOME")?;
-    let path = dir.join(".lock");
-    let file = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("open {}", path.display()))?;
-    crate::support::wait::lock(&file, || {
+    crate::support::wait::lock_dir(&dir, || {
         events.note(format!(
             "another bpfvm run is building selftests; waiting for its lock ({})",
-            path.display()
+            dir.join(".lock").display()
         ))
-    })?;
-    Ok(file)
+    })
 }
 
 /// Runs `argv` logged to `logs/<log>.log` under the cache, shown first.

@@ -231,21 +231,12 @@ impl Cache {
     pub(super) fn lock(&self, events: &Events) -> Result<File> {
         let dir = self.kernels();
         crate::support::fs::writable(&dir, "the kernel cache", "XDG_CACHE_HOME")?;
-        let path = dir.join(".lock");
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .with_context(|| format!("opening {}", path.display()))?;
-        crate::support::wait::lock(&file, || {
+        crate::support::wait::lock_dir(&dir, || {
             events.note(format!(
                 "another bpfvm run is fetching kernels; waiting for its lock ({})",
-                path.display()
+                dir.join(".lock").display()
             ))
         })
-        .with_context(|| format!("locking {}", path.display()))?;
-        Ok(file)
     }
 
     /// Removes temporary files and trees left by runs that died. Call with the lock held.

@@ -91,10 +91,7 @@ impl Slot {
     pub(crate) fn lock(&self, on_wait: impl FnOnce()) -> Result<File> {
         std::fs::create_dir_all(&self.dir)
             .with_context(|| format!("create {}", self.dir.display()))?;
-        let path = self.dir.join(".lock");
-        let file = File::create(&path).with_context(|| format!("open {}", path.display()))?;
-        crate::support::wait::lock(&file, on_wait)?;
-        Ok(file)
+        crate::support::wait::lock_dir(&self.dir, on_wait)
     }
 
     pub(crate) fn stamp(&self) -> Option<Stamp> {

@@ -348,11 +348,7 @@ impl KnownFacts {
         shared: &Path,
         events: &Events,
     ) -> Result<Self> {
-        let kernel = reuse::Kernel {
-            bootable: &p.kernel.bootable,
-            cpus: vm.cpus,
-            append: &vm.append,
-        };
+        let kernel = reuse::Kernel::of(&p.kernel.bootable, vm.cpus, &vm.append)?;
         let mut verifier_inputs = vec![verifier.bin.clone()];
         verifier_inputs.extend(verifier.objects.iter().cloned());
         let mut steps = vec![];

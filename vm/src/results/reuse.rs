@@ -45,11 +45,23 @@ impl Step {
     }
 }
 
-/// The kernel and VM a step's answers hold for.
+/// The kernel and VM a step's answers hold for: the image hashed once for every step's key.
 pub struct Kernel<'a> {
-    pub bootable: &'a Bootable,
-    pub cpus: u32,
-    pub append: &'a [String],
+    image_sha256: String,
+    release: &'a str,
+    cpus: u32,
+    append: &'a [String],
+}
+
+impl<'a> Kernel<'a> {
+    pub fn of(bootable: &'a Bootable, cpus: u32, append: &'a [String]) -> Result<Self> {
+        Ok(Self {
+            image_sha256: sha256_file(&bootable.vmlinuz)?,
+            release: &bootable.release,
+            cpus,
+            append,
+        })
+    }
 }
 
 /// Where `step`'s answers for `inputs` on `kernel` are kept: a directory named for the key.
@@ -72,8 +84,8 @@ fn key(step: Step, kernel: &Kernel, inputs: &[PathBuf]) -> Result<String> {
     };
     line("bpfvm guest facts 1");
     line(step.name());
-    line(&sha256_file(&kernel.bootable.vmlinuz)?);
-    line(&kernel.bootable.release);
+    line(&kernel.image_sha256);
+    line(kernel.release);
     line(&kernel.cpus.to_string());
     line(&kernel.append.join(" "));
     for input in inputs {
@@ -154,11 +166,7 @@ mod tests {
     }
 
     fn key_of(f: &Fixture, cpus: u32, append: &[String]) -> String {
-        let k = Kernel {
-            bootable: &f.bootable,
-            cpus,
-            append,
-        };
+        let k = Kernel::of(&f.bootable, cpus, append).unwrap();
         key(Step::Verifier, &k, &f.inputs).unwrap()
     }
 

@@ -141,6 +141,10 @@ pub struct VmArgs {
     /// skips the commit); BPFVM_KERNEL does not count against it.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["kernel", "modules"])]
     pub kernel_tree: Option<PathBuf>,
+    /// The guest's architecture: x86_64 or arm64 (pins only, under TCG; see docs/arm64.md),
+    /// or `all` with vm-test. Default: the host's.
+    #[arg(long, env = "BPFVM_ARCH")]
+    pub arch: Option<String>,
     /// A config fragment of yours merged last over the suite's config (repeatable; with
     /// --kernel-tree).
     #[arg(long, value_name = "FRAGMENT", requires = "kernel_tree")]
@@ -181,6 +185,7 @@ impl VmArgs {
             modules: self.modules.clone(),
             kernel_tree: self.kernel_tree.clone(),
             kconfig: self.kconfig.clone(),
+            arch: self.arch.clone(),
         }
         .with_env()
     }

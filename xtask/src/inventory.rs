@@ -20,7 +20,11 @@ pub(crate) struct Options {
 pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     let tools = bpfvm_host::machine::provision::ensure(events)?;
     let ebpf = bpfvm_host::machine::build::build_ebpf(&tools.ebpf, events)?;
-    let guest = bpfvm_host::machine::build::build_guest(&ebpf, events)?;
+    let guest = bpfvm_host::machine::build::build_guest(
+        &ebpf,
+        bpfvm_host::domain::arch::Arch::X86_64,
+        events,
+    )?;
     let built = inventory::of_binaries(
         guest
             .tests

@@ -3,8 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
+use crate::domain::arch::Arch;
 use crate::domain::options::{self, VmOptions};
 use crate::kernel::choice::KernelChoice;
 use crate::kernel::expect::{Expectation, Probe};
@@ -12,6 +13,7 @@ use crate::kernel::ready::{self, Ready};
 use crate::machine::accel::{self, Accel};
 use crate::machine::build;
 use crate::machine::guest;
+use crate::machine::own_root::OwnRoot;
 use crate::machine::provision::Tools;
 use crate::machine::vng::{self, Ending, RunOutcome, VmSpec};
 use crate::results::health::{self, allow::Allowlist, Health, Judged};
@@ -42,11 +44,34 @@ pub(crate) struct Prepared {
     pub tools: Tools,
     pub kernel: Ready,
     pub accel: Accel,
+    /// The host directories a guest with its own root reads (`OwnRoot::reads`).
+    pub guest_reads: Vec<PathBuf>,
+}
+
+/// [`prepare_any_arch`] for the commands that boot x86_64 kernels only: another
+/// architecture's pin is refused before anything is fetched.
+pub(crate) fn prepare(
+    choice: &KernelChoice,
+    opts: &VmOptions,
+    events: &Events,
+) -> Result<Prepared> {
+    if let KernelChoice::Pin(pin) = choice {
+        if pin.arch != Arch::X86_64 {
+            bail!(
+                "--arch {}: this command boots x86_64 kernels only for now; `cargo xtask \
+                 vm-test --arch {}` runs the suite on {}",
+                pin.arch,
+                pin.arch,
+                pin.arch
+            );
+        }
+    }
+    prepare_any_arch(choice, opts, events)
 }
 
 /// Checks the VM options and the places bpfvm writes, makes `choice` ready to boot (checking
 /// it before anything is installed) and chooses the accelerator.
-pub(crate) fn prepare(
+pub(crate) fn prepare_any_arch(
     choice: &KernelChoice,
     opts: &VmOptions,
     events: &Events,
@@ -60,12 +85,18 @@ pub(crate) fn prepare(
     )?;
     let (tools, kernel) = ready::ready(choice, events)?;
     events.step("choosing the accelerator");
-    let accel = accel::decide(opts.accel, opts.tcg_thread, &kernel.bootable.vmlinuz)?;
+    let accel = accel::decide(
+        opts.accel,
+        opts.tcg_thread,
+        &kernel.bootable.vmlinuz,
+        kernel.arch,
+    )?;
     events.note(format!("accelerator: {}", accel.describe()));
     Ok(Prepared {
         tools,
         kernel,
         accel,
+        guest_reads: vec![],
     })
 }
 
@@ -157,6 +188,11 @@ pub(crate) fn vm_spec(
         timeout: opts.timeout,
         boot_timeout,
         qemu_opts: opts.qemu_opts.clone(),
+        own_root: p.kernel.guest_root.as_ref().map(|root| OwnRoot {
+            arch: p.kernel.arch,
+            root: root.clone(),
+            reads: p.guest_reads.clone(),
+        }),
     }
 }
 
@@ -262,14 +298,16 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     let events = &clock.watch(events);
     let start = clock.started();
     let allow = health::allow::load(&health::allow::path())?;
-    let p = prepare(&opts.kernel, &opts.vm, events)?;
+    let mut p = prepare_any_arch(&opts.kernel, &opts.vm, events)?;
     let prepared = start.elapsed();
     let ebpf_dir = build::build_ebpf(&p.tools.ebpf, events)?;
     let build::GuestBuild {
         tests: binaries,
         probe,
         verifier,
-    } = build::build_guest(&ebpf_dir, events)?;
+        dir: guest_dir,
+    } = build::build_guest(&ebpf_dir, p.kernel.arch, events)?;
+    p.guest_reads = vec![guest_dir, ebpf_dir.clone()];
     let verifier = guest::VerifierRun {
         bin: verifier,
         objects: build::list_objects(&ebpf_dir)?,

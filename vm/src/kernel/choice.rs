@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
+use crate::domain::arch::Arch;
 use crate::domain::options::defaults;
 use crate::kernel::pins::{self, Pin};
 use crate::kernel::source_tree;
@@ -45,7 +46,8 @@ impl KernelChoice {
     /// How the user named it, for messages.
     pub fn shown(&self) -> String {
         match self {
-            KernelChoice::Pin(p) => p.version.clone(),
+            KernelChoice::Pin(p) if p.arch == Arch::X86_64 => p.version.clone(),
+            KernelChoice::Pin(p) => format!("{} ({})", p.version, p.arch),
             KernelChoice::Image { path, .. } => path.display().to_string(),
             KernelChoice::Tree { dir, .. } => dir.display().to_string(),
             KernelChoice::TreeRef { dir, rev, .. } => format!("{rev} of {}", dir.display()),
@@ -63,6 +65,8 @@ pub struct KernelArgs {
     pub modules: Option<PathBuf>,
     pub kernel_tree: Option<PathBuf>,
     pub kconfig: Vec<PathBuf>,
+    /// `--arch`: `x86_64`, `arm64`, `all` or a list; the host's when not given.
+    pub arch: Option<String>,
 }
 
 impl KernelArgs {
@@ -81,6 +85,13 @@ impl KernelArgs {
                  6.1), an image or a tree (`all` and lists are for vm-test and bpfvm test)"
             );
         }
+        if self.arches()?.len() > 1 {
+            bail!(
+                "--arch {}: this command boots one kernel; name one architecture (`all` and \
+                 lists are for vm-test)",
+                self.arch.as_deref().unwrap_or_default()
+            );
+        }
         let mut all = self.many()?;
         Ok(all.remove(0))
     }
@@ -88,6 +99,14 @@ impl KernelArgs {
     /// The kernels these options name: `all` (every pin, oldest first), a comma-separated
     /// list of pins, or one kernel.
     pub fn many(&self) -> Result<Vec<KernelChoice>> {
+        let arches = self.arches()?;
+        if arches != [Arch::X86_64] && (self.kernel_tree.is_some() || self.value().contains('/')) {
+            bail!(
+                "--arch {}: kernels of another architecture boot from pins only (`cargo xtask \
+                 kernels list`); an image or a tree is booted as x86_64: leave --arch out",
+                self.arch.as_deref().unwrap_or_default()
+            );
+        }
         if let Some(dir) = &self.kernel_tree {
             if self.kernel.is_some() {
                 bail!("--kernel and --kernel-tree name two kernels; give one");
@@ -110,15 +129,32 @@ impl KernelArgs {
         if self.modules.is_some() {
             bail!("--modules is for a kernel image you built (--kernel PATH); pinned kernels bring their own");
         }
-        let names: Vec<String> = if value == ALL {
-            pins::pins()?.into_iter().map(|p| p.version).collect()
-        } else {
-            value.split(',').map(|k| k.trim().to_string()).collect()
-        };
-        if names.iter().any(String::is_empty) {
-            bail!("--kernel {value:?}: an empty kernel in the list (e.g. --kernel 6.1,6.12)");
+        let mut choices = vec![];
+        for arch in arches {
+            let names: Vec<String> = if value == ALL {
+                pins::pins_for(arch)?
+                    .into_iter()
+                    .map(|p| p.version)
+                    .collect()
+            } else {
+                value.split(',').map(|k| k.trim().to_string()).collect()
+            };
+            if names.iter().any(String::is_empty) {
+                bail!("--kernel {value:?}: an empty kernel in the list (e.g. --kernel 6.1,6.12)");
+            }
+            for n in &names {
+                choices.push(pin(n, arch)?);
+            }
         }
-        names.iter().map(|n| pin(n)).collect()
+        Ok(choices)
+    }
+
+    /// `--arch`, parsed; the host's when not given.
+    fn arches(&self) -> Result<Vec<Arch>> {
+        match &self.arch {
+            Some(a) => Arch::parse_list(a),
+            None => Ok(vec![Arch::host()]),
+        }
     }
 
     /// `--kernel`, else `BPFVM_KERNEL`, else the default pin.
@@ -130,17 +166,20 @@ impl KernelArgs {
     }
 }
 
-/// A pin by name; a file of that name in the current directory is named in the error.
-fn pin(name: &str) -> Result<KernelChoice> {
-    pins::resolve(name).map(KernelChoice::Pin).map_err(|e| {
-        if Path::new(name).exists() {
-            e.context(format!(
+/// A pin of `arch` by name; a file of that name in the current directory is named in the
+/// error.
+fn pin(name: &str, arch: Arch) -> Result<KernelChoice> {
+    pins::resolve_for(name, arch)
+        .map(KernelChoice::Pin)
+        .map_err(|e| {
+            if Path::new(name).exists() {
+                e.context(format!(
                 "`{name}` is read as a pin; for the file or directory of that name, pass ./{name}"
             ))
-        } else {
-            e
-        }
-    })
+            } else {
+                e
+            }
+        })
 }
 
 fn image(path: &Path, modules: Option<PathBuf>) -> Result<KernelChoice> {

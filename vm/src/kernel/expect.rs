@@ -75,7 +75,13 @@ impl Expectation {
         })?;
         Ok(Self {
             kernel: dotted(version),
-            source: format!("pin kernels/{}.toml", pin.version),
+            source: format!(
+                "pin {}",
+                pin.path
+                    .strip_prefix(crate::support::paths::workspace_root())
+                    .unwrap_or(&pin.path)
+                    .display()
+            ),
             features: pin.features.clone(),
         })
     }

@@ -1,10 +1,11 @@
 //! A [`KernelChoice`] made ready to boot: what the user gave is checked first (a wrong path or
 //! pin fails before anything is installed), then the host tools are provisioned and the kernel
 //! fetched (a pin, alongside the tools), staged (an image) or configured and built (a tree).
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
+use crate::domain::arch::Arch;
 use crate::kernel::bootable::Bootable;
 use crate::kernel::choice::KernelChoice;
 use crate::kernel::expect::Expectation;
@@ -28,6 +29,11 @@ pub struct Ready {
     pub expected: Expectation,
     /// The source tree the kernel was built from.
     pub built_from: Option<TreeInfo>,
+    /// The kernel's architecture.
+    pub arch: Arch,
+    /// The root the guest boots into when it cannot run the host's (another architecture's
+    /// kernel: its pin's extracted tree, `pins::userland`).
+    pub guest_root: Option<PathBuf>,
 }
 
 /// Makes `choice` ready to boot, provisioning the host tools on the way.
@@ -35,17 +41,27 @@ pub fn ready(choice: &KernelChoice, events: &Events) -> Result<(Tools, Ready)> {
     match choice {
         KernelChoice::Pin(pin) => {
             let expected = Expectation::for_pin(pin)?;
+            if pin.arch != Arch::X86_64 {
+                // The root is made with qemu's user-mode emulator while the kernel is fetched.
+                provision::ensure_packages(&provision::arch_packages(pin.arch), events)?;
+            }
             events.step("checking host tools");
             let (tools, bootable) = provision::ensure_alongside(events, || {
                 events.step(format!("kernel {} ({})", pin.version, pin.description));
                 pins::fetch(pin, events)
             })?;
+            let (label, guest_root) = match pin.arch {
+                Arch::X86_64 => (pin.version.clone(), None),
+                a => (format!("{}-{a}", pin.version), Some(bootable.root.clone())),
+            };
             let ready = Ready {
                 bootable,
-                label: pin.version.clone(),
+                label,
                 pinned_release: Some(pin.release.clone()),
                 expected,
                 built_from: None,
+                arch: pin.arch,
+                guest_root,
             };
             Ok((tools, ready))
         }
@@ -106,6 +122,8 @@ fn of_image(
         pinned_release: None,
         expected,
         built_from,
+        arch: Arch::X86_64,
+        guest_root: None,
     }
 }
 

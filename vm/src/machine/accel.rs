@@ -3,6 +3,7 @@
 //! The probe can take its whole timeout (on a PVM host qemu spins in the host kernel: one core
 //! of system time until it is killed), so its verdict is kept in the cache for the rest of the
 //! host's boot (`/proc/sys/kernel/random/boot_id`).
+use crate::domain::arch::Arch;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -79,9 +80,15 @@ impl Accel {
 /// core of system time for the whole wait, on every first run (20 s when this was 20).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(6);
 
-/// Decides the accelerator, probing KVM with `vmlinuz` unless the user chose TCG, and under
-/// TCG how its vCPUs are threaded (`threads`, `--tcg-thread`).
-pub fn decide(choice: Choice, threads: tcg_thread::Choice, vmlinuz: &Path) -> Result<Accel> {
+/// Decides the accelerator for a guest of `arch`, probing KVM with `vmlinuz` unless the user
+/// chose TCG or the guest is not of the host's architecture, and under TCG how its vCPUs are
+/// threaded (`threads`, `--tcg-thread`).
+pub fn decide(
+    choice: Choice,
+    threads: tcg_thread::Choice,
+    vmlinuz: &Path,
+    arch: Arch,
+) -> Result<Accel> {
     let tcg = |reason: String| -> Result<Accel> {
         Ok(Accel {
             kind: Kind::Tcg,
@@ -91,6 +98,16 @@ pub fn decide(choice: Choice, threads: tcg_thread::Choice, vmlinuz: &Path) -> Re
     };
     if choice == Choice::Tcg {
         return tcg("--accel tcg".into());
+    }
+    if !arch.is_host() {
+        let why = format!(
+            "KVM runs guests of the host's architecture ({}) only",
+            Arch::host()
+        );
+        if choice == Choice::Kvm {
+            bail!("--accel kvm with an {arch} kernel: {why}\nfix: leave --accel out (TCG)");
+        }
+        return tcg(format!("an {arch} guest: {why}"));
     }
     match probe_kvm_once_per_boot(vmlinuz, &verdict_file()) {
         Ok(how) => Ok(Accel {
@@ -230,12 +247,31 @@ mod tests {
             Choice::Tcg,
             tcg_thread::Choice::Single,
             Path::new("/nonexistent"),
+            Arch::X86_64,
         )
         .unwrap();
         assert_eq!(a.kind, Kind::Tcg);
         assert!(a.describe().starts_with("TCG"));
         assert!(a.describe().contains("one host thread for all vCPUs"));
         assert_eq!(a.qemu_opts(), ["-accel", "tcg,thread=single"]);
+    }
+
+    /// No probe either for another architecture's guest (the image does not exist: a probe
+    /// would fail), and `--accel kvm` is refused with the reason.
+    #[test]
+    fn a_guest_of_another_architecture_runs_under_tcg() {
+        let other = Arch::EVERY.into_iter().find(|a| !a.is_host()).unwrap();
+        let nothing = Path::new("/nonexistent");
+        let a = decide(Choice::Auto, tcg_thread::Choice::Single, nothing, other).unwrap();
+        assert_eq!(a.kind, Kind::Tcg);
+        assert!(
+            a.reason
+                .contains("KVM runs guests of the host's architecture"),
+            "{}",
+            a.reason
+        );
+        let e = decide(Choice::Kvm, tcg_thread::Choice::Single, nothing, other).unwrap_err();
+        assert!(e.to_string().contains("leave --accel out"), "{e}");
     }
 
     #[test]

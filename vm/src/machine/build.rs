@@ -8,7 +8,10 @@ use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 
-use crate::machine::provision::{run_logged, scrub_cargo_env, tail_lines, EbpfToolchain};
+use crate::domain::arch::Arch;
+use crate::machine::provision::{
+    run_logged, scrub_cargo_env, tail_lines, EbpfToolchain, DEBIAN_CARGO, DEBIAN_RUSTC,
+};
 use crate::support::output::Events;
 use crate::support::paths::{target_dir, workspace_root};
 use crate::support::shell;
@@ -209,20 +212,98 @@ pub fn parse_cargo_messages(stdout: &str) -> (Vec<Artifact>, Vec<String>) {
     (arts, errors)
 }
 
-/// Runs a cargo JSON build of the root workspace with `BPFVM_EBPF_DIR` set.
-fn cargo_json(args: &[&str], ebpf_dir: &Path, events: &Events) -> Result<Vec<Artifact>> {
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+/// How the guest binaries of an architecture are built: natively with the parent's cargo, or
+/// for another architecture with Debian's Rust and its library sources (rustup here has no
+/// `rust-src` and cannot download targets), the same route the BPF objects take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestCommand {
+    pub program: String,
+    /// Before the build's own arguments.
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// The cargo that builds guest binaries for `arch` (pure: unit-tested).
+pub fn guest_command(arch: Arch) -> GuestCommand {
+    if arch.is_host() {
+        // The normal rustup cargo (the parent's toolchain, so the shared target dir stays
+        // warm).
+        return GuestCommand {
+            program: "cargo".into(),
+            args: vec![],
+            env: vec![],
+        };
+    }
+    let target = arch.rust_target();
+    let linker_var = format!(
+        "CARGO_TARGET_{}_LINKER",
+        target.to_uppercase().replace('-', "_")
+    );
+    GuestCommand {
+        program: DEBIAN_CARGO.into(),
+        args: vec![
+            "-Z".into(),
+            "build-std=std,panic_unwind".into(),
+            "--target".into(),
+            target.into(),
+        ],
+        env: vec![
+            ("RUSTC".into(), DEBIAN_RUSTC.into()),
+            ("RUSTC_BOOTSTRAP".into(), "1".into()),
+            // Its own directory: another rustc's artifacts beside the native build's.
+            (
+                "CARGO_TARGET_DIR".into(),
+                cross_target_dir().display().to_string(),
+            ),
+            (linker_var, cross_linker(arch).into()),
+        ],
+    }
+}
+
+/// Where guest binaries for another architecture are built.
+pub fn cross_target_dir() -> PathBuf {
+    target_dir().join("cross")
+}
+
+/// Debian's cross linker for `arch` (package `gcc-<triple>`, `provision::arch_packages`).
+fn cross_linker(arch: Arch) -> &'static str {
+    match arch {
+        Arch::X86_64 => "x86_64-linux-gnu-gcc",
+        Arch::Arm64 => "aarch64-linux-gnu-gcc",
+    }
+}
+
+/// Runs a cargo JSON build of the root workspace for `arch` with `BPFVM_EBPF_DIR` set.
+fn cargo_json(
+    args: &[&str],
+    ebpf_dir: &Path,
+    arch: Arch,
+    events: &Events,
+) -> Result<Vec<Artifact>> {
+    let how = guest_command(arch);
+    let args: Vec<String> = args
+        .iter()
+        .map(|s| s.to_string())
+        .chain(how.args.iter().cloned())
+        .collect();
+    let mut env = vec![("BPFVM_EBPF_DIR".to_string(), ebpf_dir.display().to_string())];
+    env.extend(how.env.iter().cloned());
     let shown = shell::display(
-        &[("BPFVM_EBPF_DIR", ebpf_dir.display().to_string())],
-        "cargo",
+        &env.iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect::<Vec<_>>(),
+        &how.program,
         &args,
     );
     events.command(&shown);
-    // The normal rustup cargo (the parent's toolchain, so the shared target dir stays warm).
-    let out = Command::new("cargo")
+    let mut cmd = Command::new(&how.program);
+    if !arch.is_host() {
+        scrub_cargo_env(&mut cmd);
+    }
+    let out = cmd
         .args(&args)
         .current_dir(workspace_root())
-        .env("BPFVM_EBPF_DIR", ebpf_dir)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .output()
         .with_context(|| format!("starting `{shown}`"))?;
@@ -256,6 +337,8 @@ pub struct GuestBuild {
     pub probe: PathBuf,
     /// The verifier statistics of every program of given objects (`tests/src/bin/verifier.rs`).
     pub verifier: PathBuf,
+    /// The directory holding them all (what a guest with its own root mounts).
+    pub dir: PathBuf,
 }
 
 /// Builds the guest tests, the probe and the verifier statistics binary embedding the objects
@@ -263,8 +346,11 @@ pub struct GuestBuild {
 /// --bin probe --bin verifier`): built apart,
 /// the probe resolves its dependencies' features without the tests' dev-dependencies, and cargo
 /// built syn, serde, aya-obj and aya a second time (170 s of a fresh run).
-pub fn build_guest(ebpf_dir: &Path, events: &Events) -> Result<GuestBuild> {
-    events.step("building guest tests and probe (bpfvm-tests)");
+pub fn build_guest(ebpf_dir: &Path, arch: Arch, events: &Events) -> Result<GuestBuild> {
+    events.step(format!(
+        "building guest tests and probe (bpfvm-tests, {})",
+        arch.rust_target()
+    ));
     let arts = cargo_json(
         &[
             "build",
@@ -280,6 +366,7 @@ pub fn build_guest(ebpf_dir: &Path, events: &Events) -> Result<GuestBuild> {
             VERIFIER_BIN,
         ],
         ebpf_dir,
+        arch,
         events,
     )?;
     let tests = test_binaries(&arts);
@@ -288,10 +375,17 @@ pub fn build_guest(ebpf_dir: &Path, events: &Events) -> Result<GuestBuild> {
     }
     let probe = bin_of(arts.clone(), "probe")?;
     let verifier = bin_of(arts, VERIFIER_BIN)?;
+    // `<target dir>[/<triple>]/guest/probe`: the profile's directory's parent holds them all.
+    let dir = probe
+        .parent()
+        .and_then(Path::parent)
+        .context("the probe's path has no directory")?
+        .to_path_buf();
     Ok(GuestBuild {
         tests,
         probe,
         verifier,
+        dir,
     })
 }
 
@@ -333,6 +427,7 @@ pub fn build_guest_bin(
             bin,
         ],
         ebpf_dir,
+        Arch::host(),
         events,
     )?;
     bin_of(arts, bin)
@@ -371,6 +466,24 @@ mod tests {
         assert_eq!(env["RUSTC_BOOTSTRAP"], "1");
         assert_eq!(env["CARGO_TARGET_DIR"], "/t/ebpf");
         assert_eq!(env["RUSTFLAGS"], "-C debuginfo=2 -C link-arg=--btf");
+    }
+
+    #[test]
+    fn an_arm64_guest_is_built_by_debian_rust_with_its_std_and_the_cross_linker() {
+        let c = guest_command(Arch::Arm64);
+        assert_eq!(c.program, "/usr/bin/cargo");
+        assert_eq!(
+            c.args.join(" "),
+            "-Z build-std=std,panic_unwind --target aarch64-unknown-linux-gnu"
+        );
+        let env: std::collections::BTreeMap<_, _> = c.env.into_iter().collect();
+        assert_eq!(
+            env["CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER"],
+            "aarch64-linux-gnu-gcc"
+        );
+        assert_eq!(env["RUSTC_BOOTSTRAP"], "1");
+        assert!(env["CARGO_TARGET_DIR"].ends_with("/cross"));
+        assert_eq!(guest_command(Arch::X86_64).program, "cargo");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 pub mod accel;
 pub mod build;
 pub mod guest;
+pub mod own_root;
 pub mod provision;
 pub mod qemu;
 pub mod tcg_thread;

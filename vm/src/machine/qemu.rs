@@ -4,7 +4,7 @@
 //! status it returns 255 whatever qemu's end was (`virtme/commands/run.py`, the end of `do_it`:
 //! "Return special error code 255 in case of unexpected exit"), so a kernel panic, an
 //! assertion in qemu (SIGABRT) and a segfault look alike to vng's caller. vng therefore starts
-//! qemu through [`WRAPPER`] (`vng --qemu`), which runs the real qemu and prints its exit status
+//! qemu through [`wrapper`] (`vng --qemu`), which runs the real qemu and prints its exit status
 //! on stderr when it is not 0; [`Watch`] reads that line and qemu's own last message (glibc's
 //! assertion text and qemu's `error_report` both start with the program's name).
 use std::os::unix::fs::PermissionsExt;
@@ -12,27 +12,42 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use crate::domain::arch::Arch;
 use crate::support::shell::status_words;
 
-/// The qemu binary vng would pick (`qemu_helpers.Qemu`: `qemu-system-{arch}` on PATH).
-const QEMU: &str = "qemu-system-x86_64";
+/// The qemu binary vng picks for `arch` (`qemu_helpers.Qemu`: `qemu-system-{arch}` on PATH).
+pub fn binary(arch: Arch) -> &'static str {
+    match arch {
+        Arch::X86_64 => "qemu-system-x86_64",
+        Arch::Arm64 => "qemu-system-aarch64",
+    }
+}
+
+/// What qemu's own messages start with, whichever binary.
+const MESSAGE_PREFIX: &str = "qemu-system-";
 /// The wrapper's file name, beside the guest script.
 pub const WRAPPER_FILE: &str = "qemu-wrapper.sh";
 /// What the wrapper prints before qemu's non-zero exit status.
-const STATUS_LINE: &str = "bpfvm: qemu-system-x86_64 exited with status ";
-/// Runs the real qemu (the wrapper's own name is not on PATH) and reports a non-zero status
-/// as a shell sees it: 128 + N when signal N ended qemu.
-const WRAPPER: &str = "#!/bin/sh\n\
-# qemu for bpfvm: virtme-run does not pass on how qemu ended, so this says it.\n\
-qemu-system-x86_64 \"$@\"\n\
-status=$?\n\
-[ \"$status\" -eq 0 ] || echo \"bpfvm: qemu-system-x86_64 exited with status $status\" >&2\n\
-exit \"$status\"\n";
+const STATUS_LINE: &str = "bpfvm: qemu exited with status ";
 
-/// Writes the wrapper into `dir` (the run's directory) and returns its path.
-pub fn write_wrapper(dir: &Path) -> Result<PathBuf> {
+/// The wrapper of `qemu`: runs the real qemu (the wrapper's own name is not on PATH) and
+/// reports a non-zero status as a shell sees it: 128 + N when signal N ended qemu.
+fn wrapper(qemu: &str) -> String {
+    format!(
+        "#!/bin/sh\n\
+         # qemu for bpfvm: virtme-run does not pass on how qemu ended, so this says it.\n\
+         {qemu} \"$@\"\n\
+         status=$?\n\
+         [ \"$status\" -eq 0 ] || echo \"{STATUS_LINE}$status\" >&2\n\
+         exit \"$status\"\n"
+    )
+}
+
+/// Writes the wrapper of `arch`'s qemu into `dir` (the run's directory) and returns its path.
+pub fn write_wrapper(dir: &Path, arch: Arch) -> Result<PathBuf> {
     let path = dir.join(WRAPPER_FILE);
-    std::fs::write(&path, WRAPPER).with_context(|| format!("write {}", path.display()))?;
+    std::fs::write(&path, wrapper(binary(arch)))
+        .with_context(|| format!("write {}", path.display()))?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
         .with_context(|| format!("make {} executable", path.display()))?;
     Ok(path)
@@ -59,7 +74,10 @@ impl Watch {
     pub fn see(&mut self, line: &str) {
         if let Some(status) = line.strip_prefix(STATUS_LINE) {
             self.status = status.trim().parse().ok();
-        } else if let Some(message) = line.strip_prefix(QEMU).and_then(|l| l.strip_prefix(": ")) {
+        } else if let Some((_, message)) = line
+            .strip_prefix(MESSAGE_PREFIX)
+            .and_then(|l| l.split_once(": "))
+        {
             self.message = Some(message.to_string());
         }
     }
@@ -96,7 +114,7 @@ mod tests {
             "Poking KASLR using RDRAND RDTSC...",
             "qemu-system-x86_64: ../../hw/pci/msix.c:228: msix_table_mmio_write: Assertion \
              `addr + size <= dev->msix_entries_nr * PCI_MSIX_ENTRY_SIZE' failed.",
-            "bpfvm: qemu-system-x86_64 exited with status 134",
+            "bpfvm: qemu exited with status 134",
         ]);
         assert_eq!(
             end,
@@ -111,7 +129,7 @@ mod tests {
     #[test]
     fn a_silent_signal_is_named_and_an_error_exit_is_no_crash() {
         assert_eq!(
-            watch(&["bpfvm: qemu-system-x86_64 exited with status 139"]),
+            watch(&["bpfvm: qemu exited with status 139"]),
             Some(QemuEnd::Crashed(
                 "signal 11 (SIGSEGV), with no message of its own".into()
             ))
@@ -119,7 +137,7 @@ mod tests {
         assert_eq!(
             watch(&[
                 "qemu-system-x86_64: -foo: invalid option",
-                "bpfvm: qemu-system-x86_64 exited with status 1"
+                "bpfvm: qemu exited with status 1"
             ]),
             Some(QemuEnd::Failed(
                 "qemu exit status 1: -foo: invalid option".into()
@@ -134,14 +152,14 @@ mod tests {
     #[test]
     fn the_wrapper_passes_arguments_and_reports_the_signal() {
         let dir = tempfile::tempdir().unwrap();
-        let fake = dir.path().join(QEMU);
+        let fake = dir.path().join(binary(Arch::Arm64));
         std::fs::write(
             &fake,
-            "#!/bin/sh\necho \"qemu-system-x86_64: got $#: $1|$2\" >&2\nkill -ABRT $$\n",
+            "#!/bin/sh\necho \"qemu-system-aarch64: got $#: $1|$2\" >&2\nkill -ABRT $$\n",
         )
         .unwrap();
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let wrapper = write_wrapper(dir.path()).unwrap();
+        let wrapper = write_wrapper(dir.path(), Arch::Arm64).unwrap();
         let path = format!("{}:/usr/bin:/bin", dir.path().display());
         let out = std::process::Command::new(&wrapper)
             .args(["-name", "a b"])

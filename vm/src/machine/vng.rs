@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::domain::arch::Arch;
 use crate::machine::accel::Accel;
+use crate::machine::own_root::{self, OwnRoot};
 use crate::machine::qemu::{self, QemuEnd};
 use crate::support::guest_files;
 use crate::support::output::{Events, Output};
@@ -42,6 +44,8 @@ pub struct VmSpec {
     /// Extra qemu arguments, each passed as its own `--qemu-opts=` (e.g. bench-vm's
     /// `-icount`, `shift=0,sleep=off`); host-written constants only.
     pub qemu_opts: Vec<String>,
+    /// The root of a guest that cannot run the host's (another architecture's kernel).
+    pub own_root: Option<OwnRoot>,
 }
 
 /// How the VM ended.
@@ -162,7 +166,11 @@ pub fn run(
     let status_file = spec.rwdir.join(STATUS_FILE);
     let _ = std::fs::remove_file(&status_file);
     // qemu through the wrapper that says how it ended, written beside the guest script.
-    let wrapper = qemu::write_wrapper(spec.script.parent().unwrap_or(&spec.rwdir))?;
+    let arch = spec.own_root.as_ref().map_or(Arch::host(), |o| o.arch);
+    let wrapper = qemu::write_wrapper(spec.script.parent().unwrap_or(&spec.rwdir), arch)?;
+    if let Some(own) = &spec.own_root {
+        own_root::stage(own, &spec.rwdir, &spec.script)?;
+    }
     let mut args = vec![
         "--qemu".to_string(),
         quote(vng_path(&wrapper, "the qemu wrapper")?),
@@ -244,6 +252,9 @@ pub fn run(
     };
     for (stream, line) in group.finish() {
         forward(stream, line, &mut tail);
+    }
+    if spec.own_root.is_some() {
+        let _ = std::fs::remove_dir_all(own_root::staged_path(&spec.script));
     }
     // qemu's own end, when it was not 0, is why the VM failed: the wrapper says which.
     let ending = match (ending, qemu_end.borrow().end()) {
@@ -339,6 +350,7 @@ fn shell_args(spec: &VmSpec) -> Result<Vec<String>> {
 /// unquoted; so those are shell-quoted here, and a path vng or qemu cannot carry is refused.
 /// `--exec` is quoted by vng itself and run by the guest's shell, which reads the script path.
 fn vng_args(spec: &VmSpec) -> Result<Vec<String>> {
+    let rwdir = quote(vng_path(&spec.rwdir, "the run directory")?);
     let mut args = vec![
         "--user".to_string(),
         "root".into(),
@@ -346,12 +358,27 @@ fn vng_args(spec: &VmSpec) -> Result<Vec<String>> {
         spec.cpus.to_string(),
         "--memory".into(),
         quote(&spec.memory),
-        format!(
-            "--rwdir={}",
-            quote(vng_path(&spec.rwdir, "the run directory")?)
-        ),
-        "--verbose".into(),
     ];
+    match &spec.own_root {
+        None => args.push(format!("--rwdir={rwdir}")),
+        // With a root of its own, each directory is mounted at its host path (`GUEST=HOST`:
+        // the plain form would be read as a path inside that root).
+        Some(own) => {
+            let root = own_root::staged_path(&spec.script);
+            args.extend([
+                "--arch".to_string(),
+                own.arch.name().to_string(),
+                "--root".into(),
+                quote(vng_path(&root, "the guest's root")?),
+                format!("--rwdir={rwdir}={rwdir}"),
+            ]);
+            for r in &own.reads {
+                let r = quote(vng_path(r, "a directory the guest reads")?);
+                args.push(format!("--rodir={r}={r}"));
+            }
+        }
+    }
+    args.push("--verbose".into());
     if !spec.accel.is_kvm() {
         args.push("--disable-kvm".into());
     }
@@ -459,7 +486,32 @@ mod tests {
             timeout: Duration::from_secs(5),
             boot_timeout: Duration::from_secs(5),
             qemu_opts: vec![],
+            own_root: None,
         }
+    }
+
+    #[test]
+    fn a_guest_with_its_own_root_mounts_each_directory_at_its_host_path() {
+        let args = vng_args(&VmSpec {
+            own_root: Some(OwnRoot {
+                arch: crate::domain::arch::Arch::Arm64,
+                root: "/c/kernels/6.12-arm64-x".into(),
+                reads: vec!["/w/target/cross".into(), "/w/target/ebpf".into()],
+            }),
+            ..spec(crate::machine::accel::Kind::Tcg)
+        })
+        .unwrap();
+        let line = args.join(" ");
+        assert!(
+            line.contains(
+                "--arch arm64 --root /run/root --rwdir=/run/out=/run/out \
+                 --rodir=/w/target/cross=/w/target/cross --rodir=/w/target/ebpf=/w/target/ebpf"
+            ),
+            "{line}"
+        );
+        assert!(!args.iter().any(|a| a == "--rwdir=/run/out"));
+        // The script keeps its host path: the staged root holds a copy there.
+        assert!(line.ends_with("--exec sh /run/guest.sh"), "{line}");
     }
 
     #[test]

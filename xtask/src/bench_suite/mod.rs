@@ -75,7 +75,12 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     }
     let tools = bpfvm_host::machine::provision::ensure(events)?;
     let tree = bpfvm_host::kernel::pins::fetch(&pin, events)?;
-    let accel = bpfvm_host::machine::accel::decide(Choice::Auto, TcgThread::Auto, &tree.vmlinuz)?;
+    let accel = bpfvm_host::machine::accel::decide(
+        Choice::Auto,
+        TcgThread::Auto,
+        &tree.vmlinuz,
+        bpfvm_host::domain::arch::Arch::X86_64,
+    )?;
     let sh = Shell::new()?;
     let (kernel, cpus, memory) = (&opts.kernel, opts.cpus.to_string(), &opts.memory);
     let args = &vm_test_args;

@@ -1,6 +1,7 @@
 //! A private apt: its own sources.list, lists and cache under `cache_dir()/apt/`, so fetching
 //! kernels needs no root and never touches the host's apt state.
 use super::pin::{Package, Pin, Source};
+use crate::domain::arch::Arch;
 use crate::support::output::Events;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -29,6 +30,8 @@ pub(super) fn sources_list(sources: &[Source]) -> String {
 pub(super) struct Apt {
     pub dir: PathBuf,
     pub sources_list: String,
+    /// The architecture of the packages it downloads.
+    pub arch: Arch,
     /// Running as root: apt would drop to `_apt` for downloads, which cannot write our
     /// private (root-owned) directories; keep it as root instead.
     pub as_root: bool,
@@ -42,11 +45,17 @@ impl Apt {
         let text = sources_list(&pin.sources);
         let suites: Vec<&str> = pin.sources.iter().map(|s| s.suite.as_str()).collect();
         let hash = hex::encode(Sha256::digest(text.as_bytes()));
+        // Each architecture keeps its own lists: `apt-get update` for one drops the other's.
+        let arch = match pin.arch {
+            Arch::X86_64 => String::new(),
+            a => format!("-{}", a.debian()),
+        };
         Apt {
             dir: cache_root
                 .join("apt")
-                .join(format!("{}-{}", suites.join("+"), &hash[..8])),
+                .join(format!("{}-{}{arch}", suites.join("+"), &hash[..8])),
             sources_list: text,
+            arch: pin.arch,
             as_root: unsafe { libc::geteuid() } == 0,
         }
     }
@@ -103,8 +112,8 @@ impl Apt {
             format!("Dir::Cache={}", d.join("cache").display()),
             // No dpkg database: nothing is installed, and a non-root user cannot lock the host's.
             "Dir::State::status=/dev/null".to_string(),
-            format!("APT::Architecture={}", super::ARCH),
-            format!("APT::Architectures={}", super::ARCH),
+            format!("APT::Architecture={}", self.arch.debian()),
+            format!("APT::Architectures={}", self.arch.debian()),
             // Only the Packages indexes: no translations, no AppStream metadata.
             "Acquire::Languages=none".to_string(),
             "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false".to_string(),
@@ -356,6 +365,7 @@ mod tests {
         Apt {
             dir: PathBuf::from("/c/apt/bookworm-x"),
             sources_list: String::new(),
+            arch: Arch::X86_64,
             as_root,
         }
     }

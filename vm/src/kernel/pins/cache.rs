@@ -12,6 +12,7 @@
 //! removed with an error saying to fetch it again.
 use super::apt::{says_not_on_mirror, Apt};
 use super::pin::{Package, Pin};
+use crate::domain::arch::Arch;
 use crate::kernel::bootable::{modules_dir, Bootable};
 use crate::support::fs::sha256_file;
 use crate::support::output::Events;
@@ -185,14 +186,18 @@ impl Cache {
     }
 
     /// Where the verified `.deb` of `pkg` is kept.
-    pub(super) fn deb_path(&self, pkg: &Package) -> PathBuf {
-        self.debs().join(pkg.deb_file_name())
+    pub(super) fn deb_path(&self, pkg: &Package, arch: Arch) -> PathBuf {
+        self.debs().join(pkg.deb_file_name(arch))
     }
 
     /// The extracted tree of a pin: `kernels/<version>-<short id>`.
     pub(super) fn tree_dir(&self, pin: &Pin) -> PathBuf {
+        let arch = match pin.arch {
+            Arch::X86_64 => String::new(),
+            a => format!("{a}-"),
+        };
         self.kernels()
-            .join(format!("{}-{}", pin.version, pin.short_id()))
+            .join(format!("{}-{arch}{}", pin.version, pin.short_id()))
     }
 
     /// The complete tree for `pin`, if one is in place and matches its [`COMPLETE`] marker.
@@ -268,7 +273,7 @@ impl Cache {
     /// Call with the lock held: another run may be verifying or renaming the same file.
     pub(super) fn check_cached_debs(&self, pin: &Pin) -> Result<()> {
         for pkg in &pin.packages {
-            let path = self.deb_path(pkg);
+            let path = self.deb_path(pkg, pin.arch);
             if !path.is_file() {
                 continue;
             }
@@ -300,7 +305,7 @@ impl Cache {
     ) -> Result<PathBuf> {
         let debs = self.debs();
         std::fs::create_dir_all(&debs).with_context(|| format!("creating {}", debs.display()))?;
-        let dest = self.deb_path(pkg);
+        let dest = self.deb_path(pkg, pin.arch);
         if dest.is_file() {
             events.note(format!("using cached {}", dest.display()));
             return Ok(dest);
@@ -404,6 +409,9 @@ impl Cache {
                     stderr.trim()
                 );
             }
+        }
+        if pin.arch != Arch::X86_64 {
+            super::userland::make_root(tmp.path(), pin.arch, events)?;
         }
         let tree = find_tree(tmp.path(), &pin.release).with_context(|| {
             format!(
@@ -627,7 +635,7 @@ mod tests {
             Path::new("kernels/6.1.toml"),
         )
         .unwrap();
-        let deb = c.debs().join(pin.packages[0].deb_file_name());
+        let deb = c.debs().join(pin.packages[0].deb_file_name(pin.arch));
         std::fs::create_dir_all(c.debs()).unwrap();
         std::fs::write(&deb, b"abc").unwrap();
         c.check_cached_debs(&pin).unwrap();

@@ -3,17 +3,20 @@
 //!
 //! Layout under `cache_dir()`:
 //! - `apt/<suites>-<hash>/`: sources.list, lists and apt cache of one set of sources;
-//! - `debs/<name>_<version>_amd64.deb`: verified packages;
-//! - `kernels/<version>-<short sha>/`: extracted trees (complete once renamed into place with
-//!   their `.bpfvm-complete` marker);
+//! - `debs/<name>_<version>_<arch>.deb`: verified packages;
+//! - `kernels/<version>-<short sha>/` (`<version>-arm64-<short sha>/` for arm64): extracted
+//!   trees (complete once renamed into place with their `.bpfvm-complete` marker); an arm64
+//!   tree is also the guest's root (`userland`);
 //! - `kernels/.lock`: taken by whoever downloads, extracts or bumps.
 mod apt;
 mod cache;
 mod debver;
 pub mod pin;
+mod userland;
 
 pub use pin::{check_release, release_from_package, Package, Pin, Selftests, Source};
 
+use crate::domain::arch::Arch;
 use crate::kernel::bootable::Bootable;
 use crate::support::output::Events;
 use anyhow::{bail, Context, Result};
@@ -21,17 +24,37 @@ use cache::{Cache, Cached};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// Debian architecture of every pinned kernel (the guest is x86_64).
-pub const ARCH: &str = "amd64";
-
-/// The directory holding the pin files: `<workspace>/kernels`.
+/// The directory holding the x86_64 pin files: `<workspace>/kernels`.
 pub fn pins_dir() -> PathBuf {
     crate::support::paths::workspace_root().join("kernels")
 }
 
-/// All pins in `kernels/*.toml`, sorted by version numerically.
+/// The directory holding `arch`'s pin files: `kernels/` for x86_64, `kernels/<arch>/` for
+/// the others.
+pub fn pins_dir_for(arch: Arch) -> PathBuf {
+    match arch {
+        Arch::X86_64 => pins_dir(),
+        a => pins_dir().join(a.name()),
+    }
+}
+
+/// All x86_64 pins in `kernels/*.toml`, sorted by version numerically.
 pub fn pins() -> Result<Vec<Pin>> {
-    pins_in(&pins_dir())
+    pins_for(Arch::X86_64)
+}
+
+/// All pins of `arch`, sorted by version numerically.
+pub fn pins_for(arch: Arch) -> Result<Vec<Pin>> {
+    let pins = pins_in(&pins_dir_for(arch))?;
+    if let Some(p) = pins.iter().find(|p| p.arch != arch) {
+        bail!(
+            "{}: arch = {:?}, but the pins in {} are {arch}'s; move it or fix `arch`",
+            p.path.display(),
+            p.arch.name(),
+            pins_dir_for(arch).display()
+        );
+    }
+    Ok(pins)
 }
 
 fn pins_in(dir: &Path) -> Result<Vec<Pin>> {
@@ -48,9 +71,31 @@ fn pins_in(dir: &Path) -> Result<Vec<Pin>> {
     Ok(pins)
 }
 
-/// The pin for `version` ("6.1"), or an error listing the pins there are.
+/// The x86_64 pin for `version` ("6.1"), or an error listing the pins there are.
 pub fn resolve(version: &str) -> Result<Pin> {
     resolve_in(&pins_dir(), version)
+}
+
+/// The pin of `arch` for `version`, or an error listing the pins of `arch` there are.
+pub fn resolve_for(version: &str, arch: Arch) -> Result<Pin> {
+    let dir = pins_dir_for(arch);
+    if !dir.is_dir() {
+        bail!(
+            "no kernel is pinned for {arch}: {} does not exist (bpfvm boots {})",
+            dir.display(),
+            Arch::EVERY.map(|a| a.name()).join(" and ")
+        );
+    }
+    let pin = resolve_in(&dir, version)?;
+    if pin.arch != arch {
+        bail!(
+            "{}: arch = {:?}, but the pins in {} are {arch}'s; move it or fix `arch`",
+            pin.path.display(),
+            pin.arch.name(),
+            dir.display()
+        );
+    }
+    Ok(pin)
 }
 
 fn resolve_in(dir: &Path, version: &str) -> Result<Pin> {
@@ -126,7 +171,12 @@ fn fetch_in(cache: &Cache, pin: &Pin, events: &Events) -> Result<Bootable> {
             return Ok(tree);
         }
         // The .debs that are there were just verified.
-        Cached::Damaged(why) if pin.packages.iter().all(|p| cache.deb_path(p).is_file()) => {
+        Cached::Damaged(why)
+            if pin
+                .packages
+                .iter()
+                .all(|p| cache.deb_path(p, pin.arch).is_file()) =>
+        {
             events.warn(format!(
                 "{why}; extracting it again from its verified .debs"
             ));
@@ -499,7 +549,11 @@ mod tests {
         )
         .unwrap();
         std::fs::create_dir_all(cache.debs()).unwrap();
-        std::fs::copy(&deb, cache.debs().join(pin.packages[0].deb_file_name())).unwrap();
+        std::fs::copy(
+            &deb,
+            cache.debs().join(pin.packages[0].deb_file_name(pin.arch)),
+        )
+        .unwrap();
         pin
     }
 
@@ -576,7 +630,7 @@ mod tests {
             );
             assert_eq!(std::fs::read_to_string(&module).unwrap(), "a module");
         }
-        std::fs::remove_file(c.deb_path(&pin.packages[0])).unwrap();
+        std::fs::remove_file(c.deb_path(&pin.packages[0], pin.arch)).unwrap();
         std::fs::write(&tree.vmlinuz, "x").unwrap();
         let e = format!("{:#}", fetch_in(&c, &pin, &Events::silent()).unwrap_err());
         assert!(e.contains("the cached kernel 6.1 in"), "{e}");
@@ -617,7 +671,7 @@ mod tests {
             root: t.path().to_path_buf(),
         };
         let pin = local_pin(&c);
-        let deb = c.debs().join(pin.packages[0].deb_file_name());
+        let deb = c.debs().join(pin.packages[0].deb_file_name(pin.arch));
         std::fs::write(&deb, "corrupt").unwrap();
         let held = c.lock(&Events::silent()).unwrap();
         std::thread::scope(|s| {

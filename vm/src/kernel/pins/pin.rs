@@ -8,6 +8,8 @@ use serde::Deserialize;
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
 
+use crate::domain::arch::Arch;
+
 /// One `[[source]]`: an archive and a suite, read as `deb URI SUITE main`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -42,13 +44,15 @@ impl Package {
         format!("{}={}", self.name, self.version)
     }
 
-    /// The file name `apt-get download` gives this package (epoch colon escaped as apt does).
-    pub fn deb_file_name(&self) -> String {
+    /// The file name `apt-get download` gives this package of `arch` (epoch colon escaped as
+    /// apt does). A package of `Architecture: all` keeps `arch`'s name here: the name only
+    /// keys the verified copy in the cache.
+    pub fn deb_file_name(&self, arch: Arch) -> String {
         format!(
             "{}_{}_{}.deb",
             self.name,
             self.version.replace(':', "%3a"),
-            super::ARCH
+            arch.debian()
         )
     }
 }
@@ -58,6 +62,9 @@ impl Package {
 pub struct Pin {
     /// What users pass to `--kernel` ("6.1"); equals the file stem.
     pub version: String,
+    /// The kernel's architecture: `arch` in the file, x86_64 when left out. A pin of another
+    /// architecture than the host's also lists the packages of the guest's root.
+    pub arch: Arch,
     /// `uname -r` the guest must report; names `boot/vmlinuz-<release>` in the tree.
     pub release: String,
     pub description: String,
@@ -92,6 +99,8 @@ pub struct Selftests {
 #[serde(deny_unknown_fields)]
 struct RawPin {
     version: String,
+    #[serde(default)]
+    arch: Option<String>,
     release: String,
     #[serde(default)]
     description: String,
@@ -110,8 +119,15 @@ impl Pin {
     pub fn parse(text: &str, path: &Path) -> Result<Pin> {
         let raw: RawPin = toml::from_str(text)
             .with_context(|| format!("{}: not a valid kernel pin", path.display()))?;
+        let arch = match &raw.arch {
+            Some(a) => a
+                .parse()
+                .with_context(|| format!("{}: invalid kernel pin: arch", path.display()))?,
+            None => Arch::X86_64,
+        };
         let pin = Pin {
             version: raw.version,
+            arch,
             release: raw.release,
             description: raw.description,
             sources: raw.sources,
@@ -490,7 +506,7 @@ bump = '^linux-image-6\.1\.0-[0-9]+-cloud-amd64-unsigned$'
             "linux-image-6.1.0-57-cloud-amd64-unsigned=6.1.192-3"
         );
         assert_eq!(
-            pin.packages[0].deb_file_name(),
+            pin.packages[0].deb_file_name(pin.arch),
             "linux-image-6.1.0-57-cloud-amd64-unsigned_6.1.192-3_amd64.deb"
         );
         assert_eq!(pin.short_id(), "e31a28be852f");

@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 
 use super::distro::{package_hint, Distro};
 use super::{is_root, run_logged, Layout};
+use crate::domain::arch::Arch;
 use crate::support::output::Events;
 
 /// The keyring the private apt checks the kernel suites with (`kernels::apt::KEYRING`). Debian
@@ -71,6 +72,26 @@ pub fn selftests_packages(clang: u32) -> Vec<String> {
         .map(String::from),
     );
     p
+}
+
+/// What booting a guest of `arch` on this host needs beyond the base packages: for arm64,
+/// qemu's system emulator, its user-mode emulator (it lists the applets of the guest root's
+/// busybox, `kernel::pins::userland`), and the cross linker and libc the guest binaries are
+/// linked with, built by Debian's Rust with its library sources (`-Z build-std=std`).
+pub fn arch_packages(arch: Arch) -> Vec<&'static str> {
+    match arch {
+        Arch::X86_64 => vec![],
+        Arch::Arm64 => {
+            let mut p = vec![
+                "qemu-system-arm",
+                "qemu-user",
+                "gcc-aarch64-linux-gnu",
+                "libc6-dev-arm64-cross",
+            ];
+            p.extend_from_slice(DEBIAN_RUST_PACKAGES);
+            p
+        }
+    }
 }
 
 /// The Debian packages needed, given whether rustup nightly has rust-src.

@@ -1,0 +1,165 @@
+//! The guest's root for a kernel of another architecture than the host's: the host's `/`
+//! cannot run there, so the pin lists the packages of a minimal root (busybox, bash, libc and
+//! the libraries the guest binaries link) beside its kernel, and its extracted tree becomes
+//! that root. The packages are extracted, never installed (no maintainer scripts, no binfmt);
+//! this module adds what their maintainer scripts or an installer would.
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+use crate::domain::arch::Arch;
+use crate::support::output::Events;
+
+/// Directories the guest's init mounts over or writes into (virtme-ng's `virtme-init` mounts
+/// tmpfs and overlays on them and fails on a missing one).
+const DIRS: &[&str] = &[
+    "proc",
+    "sys",
+    "dev",
+    "tmp",
+    "run",
+    "root",
+    "home",
+    "opt",
+    "srv",
+    "mnt",
+    "var/tmp",
+    "var/log",
+    "var/cache",
+    "var/lib",
+    "var/spool",
+    "etc/lvm",
+];
+
+/// The files `virtme-init` expects in `/etc` (it bind-mounts over `fstab` and `shadow`, and
+/// reads `passwd` for the user the script runs as).
+const ETC: &[(&str, &str)] = &[
+    ("etc/passwd", "root:x:0:0:root:/root:/bin/sh\n"),
+    ("etc/group", "root:x:0:\n"),
+    ("etc/shadow", "root:*:0:::::\n"),
+    ("etc/fstab", ""),
+    // virtme-ng 1.42 ships its Rust init for x86-64 only, so an arm64 guest runs its shell
+    // init (`virtme/guest/virtme-init`), which runs the script over the virtio ports that
+    // udev names (`/dev/virtio-ports/<name>`, udev's rule `KERNEL=="vport*",
+    // SYMLINK+="virtio-ports/$attr{name}"`) and starts `udevd` to get them. busybox's mdev
+    // makes the same links from this rule; `udevd` below runs it.
+    (
+        "etc/mdev.conf",
+        "vport[0-9]+p[0-9]+ 0:0 600 @mkdir -p /dev/virtio-ports && \
+         ln -sf /dev/$MDEV /dev/virtio-ports/$(cat /sys/class/virtio-ports/$MDEV/name)\n",
+    ),
+    (
+        "usr/sbin/udevd",
+        "#!/bin/sh\n# udev's work in this root is mdev's: see /etc/mdev.conf.\nexec mdev -s\n",
+    ),
+    // `virtme-init` waits for udev after `udevd`; `mdev -s` finished before it returned.
+    ("usr/sbin/udevadm", "#!/bin/sh\nexit 0\n"),
+];
+
+/// The qemu user-mode emulator that runs `arch`'s binaries on the host (Debian `qemu-user`).
+fn qemu_user(arch: Arch) -> &'static str {
+    match arch {
+        Arch::X86_64 => "qemu-x86_64",
+        Arch::Arm64 => "qemu-aarch64",
+    }
+}
+
+/// Makes the extracted packages in `root` a root the guest boots into: the merged-`/usr`
+/// links, busybox's applets, the directories and `/etc` files the init needs.
+pub(super) fn make_root(root: &Path, arch: Arch, events: &Events) -> Result<()> {
+    events.step(format!("making the {arch} guest's root"));
+    for (link, to) in [("bin", "usr/bin"), ("sbin", "usr/sbin"), ("lib", "usr/lib")] {
+        std::fs::create_dir_all(root.join(to))?;
+        if std::fs::symlink_metadata(root.join(link)).is_err() {
+            std::os::unix::fs::symlink(to, root.join(link))
+                .with_context(|| format!("linking {link} in {}", root.display()))?;
+        }
+    }
+    for d in DIRS {
+        std::fs::create_dir_all(root.join(d))?;
+    }
+    for (path, text) in ETC {
+        let path = root.join(path);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        if text.starts_with("#!") {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+        }
+    }
+    for applet in applets(root, arch)? {
+        let at = root.join(&applet);
+        if std::fs::symlink_metadata(&at).is_err() {
+            std::os::unix::fs::symlink("/usr/bin/busybox", &at)
+                .with_context(|| format!("linking {}", at.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Where busybox installs each of its applets (`busybox --list-full`), asked of the root's
+/// own busybox under qemu's user-mode emulator: the applets differ between versions.
+fn applets(root: &Path, arch: Arch) -> Result<Vec<String>> {
+    let busybox = root.join("usr/bin/busybox");
+    if !busybox.is_file() {
+        bail!(
+            "the pin's packages hold no usr/bin/busybox: an {arch} pin lists busybox-static \
+             among its [[package]]s for the guest's root"
+        );
+    }
+    let qemu = qemu_user(arch);
+    let out = Command::new(qemu)
+        .arg("-L")
+        .arg(root)
+        .arg(&busybox)
+        .arg("--list-full")
+        .output()
+        .with_context(|| {
+            format!("running {qemu} (from the Debian package qemu-user, which bpfvm installs for --arch {arch})")
+        })?;
+    if !out.status.success() {
+        bail!(
+            "{qemu} {} --list-full failed ({}): {}",
+            busybox.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    parse_applets(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// `busybox --list-full`'s lines (`usr/bin/[`, `sbin/acpid`), each checked to stay inside the
+/// root.
+fn parse_applets(text: &str) -> Result<Vec<String>> {
+    let list: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect();
+    if let Some(bad) = list
+        .iter()
+        .find(|l| l.starts_with('/') || l.split('/').any(|p| p == ".." || p.is_empty()))
+    {
+        bail!("busybox --list-full gave {bad:?}, not a path inside the root");
+    }
+    if !list.iter().any(|l| l.ends_with("/mount")) {
+        bail!("busybox --list-full lists no `mount`: the guest's init could not start");
+    }
+    Ok(list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn applets_are_paths_inside_the_root() {
+        let list = parse_applets("usr/bin/[\nbin/mount\nsbin/mdev\n\n").unwrap();
+        assert_eq!(list, ["usr/bin/[", "bin/mount", "sbin/mdev"]);
+        assert!(parse_applets("bin/mount\n/etc/passwd\n").is_err());
+        assert!(parse_applets("bin/mount\nbin/../../x\n").is_err());
+        let e = parse_applets("bin/ls\n").unwrap_err().to_string();
+        assert!(e.contains("no `mount`"), "{e}");
+    }
+}

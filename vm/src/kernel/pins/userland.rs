@@ -69,13 +69,7 @@ fn qemu_user(arch: Arch) -> &'static str {
 /// links, busybox's applets, the directories and `/etc` files the init needs.
 pub(super) fn make_root(root: &Path, arch: Arch, events: &Events) -> Result<()> {
     events.step(format!("making the {arch} guest's root"));
-    for (link, to) in [("bin", "usr/bin"), ("sbin", "usr/sbin"), ("lib", "usr/lib")] {
-        std::fs::create_dir_all(root.join(to))?;
-        if std::fs::symlink_metadata(root.join(link)).is_err() {
-            std::os::unix::fs::symlink(to, root.join(link))
-                .with_context(|| format!("linking {link} in {}", root.display()))?;
-        }
-    }
+    merge_usr(root)?;
     for d in DIRS {
         std::fs::create_dir_all(root.join(d))?;
     }
@@ -92,6 +86,45 @@ pub(super) fn make_root(root: &Path, arch: Arch, events: &Events) -> Result<()> 
         if std::fs::symlink_metadata(&at).is_err() {
             std::os::unix::fs::symlink("/usr/bin/busybox", &at)
                 .with_context(|| format!("linking {}", at.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Moves `/bin`, `/sbin` and `/lib` into `/usr` and links them there, as Debian's `usrmerge`
+/// does: packages before Debian 13 ship files in both (bookworm's busybox-static is
+/// `/bin/busybox`, its libc6 `/lib/aarch64-linux-gnu`).
+fn merge_usr(root: &Path) -> Result<()> {
+    for dir in ["bin", "sbin", "lib"] {
+        let top = root.join(dir);
+        let usr = root.join("usr").join(dir);
+        std::fs::create_dir_all(&usr)?;
+        let meta = std::fs::symlink_metadata(&top);
+        if meta.as_ref().is_ok_and(|m| m.is_dir()) {
+            move_into(&top, &usr)?;
+            std::fs::remove_dir(&top).with_context(|| format!("removing {}", top.display()))?;
+        }
+        if std::fs::symlink_metadata(&top).is_err() {
+            std::os::unix::fs::symlink(format!("usr/{dir}"), &top)
+                .with_context(|| format!("linking {}", top.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Moves every entry of `from` into `to`, merging directories both have.
+fn move_into(from: &Path, to: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let dest = to.join(entry.file_name());
+        let is_dir = entry.file_type()?.is_dir();
+        if is_dir && dest.is_dir() {
+            move_into(&entry.path(), &dest)?;
+            std::fs::remove_dir(entry.path())?;
+        } else {
+            std::fs::rename(entry.path(), &dest).with_context(|| {
+                format!("moving {} to {}", entry.path().display(), dest.display())
+            })?;
         }
     }
     Ok(())
@@ -152,6 +185,33 @@ fn parse_applets(text: &str) -> Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn top_level_directories_move_into_usr() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        std::fs::create_dir_all(r.join("bin")).unwrap();
+        std::fs::write(r.join("bin/busybox"), "bb").unwrap();
+        std::fs::create_dir_all(r.join("lib/aarch64-linux-gnu")).unwrap();
+        std::fs::write(r.join("lib/aarch64-linux-gnu/libc.so.6"), "c").unwrap();
+        std::fs::create_dir_all(r.join("usr/lib/aarch64-linux-gnu")).unwrap();
+        std::fs::write(r.join("usr/lib/aarch64-linux-gnu/libgcc_s.so.1"), "g").unwrap();
+        merge_usr(r).unwrap();
+        assert_eq!(
+            std::fs::read_link(r.join("bin")).unwrap(),
+            Path::new("usr/bin")
+        );
+        assert_eq!(
+            std::fs::read_to_string(r.join("usr/bin/busybox")).unwrap(),
+            "bb"
+        );
+        assert!(r.join("lib/aarch64-linux-gnu/libc.so.6").is_file());
+        assert!(r.join("lib/aarch64-linux-gnu/libgcc_s.so.1").is_file());
+        assert!(r.join("sbin").is_dir());
+        // A root merged already is left as it is.
+        merge_usr(r).unwrap();
+        assert!(r.join("usr/bin/busybox").is_file());
+    }
 
     #[test]
     fn applets_are_paths_inside_the_root() {

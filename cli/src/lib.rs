@@ -52,14 +52,20 @@ pub fn setup(args: &SetupArgs, events: &Events) -> anyhow::Result<ExitCode> {
 /// (`--kernel-tree`), most recently used first.
 pub fn kernels_list() -> anyhow::Result<Vec<String>> {
     let mut lines = Vec::new();
-    for pin in bpfvm_host::kernel::pins::pins()? {
-        let cached = bpfvm_host::kernel::pins::cached(&pin).map_or("not cached".to_string(), |t| {
-            format!("cached at {}", t.root.display())
-        });
-        lines.push(format!(
-            "{:<6} {:<28} {}  ({cached})",
-            pin.version, pin.release, pin.description
-        ));
+    for arch in bpfvm_host::domain::arch::Arch::EVERY {
+        for pin in bpfvm_host::kernel::pins::pins_for(arch)? {
+            let cached = bpfvm_host::kernel::pins::cached(&pin)
+                .map_or("not cached".to_string(), |t| {
+                    format!("cached at {}", t.root.display())
+                });
+            lines.push(format!(
+                "{:<6} {:<7} {:<28} {}  ({cached})",
+                pin.version,
+                pin.arch.name(),
+                pin.release,
+                pin.description
+            ));
+        }
     }
     let trees =
         bpfvm_host::kernel::source_tree::list(&bpfvm_host::kernel::source_tree::cache_root());

@@ -962,9 +962,11 @@ fn deleting_the_inner_filter_leaves_programs_no_inner_map(
     Ok(())
 }
 
-/// `KMALLOC_MAX_SIZE` on x86-64 (include/linux/slab.h): `1 << KMALLOC_SHIFT_MAX`, which is
+/// `KMALLOC_MAX_SIZE` (include/linux/slab.h): `1 << KMALLOC_SHIFT_MAX`, which is
 /// `MAX_ORDER + PAGE_SHIFT - 1` = 11 + 12 - 1 in 6.1 and `MAX_PAGE_ORDER + PAGE_SHIFT` =
-/// 10 + 12 since 6.8: 4 MiB on every pin.
+/// 10 + 12 since 6.8: 4 MiB on every pin. The same on arm64 with 4 KiB pages, as Debian's
+/// arm64 cloud kernels have (`CONFIG_ARM64_4K_PAGES`; arch/arm64/Kconfig's
+/// `ARCH_FORCE_MAX_ORDER` is 11 in their 6.1 config and 10 in their 6.12 one).
 const KMALLOC_MAX_SIZE: u32 = 1 << 22;
 
 /// `bloom_map_alloc_check` (kernel/bpf/bloom_filter.c, in Debian's 6.1.192 and mainline):

@@ -4,13 +4,16 @@ use std::fmt;
 use std::str::FromStr;
 
 use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
 
 /// What `--arch all` names: every architecture.
 pub const ALL: &str = "all";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Arch {
+    #[serde(rename = "x86_64")]
     X86_64,
+    #[serde(rename = "arm64")]
     Arm64,
 }
 

@@ -726,6 +726,7 @@ pub(crate) fn report_of(
     Report {
         kernel: KernelInfo {
             version: p.kernel.label.clone(),
+            arch: p.kernel.arch,
             pinned_release: p.kernel.pinned_release.clone(),
             tree: p.kernel.built_from.clone(),
             release,

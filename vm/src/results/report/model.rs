@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::domain::arch::Arch;
 use crate::kernel::expect::{Expectation, Mismatch, Probe};
 use crate::machine::accel::Accel;
 use crate::machine::vng::{Ending, FailedBoot, RunOutcome};
@@ -39,8 +40,12 @@ pub struct Summary {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KernelInfo {
-    /// The pin's version (`6.1`) or the path of a custom image.
+    /// The pin's version (`6.1`, `6.12-arm64` for another architecture's) or the path of a
+    /// custom image.
     pub version: String,
+    /// The kernel's architecture (reports written before `--arch` are x86_64's).
+    #[serde(default = "x86_64")]
+    pub arch: Arch,
     /// What the pin promises, if it is a pin.
     pub pinned_release: Option<String>,
     /// `uname -r` as the guest reported it.
@@ -49,6 +54,10 @@ pub struct KernelInfo {
     /// and config hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tree: Option<crate::kernel::source_tree::TreeInfo>,
+}
+
+fn x86_64() -> Arch {
+    Arch::X86_64
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -329,6 +338,7 @@ impl Report {
         Self {
             kernel: KernelInfo {
                 version: version.to_string(),
+                arch: Arch::X86_64,
                 pinned_release: None,
                 tree: None,
                 release: None,

@@ -309,6 +309,7 @@ fn report(tests: Vec<TestResult>) -> Report {
     Report {
         kernel: KernelInfo {
             version: "6.1".into(),
+            arch: crate::domain::arch::Arch::X86_64,
             pinned_release: None,
             release: None,
             tree: None,

@@ -123,8 +123,24 @@ pub mod bench {
         }
     }
 
-    /// The syscall the producers call; the programs attach to its entry (fentry).
-    pub const TRIGGER_FN: &str = "__x64_sys_getpgid";
+    /// The prefix of the syscall wrappers on the architecture this is built for:
+    /// `__x64_sys_<name>` on x86_64 (arch/x86/include/asm/syscall_wrapper.h),
+    /// `__arm64_sys_<name>` on arm64 (arch/arm64/include/asm/syscall_wrapper.h).
+    pub const SYSCALL_PREFIX: &str = if cfg!(target_arch = "aarch64") {
+        "__arm64_sys_"
+    } else {
+        X86_SYSCALL_PREFIX
+    };
+    /// x86_64's: the objects, built once for every architecture, name it in their sections.
+    pub const X86_SYSCALL_PREFIX: &str = "__x64_sys_";
+
+    /// The syscall the producers call; the programs attach to its entry (fentry), its wrapper
+    /// on the architecture this is built for.
+    pub const TRIGGER_FN: &str = if cfg!(target_arch = "aarch64") {
+        "__arm64_sys_getpgid"
+    } else {
+        "__x64_sys_getpgid"
+    };
 
     /// `bpf_for_each_map_elem` over [`VALUES`], pushing each value into the bloom filter
     /// (bloom_filter_bench.c `bloom_update`).

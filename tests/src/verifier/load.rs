@@ -25,6 +25,7 @@ use aya_obj::generated::{bpf_attach_type, bpf_cmd, bpf_prog_type, BPF_F_SLEEPABL
 use aya_obj::{Function, Object, ProgramSection};
 
 use crate::sys::{bpf, zeroed_attr};
+use bpfvm_common::bench;
 
 /// `BPF_LOG_STATS` (include/linux/bpf_verifier.h): only the statistics lines and the error
 /// messages, not every instruction (what veristat asks for by default).
@@ -226,6 +227,15 @@ impl Prepared {
         let section = self.sections.get(&index).map(String::as_str).unwrap_or("");
         let Some((_, function)) = section.split_once('/') else {
             bail!("section `{section}` names no attach target (`fentry/<function>`)");
+        };
+        // x86_64's syscall wrapper in the section is this architecture's in the kernel.
+        let own;
+        let function = match function.strip_prefix(bench::X86_SYSCALL_PREFIX) {
+            Some(name) => {
+                own = format!("{}{name}", bench::SYSCALL_PREFIX);
+                own.as_str()
+            }
+            None => function,
         };
         let kernel: &Btf = crate::object::kernel_btf()
             .context("feature absent: the kernel has no BTF (/sys/kernel/btf/vmlinux)")?;

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use anyhow::{bail, Result};
 
 use crate::domain::options::VmOptions;
-use crate::flows::run::{boot, kernel_health, prepare, RunDir};
+use crate::flows::run::{boot, command_run_dir, kernel_health, prepare_any_arch};
 use crate::kernel::choice::KernelChoice;
 use crate::machine::guest;
 use crate::machine::vng::RunOutcome;
@@ -86,9 +86,9 @@ pub fn vm_exec(
 ) -> Result<Exec> {
     let allow = health::allow::load(&health::allow::path())?;
     let cwd = crate::support::paths::guest_cwd()?;
-    let p = prepare(kernel, opts, events)?;
+    let mut p = prepare_any_arch(kernel, opts, events)?;
     let parent = target_dir().join("vm-exec");
-    let files = RunDir::new(&parent)?;
+    let files = command_run_dir(&mut p, &cwd, &parent)?;
     guest::write(
         &files.script,
         &guest::exec_script(&files.shared, &cwd, env, argv),

@@ -250,6 +250,23 @@ impl RunDir {
     }
 }
 
+/// The run directory of a command run from `cwd` (`vm-run`, `bpfvm exec`): under `parent`,
+/// unless the guest has a root of its own. That guest reads `cwd` at its own path, and
+/// virtme-run mounts the writable directory before the read-only ones, so a `cwd` holding
+/// `parent` (a checkout's `target/`) would hide the run's shared directory: its files then
+/// live in the cache's `runs/`.
+pub(crate) fn command_run_dir(p: &mut Prepared, cwd: &Path, parent: &Path) -> Result<RunDir> {
+    if p.kernel.guest_root.is_none() {
+        return RunDir::new(parent);
+    }
+    p.guest_reads = vec![cwd.to_path_buf()];
+    if parent.starts_with(cwd) {
+        RunDir::new(&crate::support::paths::cache_dir().join("runs"))
+    } else {
+        RunDir::new(parent)
+    }
+}
+
 /// A path every layer under vng passes on as it is: letters, digits and `_ + / . -`.
 fn plain_path(p: &Path) -> bool {
     p.to_str().is_some_and(|s| {
@@ -269,9 +286,9 @@ pub fn vm_run(
 ) -> Result<(RunOutcome, Health)> {
     let allow = health::allow::load(&health::allow::path())?;
     let cwd = crate::support::paths::guest_cwd()?;
-    let p = prepare(kernel, opts, events)?;
+    let mut p = prepare_any_arch(kernel, opts, events)?;
     let parent = target_dir().join("vm-run");
-    let files = RunDir::new(&parent)?;
+    let files = command_run_dir(&mut p, &cwd, &parent)?;
     guest::write(
         &files.script,
         &guest::command_script(&files.shared, &cwd, argv),

@@ -515,3 +515,53 @@ fn selftests_refuse_a_tree_without_them_and_a_clang_the_series_does_not_take() {
     let (code, err) = xtask(&["selftests", "--kernel", "./Cargo.toml"]);
     assert_eq!(code, STOP, "{err}");
 }
+
+#[test]
+fn an_architecture_bpfvm_does_not_boot_is_refused() {
+    refused_before_provisioning(
+        &["vm-test", "--kernel", "6.1", "--arch", "riscv64"],
+        "--arch \"riscv64\": not an architecture bpfvm boots; use x86_64, arm64 or all",
+    );
+}
+
+#[test]
+fn an_arm64_image_or_tree_is_refused() {
+    refused_before_provisioning(
+        &[
+            "vm-test",
+            "--kernel-tree",
+            "/nonexistent",
+            "--arch",
+            "arm64",
+        ],
+        "kernels of another architecture boot from pins only",
+    );
+    refused_before_provisioning(
+        &[
+            "vm-run",
+            "--kernel",
+            "./bzImage",
+            "--arch",
+            "arm64",
+            "--",
+            "true",
+        ],
+        "kernels of another architecture boot from pins only",
+    );
+}
+
+#[test]
+fn a_command_that_boots_x86_64_only_refuses_an_arm64_pin_before_fetching() {
+    refused_before_provisioning(
+        &["bench-vm", "--kernel", "6.12", "--arch", "arm64", "--smoke"],
+        "this command boots x86_64 kernels only for now",
+    );
+}
+
+#[test]
+fn one_kernel_commands_refuse_every_architecture() {
+    refused_before_provisioning(
+        &["vm-run", "--kernel", "6.1", "--arch", "all", "--", "true"],
+        "this command boots one kernel; name one architecture",
+    );
+}

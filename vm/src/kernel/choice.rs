@@ -253,6 +253,37 @@ mod tests {
     }
 
     #[test]
+    fn every_architecture_gives_its_own_pins_and_one_names_one() {
+        let of = |kernel: &str, arch: &str| {
+            KernelArgs {
+                arch: Some(arch.into()),
+                ..args(Some(kernel), None, None)
+            }
+            .many()
+            .unwrap()
+            .into_iter()
+            .map(|c| match c {
+                KernelChoice::Pin(p) => (p.version, p.arch),
+                other => panic!("{other:?}"),
+            })
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(of("6.12", "arm64"), [("6.12".to_string(), Arch::Arm64)]);
+        let all = of("all", "all");
+        let arm = pins::pins_for(Arch::Arm64).unwrap().len();
+        assert_eq!(all.len(), pins::pins().unwrap().len() + arm);
+        assert!(all.iter().filter(|(_, a)| *a == Arch::Arm64).count() == arm && arm >= 2);
+        // 5.10 has no arm64 pin: the error lists the ones there are.
+        let e = KernelArgs {
+            arch: Some("arm64".into()),
+            ..args(Some("5.10"), None, None)
+        }
+        .many()
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("6.1, 6.12"), "{e:#}");
+    }
+
+    #[test]
     fn an_environment_default_never_conflicts_with_an_explicit_tree() {
         let d = tempfile::tempdir().unwrap();
         let got = args(None, Some("6.12"), Some(d.path())).one().unwrap();

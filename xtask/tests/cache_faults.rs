@@ -33,13 +33,13 @@ fn deb_6_1() -> PathBuf {
     };
     let deb = bpfvm_host::support::paths::cache_dir()
         .join("debs")
-        .join(pkg.deb_file_name());
+        .join(pkg.deb_file_name(pin.arch));
     if !deb.is_file() {
         // The tree may be cached without its .deb: fetch into a cache of our own.
         let own = bpfvm_host::support::paths::target_dir().join("test-debs");
         let o = xtask_fetch(&own).output().unwrap();
         assert!(o.status.success(), "{}", text(&o));
-        return own.join("bpfvm/debs").join(pkg.deb_file_name());
+        return own.join("bpfvm/debs").join(pkg.deb_file_name(pin.arch));
     }
     deb
 }

@@ -35,27 +35,25 @@ pub fn stage(own: &OwnRoot, rwdir: &Path, script: &Path) -> Result<PathBuf> {
         std::fs::remove_dir_all(&dest).with_context(|| format!("removing {}", dest.display()))?;
     }
     // `cp -al` links the whole tree at once; across filesystems it cannot, so it is copied.
-    let linked = Command::new("cp")
-        .arg("-al")
-        .arg(&own.root)
-        .arg(&dest)
-        .status()
-        .context("running cp")?;
-    if !linked.success() {
+    let mut made = false;
+    for how in ["-al", "-a"] {
         let _ = std::fs::remove_dir_all(&dest);
-        let copied = Command::new("cp")
-            .arg("-a")
+        let status = Command::new("cp")
+            .arg(how)
             .arg(&own.root)
             .arg(&dest)
-            .status()
-            .context("running cp")?;
-        if !copied.success() {
-            bail!(
-                "could not copy the guest's root {} to {}",
-                own.root.display(),
-                dest.display()
-            );
+            .status();
+        if status.context("running cp")?.success() {
+            made = true;
+            break;
         }
+    }
+    if !made {
+        bail!(
+            "could not copy the guest's root {} to {}",
+            own.root.display(),
+            dest.display()
+        );
     }
     for dir in own.reads.iter().map(PathBuf::as_path).chain([rwdir]) {
         let at = inside(&dest, dir);

@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+use crate::domain::arch::Arch;
 use crate::domain::options::VmOptions;
-use crate::flows::run::{boot_tests, conclude, prepare, RunDir, TestRun};
+use crate::flows::run::{boot_tests, conclude, prepare_any_arch, RunDir, TestRun};
 use crate::kernel::choice::KernelChoice;
-use crate::machine::build::{parse_cargo_messages, Artifact};
+use crate::machine::build::{self, parse_cargo_messages, Artifact};
 use crate::machine::guest::{self, CrateBinary, VerifierRun};
 use crate::machine::provision::tail_lines;
 use crate::results::health::{self, allow::Allowlist};
@@ -62,19 +63,29 @@ pub fn split_args(args: &[String]) -> (Vec<String>, Vec<String>) {
 /// Runs the crate's tests on every kernel; a kernel that fails to fetch or boot is recorded
 /// with why and the others still run. Returns the reports and the directory holding them.
 pub fn crate_test(opts: &CrateTestOptions, events: &Events) -> Result<(Vec<Report>, PathBuf)> {
-    let start = Instant::now();
     let allow = health::allow::load(&health::allow::path())?;
-    let (binaries, dirs) = build_tests(&opts.cargo_args, events)?;
-    let verifier = match &opts.verifier_stats {
-        Some(objects) => Some(verifier_run(objects, &dirs.target, events)?),
-        None => None,
-    };
-    let built = Built {
-        binaries,
-        verifier,
-        inventory: user_inventory(&dirs.workspace_root)?,
-        time: start.elapsed(),
-    };
+    let dirs = cargo_dirs(events)?;
+    // One build per architecture the kernels have, before the first boot.
+    let mut builds: Vec<(Arch, Built)> = Vec::new();
+    for choice in &opts.kernels {
+        let arch = choice.arch();
+        if builds.iter().any(|(a, _)| *a == arch) {
+            continue;
+        }
+        let start = Instant::now();
+        let binaries = build_tests(&opts.cargo_args, arch, &dirs, events)?;
+        let verifier = match &opts.verifier_stats {
+            Some(objects) => Some(verifier_run(objects, &dirs.target, arch, events)?),
+            None => None,
+        };
+        let built = Built {
+            binaries,
+            verifier,
+            inventory: user_inventory(&dirs.workspace_root)?,
+            time: start.elapsed(),
+        };
+        builds.push((arch, built));
+    }
     let out = dirs.target.join(REPORTS);
     crate::support::paths::check_target_dir(&out)?;
     let mut reports = Vec::new();
@@ -85,7 +96,12 @@ pub fn crate_test(opts: &CrateTestOptions, events: &Events) -> Result<(Vec<Repor
             break;
         }
         events.step(format!("=== kernel {kernel} ==="));
-        match test_on(choice, opts, &built, &allow, &out, events) {
+        let built = &builds
+            .iter()
+            .find(|(a, _)| *a == choice.arch())
+            .expect("built for every kernel's architecture")
+            .1;
+        match test_on(choice, opts, built, &allow, &out, events) {
             Ok(r) => reports.push(r),
             Err(e) if crate::support::proc::interrupted() => return Err(e),
             Err(e) => {
@@ -110,20 +126,32 @@ fn user_inventory(workspace_root: &Path) -> Result<Option<Inventory>> {
 /// `bpfvm inventory`: the tests the crate in the current directory builds (`cargo test
 /// --no-run` with `cargo_args`), and where its inventory file goes.
 pub fn crate_inventory(cargo_args: &[String], events: &Events) -> Result<(Inventory, PathBuf)> {
-    let (binaries, dirs) = build_tests(cargo_args, events)?;
+    let dirs = cargo_dirs(events)?;
+    let binaries = build_tests(cargo_args, Arch::host(), &dirs, events)?;
     let inv = inventory::of_binaries(binaries.iter().map(|b| (b.name.as_str(), b.path.as_path())))?;
     Ok((inv, dirs.workspace_root.join(inventory::CRATE_FILE)))
 }
 
-/// Builds the test binaries of the crate in the current directory; returns them and the
-/// crate's directories.
-fn build_tests(cargo_args: &[String], events: &Events) -> Result<(Vec<CrateBinary>, CargoDirs)> {
+/// Builds the test binaries of the crate in the current directory for `arch` (for another
+/// architecture than the host's, with Debian's Rust into `<target>/bpfvm-cross`, as bpfvm's
+/// own guest binaries: `build::guest_command`).
+fn build_tests(
+    cargo_args: &[String],
+    arch: Arch,
+    dirs: &CargoDirs,
+    events: &Events,
+) -> Result<Vec<CrateBinary>> {
+    let how = build::guest_command(arch, &dirs.target.join("bpfvm-cross"));
     let mut args: Vec<String> = ["test", "--no-run", "--message-format=json"]
         .map(String::from)
         .to_vec();
     args.extend(cargo_args.iter().cloned());
-    events.step("building the crate's tests");
-    let stdout = cargo(&args, events)?;
+    args.extend(how.args.iter().cloned());
+    events.step(format!(
+        "building the crate's tests ({})",
+        arch.rust_target()
+    ));
+    let stdout = run_cargo(&how.program, &args, &how.env, events)?;
     let (arts, _) = parse_cargo_messages(&stdout);
     let binaries = crate_binaries(&arts);
     if binaries.is_empty() {
@@ -132,7 +160,7 @@ fn build_tests(cargo_args: &[String], events: &Events) -> Result<(Vec<CrateBinar
             args.join(" ")
         );
     }
-    Ok((binaries, cargo_dirs(events)?))
+    Ok(binaries)
 }
 
 /// The directories cargo uses for the crate in the current directory.
@@ -168,10 +196,26 @@ const STAGED_OBJECTS: &str = "verifier-objects";
 /// Runs cargo (the user's, from PATH) in the current directory; its stdout, or an error with
 /// the compiler's errors and the tail of its stderr.
 fn cargo(args: &[String], events: &Events) -> Result<String> {
-    let shown = shell::display(&[], "cargo", args);
+    run_cargo("cargo", args, &[], events)
+}
+
+/// [`cargo`] with `program` (a cargo) and `env` set.
+fn run_cargo(
+    program: &str,
+    args: &[String],
+    env: &[(String, String)],
+    events: &Events,
+) -> Result<String> {
+    let shown_env: Vec<(&str, String)> = env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    let shown = shell::display(&shown_env, program, args);
     events.command(&shown);
-    let out = Command::new("cargo")
+    let mut cmd = Command::new(program);
+    if !env.is_empty() {
+        crate::machine::provision::scrub_cargo_env(&mut cmd);
+    }
+    let out = cmd
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .output()
         .with_context(|| format!("starting `{shown}` (is cargo in PATH?)"))?;
@@ -230,10 +274,21 @@ fn test_on(
     let clock = StepClock::start();
     let events = &clock.watch(events);
     let vm = &opts.vm;
-    let p = prepare(kernel, vm, events)?;
+    let mut p = prepare_any_arch(kernel, vm, events)?;
     let prepared = clock.started().elapsed();
     let dir = out.join(&p.kernel.label);
-    let files = RunDir::new(&dir)?;
+    let files = if p.kernel.guest_root.is_some() {
+        p.guest_reads = guest_reads(built);
+        // The run's shared directory must not be under a directory the guest reads
+        // (`own_root`): the crate's target directory usually is.
+        if p.guest_reads.iter().any(|r| dir.starts_with(r)) {
+            RunDir::new(&crate::support::paths::cache_dir().join("runs"))?
+        } else {
+            RunDir::new(&dir)?
+        }
+    } else {
+        RunDir::new(&dir)?
+    };
     guest::write(
         &files.script,
         &guest::crate_test_script(
@@ -277,10 +332,34 @@ fn test_on(
     conclude(&p, booted, tests, &rules, allow, events, |_| {})
 }
 
+/// What a guest with its own root reads of the host: each test binary and the package it
+/// runs from, and the verifier statistics' binary and objects.
+fn guest_reads(built: &Built) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for b in &built.binaries {
+        dirs.push(b.dir.clone());
+        dirs.extend(b.path.parent().map(Path::to_path_buf));
+    }
+    if let Some(v) = &built.verifier {
+        dirs.extend(v.bin.parent().map(Path::to_path_buf));
+        dirs.extend(
+            v.objects
+                .iter()
+                .filter_map(|o| o.parent().map(Path::to_path_buf)),
+        );
+    }
+    dirs
+}
+
 /// The verifier statistics step for `objects` (absolute paths: the guest runs it from
 /// elsewhere), or for those [`find_objects`] finds under `target` when none is given. Builds
 /// bpfvm's own guest binary for it, which embeds bpfvm's `ebpf/` objects (built first).
-fn verifier_run(objects: &[PathBuf], target: &Path, events: &Events) -> Result<VerifierRun> {
+fn verifier_run(
+    objects: &[PathBuf],
+    target: &Path,
+    arch: Arch,
+    events: &Events,
+) -> Result<VerifierRun> {
     let objects = if objects.is_empty() {
         let found = find_objects(target);
         if found.is_empty() {
@@ -319,6 +398,7 @@ fn verifier_run(objects: &[PathBuf], target: &Path, events: &Events) -> Result<V
         &ebpf_dir,
         crate::machine::build::VERIFIER_BIN,
         crate::machine::build::GUEST_PROFILE,
+        arch,
         events,
     )?;
     Ok(VerifierRun { bin, objects })

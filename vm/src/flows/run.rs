@@ -13,7 +13,7 @@ use crate::kernel::ready::{self, Ready};
 use crate::machine::accel::{self, Accel};
 use crate::machine::build;
 use crate::machine::guest;
-use crate::machine::own_root::OwnRoot;
+use crate::machine::own_root::{self, OwnRoot};
 use crate::machine::provision::Tools;
 use crate::machine::vng::{self, Ending, RunOutcome, VmSpec};
 use crate::results::health::{self, allow::Allowlist, Health, Judged};
@@ -191,7 +191,7 @@ pub(crate) fn vm_spec(
         own_root: p.kernel.guest_root.as_ref().map(|root| OwnRoot {
             arch: p.kernel.arch,
             root: root.clone(),
-            reads: p.guest_reads.clone(),
+            reads: own_root::outermost(&p.guest_reads),
         }),
     }
 }

@@ -43,6 +43,14 @@ pub enum KernelChoice {
 }
 
 impl KernelChoice {
+    /// The kernel's architecture: a pin's own; an image or a tree is x86_64's.
+    pub fn arch(&self) -> Arch {
+        match self {
+            KernelChoice::Pin(p) => p.arch,
+            _ => Arch::X86_64,
+        }
+    }
+
     /// How the user named it, for messages.
     pub fn shown(&self) -> String {
         match self {

@@ -223,11 +223,12 @@ pub struct GuestCommand {
     pub env: Vec<(String, String)>,
 }
 
-/// The cargo that builds guest binaries for `arch` (pure: unit-tested).
-pub fn guest_command(arch: Arch) -> GuestCommand {
+/// The cargo that builds guest binaries for `arch` (pure: unit-tested); a cross build goes to
+/// `cross_dir`, its own directory: another rustc's artifacts beside the native build's.
+pub fn guest_command(arch: Arch, cross_dir: &Path) -> GuestCommand {
     if arch.is_host() {
-        // The normal rustup cargo (the parent's toolchain, so the shared target dir stays
-        // warm).
+        // The normal cargo on PATH (for bpfvm's own guest binaries, the parent's toolchain,
+        // so the shared target dir stays warm).
         return GuestCommand {
             program: "cargo".into(),
             args: vec![],
@@ -250,17 +251,13 @@ pub fn guest_command(arch: Arch) -> GuestCommand {
         env: vec![
             ("RUSTC".into(), DEBIAN_RUSTC.into()),
             ("RUSTC_BOOTSTRAP".into(), "1".into()),
-            // Its own directory: another rustc's artifacts beside the native build's.
-            (
-                "CARGO_TARGET_DIR".into(),
-                cross_target_dir().display().to_string(),
-            ),
+            ("CARGO_TARGET_DIR".into(), cross_dir.display().to_string()),
             (linker_var, cross_linker(arch).into()),
         ],
     }
 }
 
-/// Where guest binaries for another architecture are built.
+/// Where bpfvm's own guest binaries for another architecture are built.
 pub fn cross_target_dir() -> PathBuf {
     target_dir().join("cross")
 }
@@ -280,7 +277,7 @@ fn cargo_json(
     arch: Arch,
     events: &Events,
 ) -> Result<Vec<Artifact>> {
-    let how = guest_command(arch);
+    let how = guest_command(arch, &cross_target_dir());
     let args: Vec<String> = args
         .iter()
         .map(|s| s.to_string())
@@ -410,6 +407,7 @@ pub fn build_guest_bin(
     ebpf_dir: &Path,
     bin: &str,
     profile: &str,
+    arch: Arch,
     events: &Events,
 ) -> Result<PathBuf> {
     events.step(format!(
@@ -427,7 +425,7 @@ pub fn build_guest_bin(
             bin,
         ],
         ebpf_dir,
-        Arch::host(),
+        arch,
         events,
     )?;
     bin_of(arts, bin)
@@ -470,7 +468,7 @@ mod tests {
 
     #[test]
     fn an_arm64_guest_is_built_by_debian_rust_with_its_std_and_the_cross_linker() {
-        let c = guest_command(Arch::Arm64);
+        let c = guest_command(Arch::Arm64, Path::new("/t/cross"));
         assert_eq!(c.program, "/usr/bin/cargo");
         assert_eq!(
             c.args.join(" "),
@@ -482,8 +480,11 @@ mod tests {
             "aarch64-linux-gnu-gcc"
         );
         assert_eq!(env["RUSTC_BOOTSTRAP"], "1");
-        assert!(env["CARGO_TARGET_DIR"].ends_with("/cross"));
-        assert_eq!(guest_command(Arch::X86_64).program, "cargo");
+        assert_eq!(env["CARGO_TARGET_DIR"], "/t/cross");
+        assert_eq!(
+            guest_command(Arch::X86_64, Path::new("/t/cross")).program,
+            "cargo"
+        );
     }
 
     #[test]

@@ -17,8 +17,21 @@ pub struct OwnRoot {
     /// The cached root (a pin's extracted tree, `kernel::pins::userland`).
     pub root: PathBuf,
     /// Host directories the guest reads (its binaries, the BPF objects), mounted read-only at
-    /// their own paths. None may hold another or the run's shared directory.
+    /// their own paths ([`outermost`]). None may hold another or the run's shared directory.
     pub reads: Vec<PathBuf>,
+}
+
+/// `dirs` without those another of them holds, each once: what to mount for all of them.
+pub fn outermost(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for d in dirs {
+        if out.iter().any(|o| d.starts_with(o)) {
+            continue;
+        }
+        out.retain(|o| !o.starts_with(d));
+        out.push(d.clone());
+    }
+    out
 }
 
 /// Where the boot whose guest script is `script` gets its root: beside the script.
@@ -129,6 +142,22 @@ mod tests {
         assert_eq!(std::fs::read_to_string(script).unwrap(), "echo hi");
         // The cached root is untouched.
         assert!(!inside(&root, &run.join("shared")).exists());
+    }
+
+    #[test]
+    fn a_directory_another_holds_is_mounted_with_it() {
+        let dirs = [
+            "/w/crate/target/debug/deps",
+            "/w/crate",
+            "/w/crate",
+            "/w/target/cross",
+            "/w/crate/target/x",
+        ]
+        .map(PathBuf::from);
+        assert_eq!(
+            outermost(&dirs),
+            [PathBuf::from("/w/crate"), "/w/target/cross".into()]
+        );
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     let guest = bpfvm_host::machine::build::build_guest(
         &ebpf,
         bpfvm_host::domain::arch::Arch::X86_64,
+        &tools.ebpf,
         events,
     )?;
     let built = inventory::of_binaries(

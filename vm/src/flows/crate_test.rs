@@ -141,7 +141,12 @@ fn build_tests(
     dirs: &CargoDirs,
     events: &Events,
 ) -> Result<Vec<CrateBinary>> {
-    let how = build::guest_command(arch, &dirs.target.join("bpfvm-cross"));
+    let how = if arch.is_host() {
+        build::native_command()
+    } else {
+        let tools = crate::machine::provision::ensure(events)?;
+        build::guest_command(arch, &dirs.target.join("bpfvm-cross"), &tools.ebpf)
+    };
     let mut args: Vec<String> = ["test", "--no-run", "--message-format=json"]
         .map(String::from)
         .to_vec();
@@ -151,6 +156,7 @@ fn build_tests(
         "building the crate's tests ({})",
         arch.rust_target()
     ));
+    let args: Vec<String> = how.toolchain.iter().cloned().chain(args).collect();
     let stdout = run_cargo(&how.program, &args, &how.env, events)?;
     let (arts, _) = parse_cargo_messages(&stdout);
     let binaries = crate_binaries(&arts);
@@ -399,6 +405,7 @@ fn verifier_run(
         crate::machine::build::VERIFIER_BIN,
         crate::machine::build::GUEST_PROFILE,
         arch,
+        &tools.ebpf,
         events,
     )?;
     Ok(VerifierRun { bin, objects })

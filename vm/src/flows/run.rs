@@ -323,7 +323,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         probe,
         verifier,
         dir: guest_dir,
-    } = build::build_guest(&ebpf_dir, p.kernel.arch, events)?;
+    } = build::build_guest(&ebpf_dir, p.kernel.arch, &p.tools.ebpf, events)?;
     p.guest_reads = vec![guest_dir, ebpf_dir.clone()];
     let verifier = guest::VerifierRun {
         bin: verifier,

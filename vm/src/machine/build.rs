@@ -9,9 +9,7 @@ use std::process::{Command, Stdio};
 use anyhow::{bail, Context, Result};
 
 use crate::domain::arch::Arch;
-use crate::machine::provision::{
-    run_logged, scrub_cargo_env, tail_lines, EbpfToolchain, DEBIAN_CARGO, DEBIAN_RUSTC,
-};
+use crate::machine::provision::{run_logged, scrub_cargo_env, tail_lines, EbpfToolchain};
 use crate::support::output::Events;
 use crate::support::paths::{target_dir, workspace_root};
 use crate::support::shell;
@@ -212,48 +210,73 @@ pub fn parse_cargo_messages(stdout: &str) -> (Vec<Artifact>, Vec<String>) {
     (arts, errors)
 }
 
-/// How the guest binaries of an architecture are built: natively with the parent's cargo, or
-/// for another architecture with Debian's Rust and its library sources (rustup here has no
-/// `rust-src` and cannot download targets), the same route the BPF objects take.
+/// How the guest binaries of an architecture are built: natively with the cargo on PATH, or
+/// for another architecture with `-Z build-std=std` by the toolchain that builds the BPF
+/// objects (rustup's nightly with `rust-src`, or Debian's `rustc-web` with its library sources
+/// where rustup has none and cannot download targets).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestCommand {
     pub program: String,
-    /// Before the build's own arguments.
+    /// Before the subcommand (`+nightly`).
+    pub toolchain: Vec<String>,
+    /// After the build's own arguments.
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
 }
 
+/// The normal cargo on PATH (for bpfvm's own guest binaries, the parent's toolchain, so the
+/// shared target dir stays warm).
+pub fn native_command() -> GuestCommand {
+    GuestCommand {
+        program: "cargo".into(),
+        toolchain: vec![],
+        args: vec![],
+        env: vec![],
+    }
+}
+
 /// The cargo that builds guest binaries for `arch` (pure: unit-tested); a cross build goes to
 /// `cross_dir`, its own directory: another rustc's artifacts beside the native build's.
-pub fn guest_command(arch: Arch, cross_dir: &Path) -> GuestCommand {
+pub fn guest_command(arch: Arch, cross_dir: &Path, tc: &EbpfToolchain) -> GuestCommand {
     if arch.is_host() {
-        // The normal cargo on PATH (for bpfvm's own guest binaries, the parent's toolchain,
-        // so the shared target dir stays warm).
-        return GuestCommand {
-            program: "cargo".into(),
-            args: vec![],
-            env: vec![],
-        };
+        return native_command();
     }
     let target = arch.rust_target();
     let linker_var = format!(
         "CARGO_TARGET_{}_LINKER",
         target.to_uppercase().replace('-', "_")
     );
+    let mut env = vec![
+        (
+            "CARGO_TARGET_DIR".to_string(),
+            cross_dir.display().to_string(),
+        ),
+        (linker_var, cross_linker(arch).into()),
+    ];
+    let (program, toolchain) = match tc {
+        EbpfToolchain::RustupNightly { .. } => (
+            "cargo".to_string(),
+            vec![format!(
+                "+{}",
+                crate::machine::provision::nightly_toolchain()
+            )],
+        ),
+        EbpfToolchain::Debian { cargo, rustc, .. } => {
+            env.push(("RUSTC".into(), rustc.display().to_string()));
+            env.push(("RUSTC_BOOTSTRAP".into(), "1".into()));
+            (cargo.display().to_string(), vec![])
+        }
+    };
     GuestCommand {
-        program: DEBIAN_CARGO.into(),
+        program,
+        toolchain,
         args: vec![
             "-Z".into(),
             "build-std=std,panic_unwind".into(),
             "--target".into(),
             target.into(),
         ],
-        env: vec![
-            ("RUSTC".into(), DEBIAN_RUSTC.into()),
-            ("RUSTC_BOOTSTRAP".into(), "1".into()),
-            ("CARGO_TARGET_DIR".into(), cross_dir.display().to_string()),
-            (linker_var, cross_linker(arch).into()),
-        ],
+        env,
     }
 }
 
@@ -270,17 +293,18 @@ fn cross_linker(arch: Arch) -> &'static str {
     }
 }
 
-/// Runs a cargo JSON build of the root workspace for `arch` with `BPFVM_EBPF_DIR` set.
+/// Runs a cargo JSON build of the root workspace with `BPFVM_EBPF_DIR` set, as `how` says.
 fn cargo_json(
     args: &[&str],
     ebpf_dir: &Path,
-    arch: Arch,
+    how: &GuestCommand,
     events: &Events,
 ) -> Result<Vec<Artifact>> {
-    let how = guest_command(arch, &cross_target_dir());
-    let args: Vec<String> = args
+    let args: Vec<String> = how
+        .toolchain
         .iter()
-        .map(|s| s.to_string())
+        .cloned()
+        .chain(args.iter().map(|s| s.to_string()))
         .chain(how.args.iter().cloned())
         .collect();
     let mut env = vec![("BPFVM_EBPF_DIR".to_string(), ebpf_dir.display().to_string())];
@@ -294,7 +318,7 @@ fn cargo_json(
     );
     events.command(&shown);
     let mut cmd = Command::new(&how.program);
-    if !arch.is_host() {
+    if !how.env.is_empty() {
         scrub_cargo_env(&mut cmd);
     }
     let out = cmd
@@ -343,7 +367,12 @@ pub struct GuestBuild {
 /// --bin probe --bin verifier`): built apart,
 /// the probe resolves its dependencies' features without the tests' dev-dependencies, and cargo
 /// built syn, serde, aya-obj and aya a second time (170 s of a fresh run).
-pub fn build_guest(ebpf_dir: &Path, arch: Arch, events: &Events) -> Result<GuestBuild> {
+pub fn build_guest(
+    ebpf_dir: &Path,
+    arch: Arch,
+    tc: &EbpfToolchain,
+    events: &Events,
+) -> Result<GuestBuild> {
     events.step(format!(
         "building guest tests and probe (bpfvm-tests, {})",
         arch.rust_target()
@@ -363,7 +392,7 @@ pub fn build_guest(ebpf_dir: &Path, arch: Arch, events: &Events) -> Result<Guest
             VERIFIER_BIN,
         ],
         ebpf_dir,
-        arch,
+        &guest_command(arch, &cross_target_dir(), tc),
         events,
     )?;
     let tests = test_binaries(&arts);
@@ -408,6 +437,7 @@ pub fn build_guest_bin(
     bin: &str,
     profile: &str,
     arch: Arch,
+    tc: &EbpfToolchain,
     events: &Events,
 ) -> Result<PathBuf> {
     events.step(format!(
@@ -425,7 +455,7 @@ pub fn build_guest_bin(
             bin,
         ],
         ebpf_dir,
-        arch,
+        &guest_command(arch, &cross_target_dir(), tc),
         events,
     )?;
     bin_of(arts, bin)
@@ -468,8 +498,14 @@ mod tests {
 
     #[test]
     fn an_arm64_guest_is_built_by_debian_rust_with_its_std_and_the_cross_linker() {
-        let c = guest_command(Arch::Arm64, Path::new("/t/cross"));
+        let tc = EbpfToolchain::Debian {
+            cargo: "/usr/bin/cargo".into(),
+            rustc: "/usr/bin/rustc".into(),
+            bpf_linker: "/c/tools/bin/bpf-linker".into(),
+        };
+        let c = guest_command(Arch::Arm64, Path::new("/t/cross"), &tc);
         assert_eq!(c.program, "/usr/bin/cargo");
+        assert!(c.toolchain.is_empty());
         assert_eq!(
             c.args.join(" "),
             "-Z build-std=std,panic_unwind --target aarch64-unknown-linux-gnu"
@@ -481,10 +517,16 @@ mod tests {
         );
         assert_eq!(env["RUSTC_BOOTSTRAP"], "1");
         assert_eq!(env["CARGO_TARGET_DIR"], "/t/cross");
-        assert_eq!(
-            guest_command(Arch::X86_64, Path::new("/t/cross")).program,
-            "cargo"
-        );
+        let native = guest_command(Arch::X86_64, Path::new("/t/cross"), &tc);
+        assert_eq!((native.program.as_str(), native.env.len()), ("cargo", 0));
+        // rustup's nightly with rust-src, where it is the BPF toolchain, builds std too.
+        let nightly = EbpfToolchain::RustupNightly {
+            bpf_linker: "/c/tools/bin/bpf-linker".into(),
+        };
+        let c = guest_command(Arch::Arm64, Path::new("/t/cross"), &nightly);
+        assert_eq!(c.program, "cargo");
+        assert!(c.toolchain[0].starts_with('+'), "{:?}", c.toolchain);
+        assert!(!c.env.iter().any(|(k, _)| k == "RUSTC"));
     }
 
     #[test]

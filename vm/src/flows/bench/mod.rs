@@ -152,7 +152,14 @@ pub fn bench_ab(
 
 fn build_bench(p: &Prepared, events: &Events) -> Result<PathBuf> {
     let ebpf_dir = build::build_ebpf(&p.tools.ebpf, events)?;
-    build::build_guest_bin(&ebpf_dir, "bench", "release", p.kernel.arch, events)
+    build::build_guest_bin(
+        &ebpf_dir,
+        "bench",
+        "release",
+        p.kernel.arch,
+        &p.tools.ebpf,
+        events,
+    )
 }
 
 fn out_dir(p: &Prepared, opts: &BenchOptions) -> PathBuf {

@@ -77,20 +77,17 @@ pub fn selftests_packages(clang: u32) -> Vec<String> {
 /// What booting a guest of `arch` on this host needs beyond the base packages: for arm64,
 /// qemu's system emulator, its user-mode emulator (it lists the applets of the guest root's
 /// busybox, `kernel::pins::userland`), and the cross linker and libc the guest binaries are
-/// linked with, built by Debian's Rust with its library sources (`-Z build-std=std`).
+/// linked with (they are built with `-Z build-std=std` by the toolchain the base packages
+/// give: `build::guest_command`).
 pub fn arch_packages(arch: Arch) -> Vec<&'static str> {
     match arch {
         Arch::X86_64 => vec![],
-        Arch::Arm64 => {
-            let mut p = vec![
-                "qemu-system-arm",
-                "qemu-user",
-                "gcc-aarch64-linux-gnu",
-                "libc6-dev-arm64-cross",
-            ];
-            p.extend_from_slice(DEBIAN_RUST_PACKAGES);
-            p
-        }
+        Arch::Arm64 => vec![
+            "qemu-system-arm",
+            "qemu-user",
+            "gcc-aarch64-linux-gnu",
+            "libc6-dev-arm64-cross",
+        ],
     }
 }
 

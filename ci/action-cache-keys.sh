@@ -4,7 +4,7 @@
 # - bin: the installed bpfvm, from its sources (every crate it compiles in: cli, vm, common),
 #   the compiler, and the checkout's path (bpfvm reads its kernel pins from where it was built).
 # - tools: virtme-ng, virtiofsd and bpf-linker, from the provisioning code and the nightly.
-# - kernels: the kernels input and the pins.
+# - kernels: the kernels and arch inputs and the pins.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${KERNELS:?set KERNELS to the kernels input of the action}"
@@ -19,4 +19,4 @@ path_hash="$(pwd | sha256sum | cut -c1-8)"
 os="${RUNNER_OS:-Linux}"
 echo "bin=bpfvm-bin-$os-$rustc_version-$path_hash-$(hash cli vm common Cargo.toml Cargo.lock)"
 echo "tools=bpfvm-tools-$os-$NIGHTLY-$(hash vm/src/machine/provision)"
-echo "kernels=bpfvm-kernels-$(tr -c 'a-zA-Z0-9.,\n-' _ <<<"$KERNELS")-$(hash kernels -name '*.toml')"
+echo "kernels=bpfvm-kernels-$(tr -c 'a-zA-Z0-9.,\n-' _ <<<"$KERNELS${ARCH:+-$ARCH}")-$(hash kernels -name '*.toml')"

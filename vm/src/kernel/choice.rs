@@ -157,11 +157,12 @@ impl KernelArgs {
         Ok(choices)
     }
 
-    /// `--arch`, parsed; the host's when not given.
+    /// `--arch`, parsed; the host's when not given (or empty, as an unset input of the
+    /// Action leaves `BPFVM_ARCH`).
     fn arches(&self) -> Result<Vec<Arch>> {
-        match &self.arch {
-            Some(a) => Arch::parse_list(a),
-            None => Ok(vec![Arch::host()]),
+        match self.arch.as_deref().map(str::trim) {
+            Some(a) if !a.is_empty() => Arch::parse_list(a),
+            _ => Ok(vec![Arch::host()]),
         }
     }
 

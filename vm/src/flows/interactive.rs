@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::domain::options::VmOptions;
-use crate::flows::run::{prepare, vm_spec};
+use crate::flows::run::{prepare_any_arch, vm_spec, RunDir};
 use crate::kernel::choice::KernelChoice;
 use crate::machine::vng::{self, ShellEnding};
 use crate::support::output::Events;
@@ -21,9 +21,23 @@ pub fn vm_shell(
     events: &Events,
 ) -> Result<ShellEnding> {
     let cwd = crate::support::paths::guest_cwd()?;
-    let p = prepare(kernel, opts, events)?;
-    // A shell runs no script, and its deadline is `timeout`.
-    let spec = vm_spec(&p, opts, &cwd, &PathBuf::new(), opts.timeout);
+    let p = prepare_any_arch(kernel, opts, events)?;
+    // A shell runs no script, and its deadline is `timeout`. A guest with a root of its own
+    // gets it staged in a run directory of the cache (`own_root`), beside an empty script.
+    let files = match p.kernel.guest_root {
+        Some(_) => Some(RunDir::new(
+            &crate::support::paths::cache_dir().join("runs"),
+        )?),
+        None => None,
+    };
+    let script = match &files {
+        Some(f) => {
+            crate::machine::guest::write(&f.script, "")?;
+            f.script.clone()
+        }
+        None => PathBuf::new(),
+    };
+    let spec = vm_spec(&p, opts, &cwd, &script, opts.timeout);
     events.step(format!(
         "booting {} under {} with a root shell (exit or Ctrl-D to power off)",
         p.kernel.bootable.release,

@@ -300,6 +300,9 @@ pub fn shell(
     events: &Events,
 ) -> Result<ShellEnding> {
     let args = shell_args(spec)?;
+    if let Some(own) = &spec.own_root {
+        own_root::stage(own, &spec.rwdir, &spec.script)?;
+    }
     events.command(format!(
         "{} {}",
         vng.display(),
@@ -327,6 +330,9 @@ pub fn shell(
         std::thread::sleep(Duration::from_millis(100));
     };
     group.finish();
+    if spec.own_root.is_some() {
+        let _ = std::fs::remove_dir_all(own_root::staged_path(&spec.script));
+    }
     Ok(ending)
 }
 

@@ -308,9 +308,122 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
     out
 }
 
+/// A recorded report (three boots a mode, instruction clock) with bench's rows added: bloom
+/// lookups at 217.16 / 215.15 instructions (retpoline / off, as measured on 6.1) and bpf-loop
+/// at 15.055, each boot's two iterations a little apart.
+#[cfg(test)]
+pub(crate) fn recorded_with_bench() -> BenchReport {
+    let mut r: BenchReport = serde_json::from_str(include_str!(
+        "../../../../tests/data/bench-6.1-quick-icount-least-b.json"
+    ))
+    .unwrap();
+    let plan = plan(Size::Quick).unwrap();
+    let call = |bench: &str| {
+        plan.calls
+            .iter()
+            .find(|c| c.bench == bench)
+            .unwrap()
+            .clone()
+    };
+    let outcome = |call: Call, rate: f64| Outcome {
+        call,
+        status: Some(0),
+        samples: vec![rate, rate * 0.9999],
+        summary: None,
+    };
+    for run in &mut r.runs {
+        let lookup = match run.mode {
+            Mode::Retpoline => 1000.0 / 217.16,
+            Mode::Off => 1000.0 / 215.15,
+        };
+        run.upstream_bench = vec![
+            outcome(call(BLOOM_LOOKUP), lookup),
+            outcome(
+                plan.calls
+                    .iter()
+                    .find(|c| c.arg("nr_loops") == Some(1000))
+                    .unwrap()
+                    .clone(),
+                1000.0 / 15.055,
+            ),
+        ];
+    }
+    r.params.upstream = true;
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flows::bench::compare;
+
+    #[test]
+    fn bench_rows_count_instructions_and_are_judged_both_ways() {
+        let a = recorded_with_bench();
+        let figs = model::figures(&a);
+        let lookup = figs
+            .iter()
+            .find(|f| {
+                f.key == "bench --nr_hash_funcs 3 --nr_entries 50000 --value_size 8 bloom-lookup"
+            })
+            .unwrap();
+        assert_eq!(lookup.unit, "instructions per op");
+        assert!(lookup.headline, "beside the suite's headline bloom lookup");
+        assert!(
+            (lookup.values.on[0] - 217.16).abs() < 1e-9,
+            "the fastest iteration"
+        );
+        let cost = lookup.cost().unwrap();
+        assert!(cost.excludes_one() && (cost.ratio - 217.16 / 215.15).abs() < 1e-9);
+        let looped = figs
+            .iter()
+            .find(|f| f.key == "bench --nr_loops 1000 bpf-loop")
+            .unwrap();
+        assert_eq!(
+            (looped.unit, looped.table),
+            ("instructions per iteration", LOOP_TABLE)
+        );
+
+        assert!(compare::compare(&a, &a, 1.0).unwrap().passed());
+        let scaled = |by: f64| {
+            let mut b = a.clone();
+            for run in &mut b.runs {
+                for o in run
+                    .upstream_bench
+                    .iter_mut()
+                    .filter(|o| o.call.bench == BPF_LOOP)
+                {
+                    o.samples.iter_mut().for_each(|x| *x *= by);
+                }
+            }
+            compare::compare(&a, &b, 1.0).unwrap().failures().join("\n")
+        };
+        let slower = scaled(1.0 / 1.05);
+        assert!(
+            slower.contains("bench --nr_loops 1000 bpf-loop (spectre_v2=off): slower beyond +1 %"),
+            "{slower}"
+        );
+        assert!(!slower.contains("bloom-lookup"), "{slower}");
+        let fewer = scaled(1.05);
+        assert!(
+            fewer.contains(
+                "bench --nr_loops 1000 bpf-loop (spectre_v2=retpoline): fewer instructions"
+            ),
+            "{fewer}"
+        );
+        let mut only_a = a.clone();
+        for run in &mut only_a.runs {
+            run.upstream_bench.pop();
+        }
+        let missing = compare::compare(&a, &only_a, 1.0)
+            .unwrap()
+            .failures()
+            .join("\n");
+        assert!(
+            missing.contains("bench --nr_loops 1000 bpf-loop: only in A"),
+            "{missing}"
+        );
+    }
 
     #[test]
     fn quick_runs_the_bloom_family_and_three_loop_counts_and_smoke_nothing() {

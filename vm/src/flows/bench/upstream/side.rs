@@ -40,10 +40,11 @@ pub fn suite_key(call: &Call) -> Option<String> {
     })
 }
 
-/// `median on / median off`.
+/// `median on / median off (on - off)`: the difference is what retpoline adds per operation,
+/// in instructions under the instruction clock.
 fn cells(f: &Figure) -> String {
     match (median(&f.values.on), median(&f.values.off)) {
-        (Some(on), Some(off)) => format!("{} / {}", sig(on), sig(off)),
+        (Some(on), Some(off)) => format!("{} / {} ({:+.2})", sig(on), sig(off), on - off),
         _ => "-".into(),
     }
 }
@@ -90,7 +91,8 @@ pub fn render(r: &BenchReport, figs: &[Figure]) -> String {
         "## Side by side: the suite and the kernel's bench\n\n\
          The same boots: the suite's row and the kernel's `bench` (tools/testing/selftests/bpf) \
          for the same operation. Cells: retpoline / off, the median over boots ({unit}; \
-         bpf_loop per iteration); cost: retpoline's over off's with its 95 % CI. bench's \
+         bpf_loop per iteration), and their difference; cost: retpoline's over off's with its \
+         95 % CI. bench's \
          bpf_loop_bench.c passes constant zero flags, so it stands beside the suite's inlined \
          row; the suite's helper row (flags from a map) has no bench counterpart on kernels \
          that inline.\n\n\
@@ -164,7 +166,30 @@ fn false_positives(s: &mut String, r: &BenchReport, call: &Call) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flows::bench::model::Size;
+    use crate::flows::bench::model::{self, Size};
+
+    #[test]
+    fn the_table_puts_each_bench_row_beside_the_suites_with_both_costs() {
+        let r = super::super::recorded_with_bench();
+        let s = render(&r, &model::figures(&r));
+        let row = s
+            .lines()
+            .find(|l| l.starts_with("| bloom-lookup --nr_hash_funcs 3"))
+            .unwrap();
+        let cells: Vec<&str> = row.split(" | ").collect();
+        // The suite's recorded k=3 lookups (235.17 / 233.17), then bench's.
+        assert!(cells[1].starts_with("235.1"), "{row}");
+        assert!(cells[2].starts_with("+0.9 % (CI +0.9..+0.9)"), "{row}");
+        assert_eq!(cells[3], "217.16 / 215.15 (+2.01)", "{row}");
+        assert!(cells[4].starts_with("+0.9 %"), "{row}");
+        assert!(
+            s.contains("| bpf-loop --nr_loops 1000 | 15.043 / 15.043 (+0.00) | -0.0 % (CI -0.0..+0.0) | 15.055 / 15.055 (+0.00) | +0.0 % "),
+            "{s}"
+        );
+        let mut skipped = r.clone();
+        skipped.upstream_skipped = Some("kernel 6.1: no [selftests]".into());
+        assert!(render(&skipped, &[]).contains("kernel 6.1: no [selftests]."));
+    }
 
     #[test]
     fn each_timed_call_has_the_suite_row_of_its_operation() {

@@ -50,7 +50,7 @@ pub struct BenchOptions {
     pub null: bool,
     /// Also run the kernel's own `bench` in every boot (`upstream`; `--upstream`). Asked for,
     /// not by default: each of its calls costs at least 3 * 10^9 guest instructions (see
-    /// `upstream`), which nearly doubles `--quick`.
+    /// `upstream`), which made `--quick` about three times as long (docs/benchmarks.md).
     pub upstream: bool,
 }
 

@@ -356,6 +356,26 @@ mod tests {
         assert!(e.contains("CONFIG_MODULES off"), "{e}");
     }
 
+    /// bench-vm --upstream skips its bench rows with this reason on such a pin.
+    #[test]
+    fn a_pin_without_selftests_is_refused_naming_its_toml() {
+        let pin = pins::resolve("5.10").unwrap();
+        assert!(pin.selftests.is_none(), "5.10 has no [selftests]");
+        let opts = Options {
+            kernel: KernelChoice::Pin(pin),
+            vm: VmOptions::new(std::time::Duration::from_secs(60)),
+            pattern: None,
+            maps: false,
+            clang: None,
+            bless: false,
+        };
+        let e = format!("{:#}", check(&opts).unwrap_err());
+        assert!(
+            e.starts_with("kernel 5.10: ") && e.contains("kernels/5.10.toml has no [selftests]"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn a_failed_insmod_is_named() {
         let d = tempfile::tempdir().unwrap();

@@ -189,7 +189,7 @@ fn kernel_bench(
     kernels: &[(&KernelChoice, &Prepared)],
     events: &Events,
 ) -> Result<KernelBench> {
-    let Some(plan) = upstream::plan(opts.size).filter(|_| opts.upstream) else {
+    let Some(plan) = upstream::plan(opts.size, &opts.only).filter(|_| opts.upstream) else {
         return Ok(KernelBench::default());
     };
     let mut why = Vec::new();

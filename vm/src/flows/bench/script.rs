@@ -51,7 +51,7 @@ mod tests {
 
     #[test]
     fn the_suite_runs_first_then_the_kernels_bench_before_the_log_ends() {
-        let plan = upstream::plan(Size::Quick).unwrap();
+        let plan = upstream::plan(Size::Quick, &[]).unwrap();
         let args = ["--instruction-clock".to_string()];
         let mut boot = Boot {
             runner: Path::new("/t/bench"),

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::model::{self, BenchReport, Clock, Figure, Mode, Pair, Size, LATENCY, RATE};
 use super::stats::{median, Better};
+use super::Group;
 
 /// One invocation of bench: the benchmark and its options (the timing apart).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,6 +49,14 @@ impl Call {
     pub fn arg(&self, name: &str) -> Option<u32> {
         let at = self.args.iter().position(|a| *a == format!("--{name}"))?;
         self.args.get(at + 1)?.parse().ok()
+    }
+
+    /// The suite's group of the same operation (`--only` selects both).
+    fn group(&self) -> Group {
+        match self.bench.as_str() {
+            BPF_LOOP => Group::BpfLoop,
+            _ => Group::Bloom,
+        }
     }
 
     /// What the figure is: bpf-loop's latency per loop, the false-positive percentage, or
@@ -85,7 +94,8 @@ pub struct Plan {
     pub calls: Vec<Call>,
 }
 
-/// The plan of a size; None for `--smoke` (CI's run: no selftests build in it).
+/// The plan of a size, the calls of the groups `only` names (all when empty); None for
+/// `--smoke` (CI's run: no selftests build in it) or when no call is left (`--only batch`).
 ///
 /// The bloom family at the bloom thread's headline parameters (its benchmark patch,
 /// benchs/run_bench_bloom_filter_map.sh: `--nr_hash_funcs`, `--nr_entries`, `--value_size`),
@@ -95,7 +105,7 @@ pub struct Plan {
 /// `--quick`: bpf_loop_bench.c calls bpf_loop 1,000 times per trigger, so one trigger is 10^9
 /// loops, 15 * 10^9 instructions, and each of bench's "seconds" waits for it (measured: 14 s
 /// iterations, 45 * 10^9 instructions a call).
-pub fn plan(size: Size) -> Option<Plan> {
+pub fn plan(size: Size, only: &[Group]) -> Option<Plan> {
     let (duration, loops): (u32, &[u32]) = match size {
         Size::Smoke => return None,
         Size::Quick => (1, &[1, 100, 1000]),
@@ -129,6 +139,10 @@ pub fn plan(size: Size) -> Option<Plan> {
             .iter()
             .map(|&n| Call::new(BPF_LOOP, &[("nr_loops", n)])),
     );
+    calls.retain(|c| only.is_empty() || only.contains(&c.group()));
+    if calls.is_empty() {
+        return None;
+    }
     Some(Plan {
         warmup: 1,
         duration,
@@ -317,7 +331,7 @@ pub(crate) fn recorded_with_bench() -> BenchReport {
         "../../../../tests/data/bench-6.1-quick-icount-least-b.json"
     ))
     .unwrap();
-    let plan = plan(Size::Quick).unwrap();
+    let plan = plan(Size::Quick, &[]).unwrap();
     let call = |bench: &str| {
         plan.calls
             .iter()
@@ -427,8 +441,8 @@ mod tests {
 
     #[test]
     fn quick_runs_the_bloom_family_and_three_loop_counts_and_smoke_nothing() {
-        assert_eq!(plan(Size::Smoke), None);
-        let q = plan(Size::Quick).unwrap();
+        assert_eq!(plan(Size::Smoke, &[]), None);
+        let q = plan(Size::Quick, &[]).unwrap();
         assert_eq!((q.warmup, q.duration), (1, 1));
         let keys: Vec<String> = q.calls.iter().map(Call::key).collect();
         assert_eq!(
@@ -441,12 +455,16 @@ mod tests {
         ));
         let loops: Vec<u32> = q.calls.iter().filter_map(|c| c.arg("nr_loops")).collect();
         assert_eq!(loops, [1, 100, 1000]);
-        assert_eq!(plan(Size::Full).unwrap().calls.len(), 5 + 11);
+        assert_eq!(plan(Size::Full, &[]).unwrap().calls.len(), 5 + 11);
+        let loops_only = plan(Size::Quick, &[Group::BpfLoop]).unwrap();
+        assert!(loops_only.calls.iter().all(|c| c.bench == BPF_LOOP));
+        assert_eq!(plan(Size::Quick, &[Group::Bloom]).unwrap().calls.len(), 5);
+        assert_eq!(plan(Size::Quick, &[Group::Batch]), None);
     }
 
     #[test]
     fn a_failed_or_short_run_is_a_problem_naming_the_call() {
-        let plan = plan(Size::Quick).unwrap();
+        let plan = plan(Size::Quick, &[]).unwrap();
         let call = plan.calls[0].clone();
         let ok = Outcome {
             call: call.clone(),

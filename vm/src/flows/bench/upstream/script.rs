@@ -55,7 +55,7 @@ mod tests {
 
     #[test]
     fn each_call_runs_with_the_plans_timing_and_keeps_its_output_and_status() {
-        let plan = super::super::plan(Size::Quick).unwrap();
+        let plan = super::super::plan(Size::Quick, &[]).unwrap();
         let s = lines(Path::new("/c/bpf/bench"), &plan);
         assert!(s.starts_with("bpfvm_mark phase upstream-bench\n"));
         assert!(s.contains(

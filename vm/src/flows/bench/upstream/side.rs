@@ -193,7 +193,7 @@ mod tests {
 
     #[test]
     fn each_timed_call_has_the_suite_row_of_its_operation() {
-        let plan = super::super::plan(Size::Quick).unwrap();
+        let plan = super::super::plan(Size::Quick, &[]).unwrap();
         let keys: Vec<Option<String>> = plan.calls.iter().map(suite_key).collect();
         assert_eq!(
             keys,

@@ -90,6 +90,14 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         return ab(&opts, &base, threshold, events);
     }
     let (report, dir) = bpfvm_host::flows::bench::bench_vm(&opts, events)?;
+    if report.params.upstream {
+        // The table a kernel developer asked for with --upstream, also report.md's last section.
+        use bpfvm_host::flows::bench::{model, upstream};
+        outln!(
+            "{}",
+            upstream::side::render(&report, &model::figures(&report))
+        );
+    }
     outln!("report: {}", dir.join("report.md").display());
     Ok(exit_status(report.ok()))
 }

@@ -3,7 +3,8 @@
 use std::fmt::Write as _;
 
 use super::{
-    calls, Call, BLOOM_LOOKUP, BLOOM_UPDATE, BPF_LOOP, FALSE_POSITIVE, WITHOUT_BLOOM, WITH_BLOOM,
+    calls, Call, BLOOM_LOOKUP, BLOOM_TABLE, BLOOM_UPDATE, BPF_LOOP, FALSE_POSITIVE, LOOP_TABLE,
+    WITHOUT_BLOOM, WITH_BLOOM,
 };
 use crate::flows::bench::model::{BenchReport, Figure};
 use crate::flows::bench::stats::{self, median};
@@ -82,16 +83,23 @@ pub fn render(r: &BenchReport, figs: &[Figure]) -> String {
     if calls.is_empty() {
         return s;
     }
-    let unit = figs
+    // The units of bench's rows, each once (rates and loop latencies).
+    let mut units: Vec<&str> = Vec::new();
+    for f in figs
         .iter()
-        .find(|f| f.table == super::BLOOM_TABLE)
-        .map_or("", |f| f.unit);
+        .filter(|f| [BLOOM_TABLE, LOOP_TABLE].contains(&f.table))
+    {
+        if !units.contains(&f.unit) {
+            units.push(f.unit);
+        }
+    }
+    let unit = units.join("; ");
     writeln!(
         s,
         "## Side by side: the suite and the kernel's bench\n\n\
          The same boots: the suite's row and the kernel's `bench` (tools/testing/selftests/bpf) \
-         for the same operation. Cells: retpoline / off, the median over boots ({unit}; \
-         bpf_loop per iteration), and their difference; cost: retpoline's over off's with its \
+         for the same operation. Cells: retpoline / off, the median over boots ({unit}), and \
+         their difference; cost: retpoline's over off's with its \
          95 % CI. bench's \
          bpf_loop_bench.c passes constant zero flags, so it stands beside the suite's inlined \
          row; the suite's helper row (flags from a map) has no bench counterpart on kernels \
@@ -184,6 +192,10 @@ mod tests {
         assert!(cells[4].starts_with("+0.9 %"), "{row}");
         assert!(
             s.contains("| bpf-loop --nr_loops 1000 | 15.043 / 15.043 (+0.00) | -0.0 % (CI -0.0..+0.0) | 15.055 / 15.055 (+0.00) | +0.0 % "),
+            "{s}"
+        );
+        assert!(
+            s.contains("the median over boots (instructions per op; instructions per iteration)"),
             "{s}"
         );
         let mut skipped = r.clone();

@@ -2,9 +2,9 @@
 //! `Iter` line per second of its clock, warm-up included, then a `Summary:` line.
 //!
 //! ```text
-//! Iter   1 (  12.345us): hits   20.391M/s ( 20.391M/prod), drops    0.000M/s, total operations   20.391M/s
-//! Iter   1 (  -1.013us): hits   45.312M/s ( 45.312M/prod)
-//! Iter   1 (   3.020us): 1834 false hits of 61722 total operations. Percentage = 2.97 %
+//! Iter   1 (-1031.586us): hits    4.605M/s (  4.605M/prod), drops    0.000M/s, total operations    4.605M/s
+//! Iter   1 (  2.029us): hits   16.798M/s ( 16.798M/prod)
+//! Iter   1 (-15.423us): 597656 false hits of 7827096 total operations. Percentage = 7.64 %
 //! ```
 //!
 //! (`hits_drops_report_progress`, `ops_report_progress`, `false_hits_report_progress`.)
@@ -71,33 +71,60 @@ fn rate(text: &str) -> Option<f64> {
 mod tests {
     use super::*;
 
+    // Recorded: 6.1's bench (linux-source 6.1.192-3) in bench-vm's boots under the
+    // instruction clock, `-w1 -d1`, 2026-12-03.
+    const BLOOM_LOOKUP: &str = "Setting up benchmark 'bloom-lookup'...
+Benchmark 'bloom-lookup' started.
+Iter   0 (9866.615us): hits    4.605M/s (  4.605M/prod), drops    0.000M/s, total operations    4.605M/s
+Iter   1 (-1031.586us): hits    4.605M/s (  4.605M/prod), drops    0.000M/s, total operations    4.605M/s
+Iter   2 (-1017.833us): hits    4.605M/s (  4.605M/prod), drops    0.000M/s, total operations    4.605M/s
+Summary: hits    4.600 \u{b1} 0.000M/s (  4.600M/prod), drops    0.000 \u{b1} 0.000M/s, total operations    4.600 \u{b1} 0.000M/s
+";
+    const WITHOUT_BLOOM: &str = "Setting up benchmark 'hashmap-without-bloom'...
+Benchmark 'hashmap-without-bloom' started.
+Iter   0 ( 87.445us): hits    0.000M/s (  0.000M/prod), drops    6.538M/s, total operations    6.538M/s
+Iter   1 ( 30.721us): hits    0.000M/s (  0.000M/prod), drops    6.540M/s, total operations    6.540M/s
+Iter   2 ( 22.646us): hits    0.000M/s (  0.000M/prod), drops    6.540M/s, total operations    6.540M/s
+Summary: hits    0.000 \u{b1} 0.000M/s (  0.000M/prod), drops    6.540 \u{b1} 0.000M/s, total operations    6.540 \u{b1} 0.000M/s
+";
+    const FALSE_POSITIVE: &str = "Setting up benchmark 'bloom-false-positive'...
+Benchmark 'bloom-false-positive' started.
+Iter   0 ( 45.892us): 597002 false hits of 7827466 total operations. Percentage = 7.63 %
+Iter   1 (-15.423us): 597656 false hits of 7827096 total operations. Percentage = 7.64 %
+Iter   2 ( 32.033us): 596975 false hits of 7826415 total operations. Percentage = 7.63 %
+Summary: 1194631 false hits of 15653511 total operations. Percentage =  7.63 %
+";
+    const BPF_LOOP: &str = "Setting up benchmark 'bpf-loop'...
+Benchmark 'bpf-loop' started.
+Iter   0 ( 46.065us): hits   16.796M/s ( 16.796M/prod)
+Iter   1 (  2.029us): hits   16.798M/s ( 16.798M/prod)
+Iter   2 ( 20.927us): hits   16.798M/s ( 16.798M/prod)
+Summary: throughput   16.798 \u{b1} 0.000 M ops/s ( 16.798M ops/prod), latency   59.531 ns/op
+";
+
     #[test]
     fn hits_and_drops_lines_give_total_operations_after_the_warm_up() {
-        let out = "Setting up benchmark 'hashmap-with-bloom'...\n\
-            Benchmark 'hashmap-with-bloom' started.\n\
-            Iter   0 (-10.880us): hits    0.050M/s (  0.050M/prod), drops    1.950M/s, total operations    2.000M/s\n\
-            Iter   1 (  3.255us): hits    0.052M/s (  0.052M/prod), drops    2.048M/s, total operations    2.100M/s\n\
-            Iter   2 ( -0.101us): hits    0.051M/s (  0.051M/prod), drops    2.049M/s, total operations    2.100M/s\n\
-            Summary: hits    0.052 \u{b1} 0.001M/s (  0.052M/prod), drops    2.049 \u{b1} 0.001M/s, total operations    2.100 \u{b1} 0.000M/s\n";
-        let p = output(out, 1);
-        assert_eq!(p.samples, [2.1, 2.1]);
-        assert!(p.summary.unwrap().starts_with("Summary: hits    0.052"));
+        let p = output(BLOOM_LOOKUP, 1);
+        assert_eq!(p.samples, [4.605, 4.605]);
+        assert!(p.summary.unwrap().starts_with("Summary: hits    4.600"));
+        // All drops (keys absent from the map): the total counts them.
+        assert_eq!(output(WITHOUT_BLOOM, 1).samples, [6.54, 6.54]);
     }
 
     #[test]
     fn ops_lines_give_hits_and_false_positive_lines_the_percentage() {
-        let ops = "Iter   0 ( 25.100us): hits   40.000M/s ( 40.000M/prod)\n\
-                   Iter   1 ( -1.013us): hits   45.312M/s ( 45.312M/prod)\n";
-        assert_eq!(output(ops, 1).samples, [45.312]);
-        let fp = "Iter   1 (   3.020us): 1834 false hits of 61722 total operations. Percentage = 2.97 %\n";
-        assert_eq!(output(fp, 1).samples, [2.97]);
-        assert_eq!(output(fp, 2).samples, Vec::<f64>::new());
+        assert_eq!(output(BPF_LOOP, 1).samples, [16.798, 16.798]);
+        assert_eq!(output(BPF_LOOP, 0).samples, [16.796, 16.798, 16.798]);
+        let fp = output(FALSE_POSITIVE, 1);
+        assert_eq!(fp.samples, [7.64, 7.63]);
+        assert!(fp.summary.unwrap().ends_with("Percentage =  7.63 %"));
+        assert_eq!(output(FALSE_POSITIVE, 3).samples, Vec::<f64>::new());
     }
 
     #[test]
     fn other_lines_and_broken_ones_give_nothing() {
         let p = output(
-            "libbpf: failed to load\nIter   x (1us): hits 1M/s\nIter   1 (1us): hits 1.2 M\n",
+            "setting affinity to CPU #1 failed: 2\nIter   x (1us): hits 1M/s\nIter   1 (1us): hits 1.2 M\n",
             0,
         );
         assert_eq!(p, Parsed::default());

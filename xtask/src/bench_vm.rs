@@ -51,6 +51,11 @@ pub(crate) struct Options {
     /// to count as changed.
     #[arg(long, default_value_t = 1.0, requires = "against")]
     threshold: f64,
+    /// Also run the kernel's own bench (tools/testing/selftests/bpf/bench, built as
+    /// `selftests` builds it) after the suite's benchmarks in every boot: its rows beside the
+    /// suite's, and a side-by-side table (docs/benchmarks.md).
+    #[arg(long, conflicts_with = "smoke")]
+    upstream: bool,
 }
 
 pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
@@ -66,6 +71,7 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         null,
         against,
         threshold,
+        upstream,
     } = opts;
     let size = match (full, smoke) {
         (true, _) => Size::Full,
@@ -77,12 +83,21 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         producers,
         boots,
         null,
+        upstream,
         ..BenchOptions::new(vm.kernel()?, vm.options(timeout), size)
     };
     if let Some(base) = against {
         return ab(&opts, &base, threshold, events);
     }
     let (report, dir) = bpfvm_host::flows::bench::bench_vm(&opts, events)?;
+    if report.params.upstream {
+        // The table a kernel developer asked for with --upstream, also report.md's last section.
+        use bpfvm_host::flows::bench::{model, upstream};
+        outln!(
+            "{}",
+            upstream::side::render(&report, &model::figures(&report))
+        );
+    }
     outln!("report: {}", dir.join("report.md").display());
     Ok(exit_status(report.ok()))
 }

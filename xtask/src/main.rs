@@ -132,4 +132,18 @@ mod tests {
         assert!(e.contains("--filter"), "{e}");
         assert!(Cli::try_parse_from(["xtask", "vm-test", "--filter", "maps"]).is_ok());
     }
+
+    /// CI's smoke run never builds the kernel's selftests, and its reference has no bench rows.
+    #[test]
+    fn the_kernels_bench_is_refused_in_a_smoke_run() {
+        let e = Cli::try_parse_from(["xtask", "bench-vm", "--smoke", "--upstream"])
+            .err()
+            .expect("--smoke --upstream parses")
+            .to_string();
+        assert!(
+            e.contains("'--smoke' cannot be used with '--upstream'"),
+            "{e}"
+        );
+        assert!(Cli::try_parse_from(["xtask", "bench-vm", "--upstream"]).is_ok());
+    }
 }

@@ -223,6 +223,11 @@ fn comparable(a: &BenchReport, b: &BenchReport) -> Result<Vec<String>> {
             pb.boots_per_mode.to_string(),
         ),
         ("--null", pa.null.to_string(), pb.null.to_string()),
+        (
+            "--upstream",
+            pa.upstream.to_string(),
+            pb.upstream.to_string(),
+        ),
     ]
     .into_iter()
     .filter(|(_, x, y)| x != y)
@@ -889,6 +894,8 @@ mod tests {
         assert!(e.contains("different formats (A: 1, B: 3)"), "{e}");
         let e = refused(&|b| b.params.null = true);
         assert!(e.contains("--null \"false\" vs \"true\""), "{e}");
+        let e = refused(&|b| b.params.upstream = true);
+        assert!(e.contains("--upstream \"false\" vs \"true\""), "{e}");
         let e = refused(&|b| b.clock = model::Clock::Icount);
         assert!(e.contains("different clocks (A: wall, B: icount)"), "{e}");
     }

@@ -130,6 +130,7 @@ pub fn render(r: &BenchReport) -> String {
     }
     fp_table(&mut s, r);
     improvement_table(&mut s, r);
+    s.push_str(&super::upstream::side::render(r, &figs));
     s.push_str("![retpoline cost per row](cost_ci.svg)\n");
     s
 }
@@ -165,6 +166,15 @@ fn sources(table: &str) -> &'static str {
              vCPU only adds instructions). Buffers of 1 and 2 entries are not the thread's \
              operation: most calls there hit ENOSPC and are retried, or copy one bucket (see \
              calls per entry below), so no thread figure stands beside them.\n\n"
+        }
+        super::upstream::BLOOM_TABLE | super::upstream::LOOP_TABLE => {
+            "Method: the kernel's own `bench` (tools/testing/selftests/bpf/bench.c, built from \
+             the pin's source as `selftests` builds it), run after the suite's benchmarks in the \
+             same boot, each row its command (less `-w1 -d1` in --quick, `-w1 -d5` in --full; \
+             no `-a`: one vCPU). bench prints one figure per second of the guest's clock (hits + drops, or \
+             hits for bpf-loop: `hits_drops_report_progress`, `ops_report_progress`); a boot's \
+             figure is its iterations after the warm-up: the fastest under the instruction \
+             clock, their median by the wall clock.\n\n"
         }
         _ => "",
     }

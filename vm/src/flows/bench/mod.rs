@@ -11,7 +11,9 @@ pub mod markdown;
 pub mod model;
 pub mod plot;
 pub mod reference;
+mod script;
 pub mod stats;
+pub mod upstream;
 
 use std::path::{Path, PathBuf};
 
@@ -46,6 +48,10 @@ pub struct BenchOptions {
     pub boots: Option<u32>,
     /// A null (A/A) run: both modes boot with `spectre_v2=off` (see `Params::null`).
     pub null: bool,
+    /// Also run the kernel's own `bench` in every boot (`upstream`; `--upstream`). Asked for,
+    /// not by default: each of its calls costs at least 3 * 10^9 guest instructions (see
+    /// `upstream`), which made `--quick` about three times as long (docs/benchmarks.md).
+    pub upstream: bool,
 }
 
 impl BenchOptions {
@@ -59,6 +65,7 @@ impl BenchOptions {
             producers: 1,
             boots: None,
             null: false,
+            upstream: false,
         }
     }
 
@@ -108,10 +115,17 @@ const BUSY_CPUS: f64 = 0.5;
 pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, PathBuf)> {
     opts.check()?;
     let p = run::prepare(&opts.kernel, &opts.vm, events)?;
+    let kernel_bench = kernel_bench(opts, &[(&opts.kernel, &p)], events)?;
     let (opts, clock) = &measured_by(opts, &p.accel, events)?;
     let bin = build_bench(&p, events)?;
     let out_dir = out_dir(&p, opts);
-    let mut reports = run_boots(&[(&p, out_dir.clone())], opts, *clock, &bin, events)?;
+    let boots = Boots {
+        opts,
+        clock: *clock,
+        bin: &bin,
+        upstream: &kernel_bench,
+    };
+    let mut reports = run_boots(&[(&p, out_dir.clone())], &boots, events)?;
     Ok((reports.remove(0), out_dir))
 }
 
@@ -138,16 +152,80 @@ pub fn bench_ab(
             b.accel.kind.name()
         );
     }
+    // One build of the kernel's bench runs on both: B's, else A's.
+    let kernel_bench = kernel_bench(opts, &[(&opts.kernel, &b), (against, &a)], events)?;
     let (opts, clock) = &measured_by(opts, &b.accel, events)?;
     let bin = build_bench(&b, events)?;
     let dir = target_dir()
         .join("bench-vm")
         .join(format!("ab-{}-vs-{}", a.kernel.label, b.kernel.label));
     let kernels = [(&a, dir.join("A")), (&b, dir.join("B"))];
-    let mut reports = run_boots(&kernels, opts, *clock, &bin, events)?;
+    let boots = Boots {
+        opts,
+        clock: *clock,
+        bin: &bin,
+        upstream: &kernel_bench,
+    };
+    let mut reports = run_boots(&kernels, &boots, events)?;
     let rb = reports.pop().expect("two reports");
     let ra = reports.pop().expect("two reports");
     Ok((ra, rb, dir))
+}
+
+/// The kernel's own `bench` a run asked for (`BenchOptions::upstream`), and what it runs.
+#[derive(Debug, Default)]
+struct KernelBench {
+    run: Option<(PathBuf, upstream::Plan)>,
+    /// Why it was asked for and does not run.
+    skipped: Option<String>,
+}
+
+/// Builds (or reuses) the kernel's `bench` from the selftests of the first of `kernels` that
+/// has them (`selftests::bench_binary`); with none, the rows are skipped with the reason.
+/// Before the instruction clock is set: the build's one BTF boot, the first time, is a plain
+/// boot.
+fn kernel_bench(
+    opts: &BenchOptions,
+    kernels: &[(&KernelChoice, &Prepared)],
+    events: &Events,
+) -> Result<KernelBench> {
+    let Some(plan) = upstream::plan(opts.size, &opts.only).filter(|_| opts.upstream) else {
+        return Ok(KernelBench::default());
+    };
+    let mut why = Vec::new();
+    for (choice, p) in kernels {
+        events.step(format!(
+            "the kernel's own bench (tools/testing/selftests/bpf) for kernel {}",
+            p.kernel.label
+        ));
+        match crate::flows::selftests::bench_binary(choice, p, &opts.vm, events)? {
+            Ok(bench) => {
+                return Ok(KernelBench {
+                    run: Some((bench, plan)),
+                    skipped: None,
+                })
+            }
+            Err(e) => why.push(e),
+        }
+    }
+    let why = format!(
+        "the kernel's bench rows (--upstream) are skipped: {}",
+        why.join("; ")
+    );
+    events.warn(&why);
+    Ok(KernelBench {
+        run: None,
+        skipped: Some(why),
+    })
+}
+
+/// What every boot of a run shares.
+struct Boots<'a> {
+    opts: &'a BenchOptions,
+    clock: Clock,
+    /// The suite's guest runner.
+    bin: &'a Path,
+    upstream: &'a KernelBench,
 }
 
 fn build_bench(p: &Prepared, events: &Events) -> Result<PathBuf> {
@@ -176,11 +254,10 @@ fn out_dir(p: &Prepared, opts: &BenchOptions) -> PathBuf {
 /// writes each kernel's report into its directory.
 fn run_boots(
     kernels: &[(&Prepared, PathBuf)],
-    opts: &BenchOptions,
-    clock: Clock,
-    bin: &Path,
+    boots: &Boots,
     events: &Events,
 ) -> Result<Vec<BenchReport>> {
+    let (opts, clock) = (boots.opts, boots.clock);
     let start = std::time::Instant::now();
     let modes = model::schedule(opts.boots_per_mode(clock));
     let n = kernels.len();
@@ -197,7 +274,7 @@ fn run_boots(
     };
     while !queue.is_empty() {
         if crate::support::proc::interrupted() {
-            return Err(interrupted(kernels, opts, clock, runs, start, queue.len()));
+            return Err(interrupted(kernels, boots, runs, start, queue.len()));
         }
         // Under the instruction clock the host's load does not move the figures, and a boot
         // is one host thread (single-threaded TCG under -icount): two boots at once.
@@ -232,7 +309,7 @@ fn run_boots(
                 .map(|(&(k, mode, _), (label, dir))| {
                     events.step(format!("{label}: {} benchmarks", opts.size.name()));
                     let (p, out_dir) = (kernels[k].0, &kernels[k].1);
-                    s.spawn(move || one_run(p, opts, clock, mode, label, bin, out_dir, dir, events))
+                    s.spawn(move || one_run(p, boots, mode, label, out_dir, dir, events))
                 })
                 .collect();
             handles
@@ -285,12 +362,12 @@ fn run_boots(
         }
     }
     if crate::support::proc::interrupted() {
-        return Err(interrupted(kernels, opts, clock, runs, start, 0));
+        return Err(interrupted(kernels, boots, runs, start, 0));
     }
     let wall = start.elapsed().as_secs_f64();
     let mut reports = Vec::new();
     for ((p, dir), runs) in kernels.iter().zip(runs) {
-        let report = build_report(p, opts, clock, runs, wall);
+        let report = build_report(p, boots, runs, wall);
         write(&report, dir)?;
         reports.push(report);
     }
@@ -387,8 +464,7 @@ const INTERRUPTED: &str = "interrupted";
 /// never over the last complete report, and the error says where.
 fn interrupted(
     kernels: &[(&Prepared, PathBuf)],
-    opts: &BenchOptions,
-    clock: Clock,
+    boots: &Boots,
     runs: Vec<Vec<Run>>,
     start: std::time::Instant,
     not_run: usize,
@@ -400,7 +476,7 @@ fn interrupted(
     for ((p, out_dir), runs) in kernels.iter().zip(runs) {
         let partial = out_dir.join(INTERRUPTED);
         let n = runs.len();
-        let report = build_report(p, opts, clock, runs, start.elapsed().as_secs_f64());
+        let report = build_report(p, boots, runs, start.elapsed().as_secs_f64());
         kept.push(match write(&report, &partial) {
             Ok(()) => format!("its {n} boots are in {}", partial.display()),
             Err(e) => format!("its {n} boots were not written ({e:#})"),
@@ -452,13 +528,8 @@ fn measured_by(
     Ok((opts, Clock::Icount))
 }
 
-fn build_report(
-    p: &Prepared,
-    opts: &BenchOptions,
-    clock: Clock,
-    runs: Vec<Run>,
-    wall_time_s: f64,
-) -> BenchReport {
+fn build_report(p: &Prepared, boots: &Boots, runs: Vec<Run>, wall_time_s: f64) -> BenchReport {
+    let (opts, clock) = (boots.opts, boots.clock);
     let accel_note = if p.accel.is_kvm() {
         "KVM: guest code runs on the host CPU, so the figures are hardware figures of a virtual \
          machine (with its exits and a shared host)."
@@ -485,8 +556,10 @@ fn build_report(
             memory: opts.vm.memory.clone(),
             boots_per_mode: opts.boots_per_mode(clock),
             null: opts.null,
+            upstream: boots.upstream.run.is_some() || boots.upstream.skipped.is_some(),
         },
         wall_time_s,
+        upstream_skipped: boots.upstream.skipped.clone(),
         runs,
     }
 }
@@ -554,30 +627,32 @@ fn loadavg_1m() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn one_run(
     p: &Prepared,
-    opts: &BenchOptions,
-    clock: Clock,
+    boots: &Boots,
     mode: Mode,
     label: &str,
-    bin: &Path,
     out_dir: &Path,
     guest_dir: &str,
     events: &Events,
 ) -> Result<Run> {
+    let (opts, clock) = (boots.opts, boots.clock);
     let files = run::RunDir::new(out_dir)?;
-    let (shared, script) = (files.shared.as_path(), files.script.as_path());
+    let (shared, script_path) = (files.shared.as_path(), files.script.as_path());
     let out = shared.join(RESULTS);
+    let upstream = boots.upstream.run.as_ref();
     guest::write(
-        script,
-        &guest::bench_script(
+        script_path,
+        &script::script(
             shared,
-            bin,
-            opts.size.name(),
-            &runner_args(opts, clock),
-            &out,
-            &shared.join(RC),
+            &script::Boot {
+                runner: boots.bin,
+                size: opts.size.name(),
+                args: &runner_args(opts, clock),
+                results: &out,
+                rc: &shared.join(RC),
+                upstream: upstream.map(|(bench, plan)| (bench.as_path(), plan)),
+            },
         ),
     )?;
     let mut vm = opts.vm.clone();
@@ -590,7 +665,7 @@ fn one_run(
         p,
         &vm,
         shared,
-        script,
+        script_path,
         &with_bench_progress(events.clone(), label),
     )?;
     let wall = t0.elapsed().as_secs_f64();
@@ -649,6 +724,12 @@ fn one_run(
     }
     problems.extend(log_problems);
     let mut results = results.unwrap_or_default();
+    // The kernel's bench: a run of it that failed or measured too little is a benchmark error.
+    let (upstream_bench, bench_problems) = match upstream {
+        Some((_, plan)) => upstream::collect(shared, plan),
+        None => Default::default(),
+    };
+    results.errors.extend(bench_problems);
     // A group skipped for a feature the kernel must have measured nothing it should have: a
     // benchmark failure, as such a skip fails a test in `vm-test`.
     for skip in &results.skipped {
@@ -683,6 +764,7 @@ fn one_run(
         excluded: None,
         wall_time_s: outcome.elapsed.as_secs_f64(),
         results,
+        upstream_bench,
     })
 }
 

@@ -136,6 +136,10 @@ pub struct Params {
     /// positive of the method (format 3; earlier reports are not null runs).
     #[serde(default)]
     pub null: bool,
+    /// The kernel's own `bench` ran after the suite's benchmarks in every boot (`upstream`;
+    /// reports before it have none).
+    #[serde(default)]
+    pub upstream: bool,
 }
 
 /// The host's load while one boot ran.
@@ -169,6 +173,9 @@ pub struct Run {
     pub wall_time_s: f64,
     #[serde(flatten)]
     pub results: Results,
+    /// The kernel's own `bench`, one entry per invocation (`upstream`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstream_bench: Vec<super::upstream::Outcome>,
 }
 
 impl Run {
@@ -254,6 +261,10 @@ pub struct BenchReport {
     pub host_cpu: String,
     pub params: Params,
     pub wall_time_s: f64,
+    /// Why the kernel's `bench` did not run although asked for (`params.upstream`): no
+    /// selftests to build for this kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_skipped: Option<String>,
     pub runs: Vec<Run>,
 }
 
@@ -391,7 +402,7 @@ fn batch_relative(runs_ns: &[u64], speeds: &[f64], fallback_ns: f64) -> f64 {
 
 /// The headline rows of the issue: bloom lookup and update k=3, 50,000 entries, 8 B;
 /// bpf_loop 1,000 and 1,000,000 loops; batch buffers 230 and 100,000.
-fn headline(table: &str, key: (u32, u32, u32)) -> bool {
+pub(crate) fn headline(table: &str, key: (u32, u32, u32)) -> bool {
     match table {
         BLOOM_LOOKUP | BLOOM_UPDATE => key == (3, 50_000, 8),
         BPF_LOOP => key.0 == 1000 || key.0 == 1_000_000,
@@ -631,6 +642,7 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
             thread: super::reference::batch(b).map(|t| t.entry_ns as f64 / 1e6),
         });
     }
+    out.extend(super::upstream::figures(r));
     match r.clock {
         Clock::Wall => out,
         Clock::Icount => out.into_iter().map(in_instructions).collect(),
@@ -657,8 +669,8 @@ fn in_instructions(mut f: Figure) -> Figure {
     f
 }
 
-const RATE: &str = "M ops/s";
-const LATENCY: &str = "ns per iteration";
+pub(crate) const RATE: &str = "M ops/s";
+pub(crate) const LATENCY: &str = "ns per iteration";
 const DUMP: &str = "ms per dump";
 
 /// The distinct items in first-seen order.

@@ -142,6 +142,61 @@ fn pin_btf(p: &Prepared, pin: &pins::Pin, vm: &VmOptions, events: &Events) -> Re
     Ok(dest)
 }
 
+/// Builds (or reuses) `pin`'s selftests with `clang`: the packages they need, the pin's source,
+/// its BTF (one boot with `vm`, the first time), then make.
+fn build_pin(
+    p: &Prepared,
+    pin: &pins::Pin,
+    sel: &pins::Selftests,
+    clang: u32,
+    vm: &VmOptions,
+    events: &Events,
+) -> Result<(build::Source, build::Built)> {
+    let mut pkgs = provision::selftests_packages(clang);
+    pkgs.push(sel.headers.clone());
+    let pkgs: Vec<&str> = pkgs.iter().map(String::as_str).collect();
+    provision::ensure_packages(&pkgs, events)?;
+    let source = build::pin_source(pin, sel, events)?;
+    let btf = pin_btf(p, pin, vm, events)?;
+    // Debian's headers package installs its kbuild tree under its own name.
+    let kdir = Path::new("/usr/src").join(&sel.headers);
+    let built = build::build(
+        &build::Inputs {
+            source: &source,
+            btf: &btf,
+            kdir: &kdir,
+            clang,
+        },
+        events,
+    )?;
+    Ok((source, built))
+}
+
+/// The kernel's own `bench` for `choice` (bench-vm's upstream rows): the build `selftests`
+/// makes, reused when cached. `Ok(Err(why))` when `choice` has no selftests to build (a pin
+/// without `[selftests]`, a tree, an image): the rows are skipped with that reason.
+pub(crate) fn bench_binary(
+    choice: &KernelChoice,
+    p: &Prepared,
+    vm: &VmOptions,
+    events: &Events,
+) -> Result<std::result::Result<PathBuf, String>> {
+    let opts = Options {
+        kernel: choice.clone(),
+        vm: vm.clone(),
+        pattern: None,
+        maps: false,
+        clang: None,
+        bless: false,
+    };
+    let (pin, sel, clang) = match check(&opts) {
+        Ok(found) => found,
+        Err(why) => return Ok(Err(format!("{why:#}"))),
+    };
+    let (_, built) = build_pin(p, pin, sel, clang, vm, events)?;
+    Ok(Ok(built.dir.join("bench")))
+}
+
 /// The rows of a report named as the guest marked them.
 fn same(name: &str) -> String {
     name.to_string()
@@ -162,29 +217,13 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     let p = run::prepare(&opts.kernel, &opts.vm, events)?;
     let prepared = start.elapsed();
 
-    let mut pkgs = provision::selftests_packages(clang);
-    pkgs.push(sel.headers.clone());
-    let pkgs: Vec<&str> = pkgs.iter().map(String::as_str).collect();
-    provision::ensure_packages(&pkgs, events)?;
-    let source = build::pin_source(pin, sel, events)?;
-    let btf = pin_btf(&p, pin, &opts.vm, events)?;
-    // Debian's headers package installs its kbuild tree under its own name.
-    let kdir = Path::new("/usr/src").join(&sel.headers);
+    let (source, built) = build_pin(&p, pin, sel, clang, &opts.vm, events)?;
     let config = p
         .kernel
         .bootable
         .root
         .join("boot")
         .join(format!("config-{}", p.kernel.bootable.release));
-    let built = build::build(
-        &build::Inputs {
-            source: &source,
-            btf: &btf,
-            kdir: &kdir,
-            clang,
-        },
-        events,
-    )?;
     let build_time = start.elapsed() - prepared;
 
     let out_dir = target_dir().join("selftests").join(&p.kernel.label);
@@ -315,6 +354,26 @@ mod tests {
         };
         let e = check(&tree_opts).unwrap_err().to_string();
         assert!(e.contains("CONFIG_MODULES off"), "{e}");
+    }
+
+    /// bench-vm --upstream skips its bench rows with this reason on such a pin.
+    #[test]
+    fn a_pin_without_selftests_is_refused_naming_its_toml() {
+        let pin = pins::resolve("5.10").unwrap();
+        assert!(pin.selftests.is_none(), "5.10 has no [selftests]");
+        let opts = Options {
+            kernel: KernelChoice::Pin(pin),
+            vm: VmOptions::new(std::time::Duration::from_secs(60)),
+            pattern: None,
+            maps: false,
+            clang: None,
+            bless: false,
+        };
+        let e = format!("{:#}", check(&opts).unwrap_err());
+        assert!(
+            e.starts_with("kernel 5.10: ") && e.contains("kernels/5.10.toml has no [selftests]"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -304,33 +304,6 @@ fi
     )
 }
 
-/// The `bench-vm` script: run the guest benchmark binary with plan `size` and the runner's
-/// other arguments `args` (progress lines on stdout), its results to `results`, its exit
-/// status to `rc`.
-pub fn bench_script(
-    out: &Path,
-    bin: &Path,
-    size: &str,
-    args: &[String],
-    results: &Path,
-    rc: &Path,
-) -> String {
-    let mut s = preamble(out);
-    s.push_str("bpfvm_mark phase bench\n");
-    let mut argv = vec![bin.display().to_string(), size.to_string()];
-    argv.extend(args.iter().cloned());
-    argv.extend(["--out".to_string(), results.display().to_string()]);
-    writeln!(
-        s,
-        "{}; echo $? > {}",
-        join(&argv),
-        quote(&rc.display().to_string())
-    )
-    .unwrap();
-    epilogue(&mut s, "0");
-    s
-}
-
 /// The `vm-run` script: run one command from `cwd` and hand its status back.
 pub fn command_script(out: &Path, cwd: &Path, argv: &[String]) -> String {
     let mut s = preamble(out);

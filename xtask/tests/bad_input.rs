@@ -551,10 +551,21 @@ fn an_arm64_image_or_tree_is_refused() {
 }
 
 #[test]
-fn a_command_that_boots_x86_64_only_refuses_an_arm64_pin_before_fetching() {
+fn what_arm64_cannot_run_is_refused_before_fetching() {
     refused_before_provisioning(
-        &["bench-vm", "--kernel", "6.12", "--arch", "arm64", "--smoke"],
-        "this command boots x86_64 kernels only for now",
+        &["selftests", "--kernel", "6.12", "--arch", "arm64"],
+        "arm64/6.12.toml has no [selftests]",
+    );
+    refused_before_provisioning(
+        &[
+            "bench-vm",
+            "--kernel",
+            "6.12",
+            "--arch",
+            "arm64",
+            "--upstream",
+        ],
+        "the kernel's selftests are built for x86_64 only",
     );
 }
 

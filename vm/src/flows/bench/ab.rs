@@ -60,7 +60,7 @@ pub fn boots(a: &BenchReport, b: &BenchReport) -> String {
             .map(|run| {
                 format!(
                     "{} {}{}",
-                    run.mode.name(),
+                    run.mode.name(r.params.arch),
                     run.release.as_deref().unwrap_or("unknown"),
                     if run.valid { "" } else { " (invalid)" }
                 )
@@ -86,6 +86,7 @@ mod tests {
         Row {
             key: key.into(),
             mode: crate::flows::bench::Mode::Off,
+            arch: crate::domain::arch::Arch::X86_64,
             unit: "insns/op",
             a: Some(100.0),
             b: Some(100.0 * ratio),

@@ -24,6 +24,7 @@ use anyhow::{bail, Context, Result};
 
 use super::model::{self, BenchReport, Mode, FORMAT};
 use super::stats::{self, median, Better, Ci};
+use crate::domain::arch::Arch;
 
 /// The confidence that every interval of a comparison holds at once.
 pub const FAMILY_CONFIDENCE: f64 = 0.95;
@@ -33,6 +34,8 @@ pub const FAMILY_CONFIDENCE: f64 = 0.95;
 pub struct Row {
     pub key: String,
     pub mode: Mode,
+    /// The architecture, which names the mode.
+    pub arch: Arch,
     pub unit: &'static str,
     pub a: Option<f64>,
     pub b: Option<f64>,
@@ -72,7 +75,7 @@ pub fn change(cost: Ci, threshold_pct: f64) -> Change {
 
 impl Row {
     pub fn name(&self) -> String {
-        format!("{} ({})", self.key, self.mode.cmdline_arg())
+        format!("{} ({})", self.key, self.mode.cmdline_arg(self.arch))
     }
 }
 
@@ -206,6 +209,14 @@ fn comparable(a: &BenchReport, b: &BenchReport) -> Result<Vec<String>> {
             b.accel.name
         );
     }
+    if a.params.arch != b.params.arch {
+        bail!(
+            "the reports are of different architectures (A: {}, B: {}): their modes and \
+             machine code differ; compare reports of one architecture",
+            a.params.arch,
+            b.params.arch
+        );
+    }
     let (pa, pb) = (&a.params, &b.params);
     let differ: Vec<String> = [
         (
@@ -263,7 +274,7 @@ fn report_problems(which: &str, r: &BenchReport) -> Vec<String> {
             out.push(format!(
                 "{which}: boot {} ({}) is invalid: {}",
                 i + 1,
-                run.mode.cmdline_arg(),
+                run.mode.cmdline_arg(r.params.arch),
                 run.invalid_reason
                     .as_deref()
                     .unwrap_or("no reason recorded")
@@ -273,7 +284,7 @@ fn report_problems(which: &str, r: &BenchReport) -> Vec<String> {
             out.push(format!(
                 "{which}: boot {} ({}): {e}",
                 i + 1,
-                run.mode.cmdline_arg()
+                run.mode.cmdline_arg(r.params.arch)
             ));
         }
     }
@@ -285,6 +296,7 @@ fn report_problems(which: &str, r: &BenchReport) -> Vec<String> {
 struct Measured {
     key: String,
     mode: Mode,
+    arch: Arch,
     unit: &'static str,
     better: Better,
     /// The cells: each boot's figure.
@@ -325,6 +337,7 @@ pub fn compare(a: &BenchReport, b: &BenchReport, threshold_pct: f64) -> Result<C
             measured.push(Measured {
                 key: x.key.clone(),
                 mode,
+                arch: b.params.arch,
                 unit: x.unit,
                 better: x.better,
                 a: pick(&x.values),
@@ -385,6 +398,7 @@ fn judge(
             Row {
                 key: m.key.clone(),
                 mode: m.mode,
+                arch: m.arch,
                 unit: m.unit,
                 a: median(&m.a),
                 b: median(&m.b),
@@ -784,6 +798,7 @@ mod tests {
                     Measured {
                         key: "row".into(),
                         mode: Mode::Off,
+                        arch: Arch::X86_64,
                         unit: "x",
                         better,
                         a: a.clone(),
@@ -898,6 +913,11 @@ mod tests {
         assert!(e.contains("--upstream \"false\" vs \"true\""), "{e}");
         let e = refused(&|b| b.clock = model::Clock::Icount);
         assert!(e.contains("different clocks (A: wall, B: icount)"), "{e}");
+        let e = refused(&|b| b.params.arch = Arch::Arm64);
+        assert!(
+            e.contains("different architectures (A: x86_64, B: arm64)"),
+            "{e}"
+        );
     }
 
     #[test]

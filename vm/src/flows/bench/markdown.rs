@@ -59,8 +59,11 @@ pub fn render(r: &BenchReport) -> String {
     let p = &r.params;
     writeln!(
         s,
-        "- accelerator: **{}** ({})\n- {}\n- clock: {}\n- host CPU: {}\n- size: {}{}; {} boot(s) per mode; \
+        "- architecture: **{}**; modes: {} against {}\n- accelerator: **{}** ({})\n- {}\n- clock: {}\n- host CPU: {}\n- size: {}{}; {} boot(s) per mode; \
          {} producer(s); guest {} CPU(s), {}\n- wall time: {:.0} s\n",
+        p.arch,
+        Mode::Retpoline.cmdline_arg(p.arch),
+        Mode::Off.cmdline_arg(p.arch),
         r.accel.name.to_uppercase(),
         r.accel.why(),
         r.accel_note,
@@ -183,7 +186,11 @@ fn sources(table: &str) -> &'static str {
 /// The two columns' names: the modes, or a null run's two arms.
 fn arms(r: &BenchReport) -> (&'static str, &'static str) {
     let null = r.params.null;
-    (Mode::Retpoline.label(null), Mode::Off.label(null))
+    let arch = r.params.arch;
+    (
+        Mode::Retpoline.label(null, arch),
+        Mode::Off.label(null, arch),
+    )
 }
 
 /// A row's verdict: the retpoline cost's, or in a null run whether the arms differ.
@@ -260,7 +267,7 @@ fn runs_table(s: &mut String, r: &BenchReport) {
             s,
             "| {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {:.0} |",
             i + 1,
-            run.mode.label(r.params.null),
+            run.mode.label(r.params.null, r.params.arch),
             if run.valid {
                 "yes".to_string()
             } else {

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+use crate::domain::arch::Arch;
 use crate::domain::options::VmOptions;
 use crate::flows::run::{self, Prepared};
 use crate::kernel::choice::KernelChoice;
@@ -86,6 +87,13 @@ impl BenchOptions {
             ),
             _ => {}
         }
+        if self.upstream && self.kernel.arch() != Arch::X86_64 {
+            bail!(
+                "--upstream with an {} kernel: the kernel's selftests are built for x86_64 \
+                 only; leave --upstream out",
+                self.kernel.arch()
+            );
+        }
         if self.producers == 0 || self.producers > self.vm.cpus {
             bail!(
                 "-p {}: the guest runs one producer per CPU; pass 1 to --cpus ({}) producers, \
@@ -114,10 +122,12 @@ const BUSY_CPUS: f64 = 0.5;
 
 pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, PathBuf)> {
     opts.check()?;
-    let p = run::prepare(&opts.kernel, &opts.vm, events)?;
+    let mut p = run::prepare_any_arch(&opts.kernel, &opts.vm, events)?;
     let kernel_bench = kernel_bench(opts, &[(&opts.kernel, &p)], events)?;
     let (opts, clock) = &measured_by(opts, &p.accel, events)?;
     let bin = build_bench(&p, events)?;
+    // A guest with a root of its own reads the runner where it was built.
+    p.guest_reads = bin.parent().map(Path::to_path_buf).into_iter().collect();
     let out_dir = out_dir(&p, opts);
     let boots = Boots {
         opts,
@@ -261,6 +271,8 @@ fn run_boots(
     let start = std::time::Instant::now();
     let modes = model::schedule(opts.boots_per_mode(clock));
     let n = kernels.len();
+    // One architecture (`bench_ab` refuses two): it names the modes.
+    let arch = kernels[0].0.kernel.arch;
     let mut repeats_left = modes.len() / 2 * n;
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); n];
     // Each boot of the schedule: which kernel, the mode, and whether it repeats one left out.
@@ -295,13 +307,13 @@ fn run_boots(
                     kernel_name(*k),
                     if opts.null { "null run, arm " } else { "" },
                     match opts.null {
-                        true => mode.label(true).to_string(),
-                        false => mode.cmdline_arg(),
+                        true => mode.label(true, arch).to_string(),
+                        false => mode.cmdline_arg(arch),
                     }
                 )
             })
             .collect();
-        let dirs = guest_dirs(first, &batch);
+        let dirs = guest_dirs(first, &batch, arch);
         let done: Vec<Result<Run>> = std::thread::scope(|s| {
             let handles: Vec<_> = batch
                 .iter()
@@ -378,11 +390,11 @@ fn run_boots(
 /// named by the boot's number in the whole schedule (its label's; `first` boots came before
 /// the batch, repeated ones included), so neither two boots of one batch nor a repeat share
 /// one.
-fn guest_dirs(first: usize, batch: &[(usize, Mode, bool)]) -> Vec<String> {
+fn guest_dirs(first: usize, batch: &[(usize, Mode, bool)], arch: Arch) -> Vec<String> {
     batch
         .iter()
         .enumerate()
-        .map(|(i, (_, mode, _))| format!("guest-{}-{}", first + i + 1, mode.name()))
+        .map(|(i, (_, mode, _))| format!("guest-{}-{}", first + i + 1, mode.name(arch)))
         .collect()
 }
 
@@ -535,9 +547,14 @@ fn build_report(p: &Prepared, boots: &Boots, runs: Vec<Run>, wall_time_s: f64) -
          machine (with its exits and a shared host)."
             .to_string()
     } else {
-        "TCG: software emulation. Absolute numbers are not hardware numbers, and TCG models no \
-         speculation: the on/off ratio shows only the instruction cost of the retpoline thunks."
-            .to_string()
+        format!(
+            "TCG: software emulation. Absolute numbers are not hardware numbers, and TCG models \
+             no speculation: the on/off ratio shows only the instructions {} adds.",
+            match p.kernel.arch {
+                Arch::X86_64 => "the retpoline thunks",
+                Arch::Arm64 => "the kernel's default mitigations",
+            }
+        )
     };
     BenchReport {
         format: model::FORMAT,
@@ -556,6 +573,7 @@ fn build_report(p: &Prepared, boots: &Boots, runs: Vec<Run>, wall_time_s: f64) -
             memory: opts.vm.memory.clone(),
             boots_per_mode: opts.boots_per_mode(clock),
             null: opts.null,
+            arch: p.kernel.arch,
             upstream: boots.upstream.run.is_some() || boots.upstream.skipped.is_some(),
         },
         wall_time_s,
@@ -656,10 +674,13 @@ fn one_run(
         ),
     )?;
     let mut vm = opts.vm.clone();
-    // The mode is forced: a user's own spectre_v2= would make the runs meaningless.
-    vm.append.retain(|a| !a.starts_with("spectre_v2="));
+    let arch = p.kernel.arch;
+    // The mode is forced: a user's own spectre_v2= or mitigations= would make the runs
+    // meaningless.
+    vm.append
+        .retain(|a| !a.starts_with("spectre_v2=") && !a.starts_with("mitigations="));
     let booted = mode.booted(opts.null);
-    vm.append.push(booted.cmdline_arg());
+    vm.append.push(booted.cmdline_arg(arch));
     let (busy0, own0, t0) = (host_busy_s(), own_cpu_s(), std::time::Instant::now());
     let outcome = run::boot(
         p,
@@ -684,16 +705,26 @@ fn one_run(
         .ok()
         .and_then(|s| serde_json::from_str(&s).ok());
     let mut problems = Vec::new();
-    if !spectre_v2
-        .as_deref()
-        .is_some_and(|s| s.contains(booted.expected()))
-    {
-        problems.push(format!(
-            "spectre_v2 reads {:?}, not {} as {} asks",
-            spectre_v2.as_deref().unwrap_or("nothing"),
-            booted.expected(),
-            booted.cmdline_arg()
-        ));
+    match booted.expected(arch) {
+        Some(want) if !spectre_v2.as_deref().is_some_and(|s| s.contains(want)) => {
+            problems.push(format!(
+                "spectre_v2 reads {:?}, not {want} as {} asks",
+                spectre_v2.as_deref().unwrap_or("nothing"),
+                booted.cmdline_arg(arch)
+            ));
+        }
+        // Where spectre_v2 does not tell the modes apart, the command line does.
+        None if !cmdline
+            .as_deref()
+            .is_some_and(|c| c.split_whitespace().any(|w| w == booted.cmdline_arg(arch))) =>
+        {
+            problems.push(format!(
+                "the guest's command line {:?} lacks {}",
+                cmdline.as_deref().unwrap_or("nothing"),
+                booted.cmdline_arg(arch)
+            ));
+        }
+        _ => {}
     }
     // A boot is judged as a vm-test boot is: a kernel that splatted, a log that lost
     // records or stops early, another release than asked for: nothing to measure.
@@ -816,9 +847,9 @@ mod tests {
     #[test]
     fn every_boot_of_a_schedule_keeps_its_own_guest_directory() {
         let two = [(0, Mode::Off, false), (0, Mode::Off, false)];
-        let mut names = guest_dirs(0, &two);
-        names.extend(guest_dirs(2, &[(0, Mode::Off, true)]));
-        names.extend(guest_dirs(3, &[(0, Mode::Retpoline, false)]));
+        let mut names = guest_dirs(0, &two, Arch::X86_64);
+        names.extend(guest_dirs(2, &[(0, Mode::Off, true)], Arch::X86_64));
+        names.extend(guest_dirs(3, &[(0, Mode::Retpoline, false)], Arch::X86_64));
         assert_eq!(
             names,
             [

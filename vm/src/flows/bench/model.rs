@@ -6,6 +6,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::stats::{self, Better};
+use crate::domain::arch::Arch;
 use crate::results::report::AccelInfo;
 use bpfvm_common::bench_results::{Results, Stat};
 
@@ -71,7 +72,11 @@ pub fn schedule(boots_per_mode: u32) -> Vec<Mode> {
         .collect()
 }
 
-/// The spectre_v2 mitigation a boot asks for.
+/// The mitigation a boot asks for: the slot of the kernel's mitigations and the slot without.
+/// On x86_64 the mitigated slot is `spectre_v2=retpoline`; retpoline is x86's, so on arm64 it
+/// is the kernel's default mitigations (`mitigations=auto`) against `mitigations=off`
+/// (Documentation/admin-guide/kernel-parameters.txt). The report's `params.arch` says which;
+/// the JSON names the slots `retpoline` and `off` on both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
@@ -81,10 +86,10 @@ pub enum Mode {
 
 impl Mode {
     /// The mode's name in a report: in a null run the two arms of the schedule, A (the
-    /// retpoline slot) and B (the off slot), both booted with `spectre_v2=off`.
-    pub fn label(self, null: bool) -> &'static str {
+    /// mitigated slot) and B (the off slot), both booted with the mitigations off.
+    pub fn label(self, null: bool, arch: Arch) -> &'static str {
         match (null, self) {
-            (false, _) => self.name(),
+            (false, _) => self.name(arch),
             (true, Mode::Retpoline) => "A (off)",
             (true, Mode::Off) => "B (off)",
         }
@@ -99,25 +104,38 @@ impl Mode {
         }
     }
 
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Retpoline => "retpoline",
-            Mode::Off => "off",
+    pub fn name(self, arch: Arch) -> &'static str {
+        match (arch, self) {
+            (Arch::X86_64, Mode::Retpoline) => "retpoline",
+            (Arch::Arm64, Mode::Retpoline) => "mitigations",
+            (_, Mode::Off) => "off",
         }
     }
 
     /// The kernel command line argument.
-    pub fn cmdline_arg(self) -> String {
-        format!("spectre_v2={}", self.name())
-    }
-
-    /// What `/sys/devices/system/cpu/vulnerabilities/spectre_v2` shows in this mode.
-    pub fn expected(self) -> &'static str {
-        match self {
-            Mode::Retpoline => "Retpolines",
-            Mode::Off => "Vulnerable",
+    pub fn cmdline_arg(self, arch: Arch) -> String {
+        match (arch, self) {
+            (Arch::X86_64, m) => format!("spectre_v2={}", m.name(arch)),
+            (Arch::Arm64, Mode::Retpoline) => "mitigations=auto".into(),
+            (Arch::Arm64, Mode::Off) => "mitigations=off".into(),
         }
     }
+
+    /// What `/sys/devices/system/cpu/vulnerabilities/spectre_v2` shows in this mode, where it
+    /// tells the modes apart: not on arm64 under TCG, where qemu's CPU has no firmware
+    /// workaround and it reads "Vulnerable" either way (the guest's command line says the
+    /// mode there).
+    pub fn expected(self, arch: Arch) -> Option<&'static str> {
+        match (arch, self) {
+            (Arch::X86_64, Mode::Retpoline) => Some("Retpolines"),
+            (Arch::X86_64, Mode::Off) => Some("Vulnerable"),
+            (Arch::Arm64, _) => None,
+        }
+    }
+}
+
+fn x86_64() -> Arch {
+    Arch::X86_64
 }
 
 /// What a run was asked to measure: two reports compare only when these are equal.
@@ -136,6 +154,10 @@ pub struct Params {
     /// positive of the method (format 3; earlier reports are not null runs).
     #[serde(default)]
     pub null: bool,
+    /// The kernel's architecture, which names the modes (reports before `--arch` are
+    /// x86_64's).
+    #[serde(default = "x86_64")]
+    pub arch: Arch,
     /// The kernel's own `bench` ran after the suite's benchmarks in every boot (`upstream`;
     /// reports before it have none).
     #[serde(default)]
@@ -778,9 +800,30 @@ mod tests {
         assert_eq!(Mode::Retpoline.booted(false), Mode::Retpoline);
         assert_eq!(Mode::Off.booted(true), Mode::Off);
         assert_eq!(
-            (Mode::Retpoline.label(true), Mode::Off.label(true)),
+            (
+                Mode::Retpoline.label(true, Arch::X86_64),
+                Mode::Off.label(true, Arch::X86_64)
+            ),
             ("A (off)", "B (off)")
         );
+    }
+
+    /// Retpoline is x86's: on arm64 the slots are the kernel's default mitigations and none,
+    /// told apart by the command line, since spectre_v2 reads the same in both under TCG.
+    #[test]
+    fn each_architecture_names_its_own_modes() {
+        let args = |a| (Mode::Retpoline.cmdline_arg(a), Mode::Off.cmdline_arg(a));
+        assert_eq!(
+            args(Arch::X86_64),
+            ("spectre_v2=retpoline".into(), "spectre_v2=off".into())
+        );
+        assert_eq!(
+            args(Arch::Arm64),
+            ("mitigations=auto".into(), "mitigations=off".into())
+        );
+        assert_eq!(Mode::Retpoline.expected(Arch::X86_64), Some("Retpolines"));
+        assert_eq!(Mode::Off.expected(Arch::Arm64), None);
+        assert_eq!(Mode::Retpoline.label(false, Arch::Arm64), "mitigations");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::domain::arch::Arch;
 use crate::domain::options::VmOptions;
-use crate::flows::run::{boot_tests, conclude, prepare_any_arch, RunDir, TestRun};
+use crate::flows::run::{boot_tests, conclude, prepare_any_arch, run_dir_reading, TestRun};
 use crate::kernel::choice::KernelChoice;
 use crate::machine::build::{self, parse_cargo_messages, Artifact};
 use crate::machine::guest::{self, CrateBinary, VerifierRun};
@@ -283,18 +283,7 @@ fn test_on(
     let mut p = prepare_any_arch(kernel, vm, events)?;
     let prepared = clock.started().elapsed();
     let dir = out.join(&p.kernel.label);
-    let files = if p.kernel.guest_root.is_some() {
-        p.guest_reads = guest_reads(built);
-        // The run's shared directory must not be under a directory the guest reads
-        // (`own_root`): the crate's target directory usually is.
-        if p.guest_reads.iter().any(|r| dir.starts_with(r)) {
-            RunDir::new(&crate::support::paths::cache_dir().join("runs"))?
-        } else {
-            RunDir::new(&dir)?
-        }
-    } else {
-        RunDir::new(&dir)?
-    };
+    let files = run_dir_reading(&mut p, guest_reads(built), &dir)?;
     guest::write(
         &files.script,
         &guest::crate_test_script(

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use anyhow::{bail, Result};
 
 use crate::domain::options::VmOptions;
-use crate::flows::run::{boot, command_run_dir, kernel_health, prepare_any_arch};
+use crate::flows::run::{boot, kernel_health, prepare_any_arch, run_dir_reading};
 use crate::kernel::choice::KernelChoice;
 use crate::machine::guest;
 use crate::machine::vng::RunOutcome;
@@ -88,7 +88,7 @@ pub fn vm_exec(
     let cwd = crate::support::paths::guest_cwd()?;
     let mut p = prepare_any_arch(kernel, opts, events)?;
     let parent = target_dir().join("vm-exec");
-    let files = command_run_dir(&mut p, &cwd, &parent)?;
+    let files = run_dir_reading(&mut p, vec![cwd.clone()], &parent)?;
     guest::write(
         &files.script,
         &guest::exec_script(&files.shared, &cwd, env, argv),

@@ -58,9 +58,8 @@ pub(crate) fn prepare(
     if let KernelChoice::Pin(pin) = choice {
         if pin.arch != Arch::X86_64 {
             bail!(
-                "--arch {}: this command boots x86_64 kernels only for now; `cargo xtask \
-                 vm-test --arch {}` runs the suite on {}",
-                pin.arch,
+                "--arch {}: this command does not boot {} kernels yet (docs/arm64.md lists \
+                 those that do)",
                 pin.arch,
                 pin.arch
             );
@@ -250,17 +249,22 @@ impl RunDir {
     }
 }
 
-/// The run directory of a command run from `cwd` (`vm-run`, `bpfvm exec`): under `parent`,
-/// unless the guest has a root of its own. That guest reads `cwd` at its own path, and
-/// virtme-run mounts the writable directory before the read-only ones, so a `cwd` holding
-/// `parent` (a checkout's `target/`) would hide the run's shared directory: its files then
-/// live in the cache's `runs/`.
-pub(crate) fn command_run_dir(p: &mut Prepared, cwd: &Path, parent: &Path) -> Result<RunDir> {
+/// The run directory of a boot whose guest reads `reads` if it has a root of its own
+/// (`vm-run` and `bpfvm exec` the current directory, `bpfvm test` the crate): under `parent`,
+/// unless one of `reads` holds it. virtme-run mounts the writable directory before the
+/// read-only ones, so a read directory holding `parent` (a checkout's `target/`) would hide
+/// the run's shared directory: its files then live in the cache's `runs/`.
+pub(crate) fn run_dir_reading(
+    p: &mut Prepared,
+    reads: Vec<PathBuf>,
+    parent: &Path,
+) -> Result<RunDir> {
     if p.kernel.guest_root.is_none() {
         return RunDir::new(parent);
     }
-    p.guest_reads = vec![cwd.to_path_buf()];
-    if parent.starts_with(cwd) {
+    let hidden = reads.iter().any(|r| parent.starts_with(r));
+    p.guest_reads = reads;
+    if hidden {
         RunDir::new(&crate::support::paths::cache_dir().join("runs"))
     } else {
         RunDir::new(parent)
@@ -288,7 +292,7 @@ pub fn vm_run(
     let cwd = crate::support::paths::guest_cwd()?;
     let mut p = prepare_any_arch(kernel, opts, events)?;
     let parent = target_dir().join("vm-run");
-    let files = command_run_dir(&mut p, &cwd, &parent)?;
+    let files = run_dir_reading(&mut p, vec![cwd.clone()], &parent)?;
     guest::write(
         &files.script,
         &guest::command_script(&files.shared, &cwd, argv),

@@ -76,6 +76,7 @@ pub(crate) fn prepare_any_arch(
     events: &Events,
 ) -> Result<Prepared> {
     options::check(opts)?;
+    accel::check(opts.accel, choice.arch())?;
     crate::support::fs::writable(&target_dir(), "the build directory", "CARGO_TARGET_DIR")?;
     crate::support::fs::writable(
         &crate::support::paths::cache_dir(),

@@ -80,6 +80,24 @@ impl Accel {
 /// core of system time for the whole wait, on every first run (20 s when this was 20).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(6);
 
+/// Refuses `--accel kvm` for a guest KVM cannot run: before anything is fetched.
+pub fn check(choice: Choice, arch: Arch) -> Result<()> {
+    if choice == Choice::Kvm && !arch.is_host() {
+        bail!(
+            "--accel kvm with an {arch} kernel: {}\nfix: leave --accel out (TCG)",
+            kvm_host_only()
+        );
+    }
+    Ok(())
+}
+
+fn kvm_host_only() -> String {
+    format!(
+        "KVM runs guests of the host's architecture ({}) only",
+        Arch::host()
+    )
+}
+
 /// Decides the accelerator for a guest of `arch`, probing KVM with `vmlinuz` unless the user
 /// chose TCG or the guest is not of the host's architecture, and under TCG how its vCPUs are
 /// threaded (`threads`, `--tcg-thread`).
@@ -99,15 +117,9 @@ pub fn decide(
     if choice == Choice::Tcg {
         return tcg("--accel tcg".into());
     }
+    check(choice, arch)?;
     if !arch.is_host() {
-        let why = format!(
-            "KVM runs guests of the host's architecture ({}) only",
-            Arch::host()
-        );
-        if choice == Choice::Kvm {
-            bail!("--accel kvm with an {arch} kernel: {why}\nfix: leave --accel out (TCG)");
-        }
-        return tcg(format!("an {arch} guest: {why}"));
+        return tcg(format!("an {arch} guest: {}", kvm_host_only()));
     }
     match probe_kvm_once_per_boot(vmlinuz, &verdict_file()) {
         Ok(how) => Ok(Accel {

@@ -572,7 +572,9 @@ fn what_arm64_cannot_run_is_refused_before_fetching() {
 #[test]
 fn kvm_for_an_arm64_guest_is_refused_before_fetching() {
     refused_before_provisioning(
-        &["vm-test", "--kernel", "6.12", "--arch", "arm64", "--accel", "kvm"],
+        &[
+            "vm-test", "--kernel", "6.12", "--arch", "arm64", "--accel", "kvm",
+        ],
         "--accel kvm with an arm64 kernel: KVM runs guests of the host's architecture",
     );
 }

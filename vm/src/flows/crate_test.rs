@@ -65,6 +65,7 @@ pub fn split_args(args: &[String]) -> (Vec<String>, Vec<String>) {
 pub fn crate_test(opts: &CrateTestOptions, events: &Events) -> Result<(Vec<Report>, PathBuf)> {
     let allow = health::allow::load(&health::allow::path())?;
     let dirs = cargo_dirs(events)?;
+    let inventory = user_inventory(&dirs.workspace_root)?;
     // One build per architecture the kernels have, before the first boot.
     let mut builds: Vec<(Arch, Built)> = Vec::new();
     for choice in &opts.kernels {
@@ -81,7 +82,7 @@ pub fn crate_test(opts: &CrateTestOptions, events: &Events) -> Result<(Vec<Repor
         let built = Built {
             binaries,
             verifier,
-            inventory: user_inventory(&dirs.workspace_root)?,
+            inventory: inventory.clone(),
             time: start.elapsed(),
         };
         builds.push((arch, built));
@@ -133,8 +134,8 @@ pub fn crate_inventory(cargo_args: &[String], events: &Events) -> Result<(Invent
 }
 
 /// Builds the test binaries of the crate in the current directory for `arch` (for another
-/// architecture than the host's, with Debian's Rust into `<target>/bpfvm-cross`, as bpfvm's
-/// own guest binaries: `build::guest_command`).
+/// architecture than the host's, into `<target>/bpfvm-cross` as bpfvm's own guest binaries
+/// are built: `build::guest_command`).
 fn build_tests(
     cargo_args: &[String],
     arch: Arch,
@@ -147,16 +148,15 @@ fn build_tests(
         let tools = crate::machine::provision::ensure(events)?;
         build::guest_command(arch, &dirs.target.join("bpfvm-cross"), &tools.ebpf)
     };
-    let mut args: Vec<String> = ["test", "--no-run", "--message-format=json"]
+    let mut build: Vec<String> = ["test", "--no-run", "--message-format=json"]
         .map(String::from)
         .to_vec();
-    args.extend(cargo_args.iter().cloned());
-    args.extend(how.args.iter().cloned());
+    build.extend(cargo_args.iter().cloned());
     events.step(format!(
         "building the crate's tests ({})",
         arch.rust_target()
     ));
-    let args: Vec<String> = how.toolchain.iter().cloned().chain(args).collect();
+    let args = how.argv(&build);
     let stdout = run_cargo(&how.program, &args, &how.env, events)?;
     let (arts, _) = parse_cargo_messages(&stdout);
     let binaries = crate_binaries(&arts);

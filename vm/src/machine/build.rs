@@ -224,6 +224,18 @@ pub struct GuestCommand {
     pub env: Vec<(String, String)>,
 }
 
+impl GuestCommand {
+    /// The whole argument list around a build's own arguments `build` (`test --no-run ...`).
+    pub fn argv<S: AsRef<str>>(&self, build: &[S]) -> Vec<String> {
+        let build = build.iter().map(|s| s.as_ref().to_string());
+        let toolchain = self.toolchain.iter().cloned();
+        toolchain
+            .chain(build)
+            .chain(self.args.iter().cloned())
+            .collect()
+    }
+}
+
 /// The normal cargo on PATH (for bpfvm's own guest binaries, the parent's toolchain, so the
 /// shared target dir stays warm).
 pub fn native_command() -> GuestCommand {
@@ -300,13 +312,7 @@ fn cargo_json(
     how: &GuestCommand,
     events: &Events,
 ) -> Result<Vec<Artifact>> {
-    let args: Vec<String> = how
-        .toolchain
-        .iter()
-        .cloned()
-        .chain(args.iter().map(|s| s.to_string()))
-        .chain(how.args.iter().cloned())
-        .collect();
+    let args = how.argv(args);
     let mut env = vec![("BPFVM_EBPF_DIR".to_string(), ebpf_dir.display().to_string())];
     env.extend(how.env.iter().cloned());
     let shown = shell::display(

@@ -44,9 +44,6 @@ pub fn staged_path(script: &Path) -> PathBuf {
 pub fn stage(own: &OwnRoot, rwdir: &Path, script: &Path) -> Result<PathBuf> {
     check_disjoint(&own.reads, rwdir)?;
     let dest = staged_path(script);
-    if dest.exists() {
-        std::fs::remove_dir_all(&dest).with_context(|| format!("removing {}", dest.display()))?;
-    }
     // `cp -al` links the whole tree at once; across filesystems it cannot, so it is copied.
     let mut made = false;
     for how in ["-al", "-a"] {
@@ -89,19 +86,15 @@ fn inside(root: &Path, path: &Path) -> PathBuf {
 /// virtme-run mounts the writable directories before the read-only ones
 /// (`virtme/commands/run.py`): a read-only directory holding the writable one would hide it.
 fn check_disjoint(reads: &[PathBuf], rwdir: &Path) -> Result<()> {
-    for (i, r) in reads.iter().enumerate() {
+    for r in reads {
         if !r.is_absolute() {
             bail!(
                 "{}: the guest reads host directories by absolute path",
                 r.display()
             );
         }
-        let others = reads.iter().enumerate().filter(|(j, _)| *j != i);
-        if let Some((_, o)) = others
-            .map(|(j, o)| (j, o.as_path()))
-            .chain([(usize::MAX, rwdir)])
-            .find(|(_, o)| o.starts_with(r))
-        {
+        let others = reads.iter().filter(|o| *o != r).map(PathBuf::as_path);
+        if let Some(o) = others.chain([rwdir]).find(|o| o.starts_with(r)) {
             bail!(
                 "{} holds {}: the guest's mounts would hide one another",
                 r.display(),

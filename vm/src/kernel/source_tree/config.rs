@@ -19,6 +19,7 @@ use anyhow::{bail, Result};
 
 pub(crate) const BOOT: &str = include_str!("../../../../kernels/tree/boot.config");
 pub(crate) const SUITE: &str = include_str!("../../../../kernels/tree/suite.config");
+pub(crate) const SELFTESTS_EXTRA: &str = include_str!("../../../../kernels/tree/selftests.config");
 
 /// Where the selftests keep the options they need, relative to the tree.
 pub(crate) const SELFTESTS: &str = "tools/testing/selftests/bpf/config";
@@ -108,16 +109,11 @@ pub(crate) fn parse_config(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The selftests fragment without what concerns modules: bpfvm builds with `MODULES` off, and
-/// a `=m` option (`TEST_BPF`) built in instead would run at every boot.
-pub(crate) fn selftests_without_modules(text: &str) -> String {
+/// The selftests fragment without its `=m` lines: bpfvm builds no in-tree module, and such an
+/// option (`TEST_BPF`) built in instead would run at every boot.
+pub(crate) fn selftests_built_in(text: &str) -> String {
     text.lines()
-        .filter(|l| {
-            let t = l.trim();
-            !(t.starts_with("CONFIG_MODULE")
-                || t.starts_with("CONFIG_MODVERSIONS")
-                || t.ends_with("=m"))
-        })
+        .filter(|l| !l.trim().ends_with("=m"))
         .map(|l| format!("{l}\n"))
         .collect()
 }
@@ -283,6 +279,12 @@ mod tests {
             let lines = parse_fragment(text, name).unwrap();
             assert!(lines.len() > 10, "{name}");
         }
+        let extra = parse_fragment(SELFTESTS_EXTRA, "selftests.config").unwrap();
+        let extra: Vec<&str> = extra
+            .iter()
+            .flat_map(|l| l.alternatives.iter().map(|w| w.name.as_str()))
+            .collect();
+        assert_eq!(extra, ["MODULES", "MODULE_UNLOAD", "NAMESPACES", "NET_NS"]);
         let suite = parse_fragment(SUITE, "suite.config").unwrap();
         let names: Vec<&str> = suite
             .iter()
@@ -291,7 +293,6 @@ mod tests {
         for need in [
             "BPF_SYSCALL",
             "DEBUG_INFO_BTF",
-            "MODULES",
             "MITIGATION_RETPOLINE",
             "RETPOLINE",
         ] {
@@ -324,10 +325,10 @@ mod tests {
 
     #[test]
     fn module_lines_leave_the_selftests_fragment() {
-        let text = "CONFIG_BPF=y\nCONFIG_MODULES=y\nCONFIG_MODULE_SIG=y\nCONFIG_MODVERSIONS=y\nCONFIG_TEST_BPF=m\nCONFIG_XDP_SOCKETS=y\n";
+        let text = "CONFIG_BPF=y\nCONFIG_MODULES=y\nCONFIG_MODULE_SIG=y\nCONFIG_TEST_BPF=m\nCONFIG_XDP_SOCKETS=y\n";
         assert_eq!(
-            selftests_without_modules(text),
-            "CONFIG_BPF=y\nCONFIG_XDP_SOCKETS=y\n"
+            selftests_built_in(text),
+            "CONFIG_BPF=y\nCONFIG_MODULES=y\nCONFIG_MODULE_SIG=y\nCONFIG_XDP_SOCKETS=y\n"
         );
     }
 

@@ -30,7 +30,8 @@ pub use cache::{list, root as cache_root, Listed, Stamp};
 
 /// Names the way bpfvm builds a tree (the clean environment, the mapped paths): in the key
 /// and the slot, so that a build made another way is never reused.
-const RECIPE: &str = "bpfvm tree build 2: env -i, /run/bpfvm mapping, config derived per build";
+const RECIPE: &str = "bpfvm tree build 3: env -i, /run/bpfvm mapping, config derived per build, \
+                      modules on for the selftests' bpf_testmod";
 
 /// What a report says of a kernel built from a tree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,9 +146,10 @@ fn fragments(checked: &Checked, symbols: &Symbols) -> Result<Fragments> {
     let tree = &checked.source.dir;
     let parse = |text: &str, name: &str| config::parse_fragment(text, name);
     let boot = parse(config::BOOT, "kernels/tree/boot.config")?;
+    let extra = parse(config::SELFTESTS_EXTRA, "kernels/tree/selftests.config")?;
     let suite = parse(config::SUITE, "kernels/tree/suite.config")?;
     let selftests_text = std::fs::read_to_string(tree.join(config::SELFTESTS))
-        .map(|t| config::selftests_without_modules(&t))
+        .map(|t| config::selftests_built_in(&t))
         .unwrap_or_default();
     let selftests = parse(&selftests_text, config::SELFTESTS)?;
     let mut files = Vec::new();
@@ -158,9 +160,10 @@ fn fragments(checked: &Checked, symbols: &Symbols) -> Result<Fragments> {
     };
     let mut required = add("1-boot.config", &boot);
     let selftests = add("2-selftests.config", &selftests);
-    required.extend(add("3-suite.config", &suite));
+    required.extend(add("3-selftests-extra.config", &extra));
+    required.extend(add("4-suite.config", &suite));
     for (i, (_, lines)) in checked.user.iter().enumerate() {
-        required.extend(add(&format!("{}-user.config", 4 + i), lines));
+        required.extend(add(&format!("{}-user.config", 5 + i), lines));
     }
     // A selftests option a later fragment sets otherwise (the lockup panics) is not lost.
     let selftests = selftests
@@ -383,7 +386,9 @@ fn build_in(root: &Path, checked: &Checked, events: &Events) -> Result<Built> {
     if env::which("ccache").is_some() {
         argv.push("CC=ccache gcc");
     }
-    argv.push("bzImage");
+    // `modules` (no in-tree module is configured) writes Module.symvers, which an
+    // out-of-tree module (the selftests' bpf_testmod.ko) is linked against.
+    argv.extend(["bzImage", "modules"]);
     events.step(format!(
         "building the kernel of {} (log: {})",
         src.dir.display(),
@@ -470,7 +475,7 @@ mod tests {
              echo \"CONFIG_$$n=$$v\" >> .config; done < $(CURDIR)/Kconfig.defaults\n\
              \tcd $(O) && if [ -f $(CURDIR)/drop ]; then sed -i \"/CONFIG_$$(cat $(CURDIR)/drop)=/d\" .config; fi\n\
              \tmkdir -p $(O)/arch/x86/boot && cp $(O)/.config $(O)/arch/x86/boot/bzImage\n\
-             kernelrelease:\n\t@echo 6.12.0-fake\n",
+             modules:\n\t@true\n             kernelrelease:\n\t@echo 6.12.0-fake\n",
         )
         .unwrap();
         std::fs::write(

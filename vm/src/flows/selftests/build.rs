@@ -15,9 +15,11 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 
 use crate::kernel::pins::{self, Pin, Selftests};
+use crate::kernel::source_tree::{self, TreeInfo};
 use crate::machine::provision;
 use crate::support::output::Events;
 use crate::support::paths::cache_dir;
+use crate::support::status::Untestable;
 
 /// Where the selftests' sources, BTF and builds live.
 pub(crate) fn root() -> PathBuf {
@@ -31,8 +33,33 @@ pub(crate) struct Source {
     pub tree: PathBuf,
     /// Names the source in the build's key.
     pub key: String,
-    /// For the report: the package, its version and sha256.
+    /// For the report: the package, its version and sha256, or the tree and its commit.
     pub describe: String,
+    /// Whether a complete build of it is reused as it is: a pin's source never changes; a
+    /// tree's is copied again (what changed) and made again each run.
+    pub reuse: bool,
+}
+
+/// A tree's source, as the tree build of its kernel saw it.
+pub(crate) fn tree_source(dir: &Path, built: &TreeInfo) -> Source {
+    let commit = match &built.commit {
+        Some(c) => format!(
+            " at {}{}",
+            &c[..c.len().min(12)],
+            if built.dirty { " (dirty)" } else { "" }
+        ),
+        None => String::new(),
+    };
+    Source {
+        tree: dir.to_path_buf(),
+        key: format!("tree {}", dir.display()),
+        describe: format!(
+            "the tree {}{commit} ({})",
+            dir.display(),
+            built.kernelversion
+        ),
+        reuse: false,
+    }
 }
 
 /// The selftests' directory in a kernel tree.
@@ -104,6 +131,7 @@ pub(crate) fn pin_source(pin: &Pin, sel: &Selftests, events: &Events) -> Result<
         tree,
         key,
         describe: format!("Debian {} (sha256 {})", pkg.spec(), pkg.sha256),
+        reuse: true,
     })
 }
 
@@ -195,12 +223,29 @@ pub(crate) fn clang_for(kernelversion: &str, asked: Option<u32>) -> Result<u32> 
     }
 }
 
+/// What `bpf_testmod.ko` builds against.
+pub(crate) enum Kdir {
+    /// A pin's headers package (its kbuild tree).
+    Headers(PathBuf),
+    /// A tree's kernel: the tree and its build directory, seen at the paths of its build.
+    Tree { tree: PathBuf, build: PathBuf },
+}
+
+impl Kdir {
+    /// The real directory, for the build's key.
+    fn dir(&self) -> &Path {
+        match self {
+            Kdir::Headers(d) => d,
+            Kdir::Tree { build, .. } => build,
+        }
+    }
+}
+
 /// What a build is made of.
 pub(crate) struct Inputs<'a> {
     pub source: &'a Source,
     pub btf: &'a Path,
-    /// The kernel build (or headers) `bpf_testmod.ko` builds against.
-    pub kdir: &'a Path,
+    pub kdir: Kdir,
     pub clang: u32,
 }
 
@@ -245,7 +290,7 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
             "{}\n{}\n{clang}\n{}\n",
             inputs.source.key,
             hex::encode(Sha256::digest(&btf)),
-            inputs.kdir.display()
+            inputs.kdir.dir().display()
         )
         .as_bytes(),
     ));
@@ -254,7 +299,7 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
     let dir = work.join(SELFTESTS_DIR);
     let stamp = slot.join(".bpfvm-built");
     let _lock = lock(events)?;
-    if stamp.is_file() {
+    if inputs.source.reuse && stamp.is_file() {
         events.note(format!("selftests: cached build in {}", dir.display()));
         return Ok(Built {
             dir,
@@ -290,46 +335,68 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
         "building test_progs, test_maps and bench with {clang} (several minutes the first time)"
     ));
     let path = format!(
-        "{}:{}",
+        "PATH={}:{}",
         llvm_bin(inputs.clang).display(),
         std::env::var("PATH").unwrap_or_default()
     );
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let kdir = match &inputs.kdir {
+        Kdir::Headers(d) => d.display().to_string(),
+        Kdir::Tree { .. } => source_tree::BUILD_DIR.to_string(),
+    };
     let argv = [
-        "make".to_string(),
+        "env".to_string(),
+        path,
+        "make".into(),
         "-C".into(),
         dir.display().to_string(),
         format!("-j{jobs}"),
         format!("VMLINUX_BTF={}", inputs.btf.display()),
-        format!("KDIR={}", inputs.kdir.display()),
+        format!("KDIR={kdir}"),
         "test_progs".into(),
         "test_maps".into(),
         "bench".into(),
     ];
-    let shown = argv.join(" ");
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let (mut cmd, shown) = match &inputs.kdir {
+        Kdir::Headers(_) => {
+            let mut cmd = Command::new(argv[0]);
+            cmd.args(&argv[1..]);
+            // What a calling make or kbuild would pass on and steer this build with.
+            for k in [
+                "MAKEFLAGS",
+                "MFLAGS",
+                "MAKELEVEL",
+                "LLVM",
+                "CC",
+                "CFLAGS",
+                "O",
+                "ARCH",
+            ] {
+                cmd.env_remove(k);
+            }
+            (cmd, argv.join(" "))
+        }
+        // The tree build's clean environment, which keeps none of those.
+        Kdir::Tree { tree, build } => source_tree::command_in_build(tree, build, &argv),
+    };
     events.command(&shown);
-    let mut cmd = Command::new("make");
-    cmd.args(&argv[1..]).env("PATH", path);
-    // What a calling make or kbuild would pass on and steer this build with.
-    for k in [
-        "MAKEFLAGS",
-        "MFLAGS",
-        "MAKELEVEL",
-        "LLVM",
-        "CC",
-        "CFLAGS",
-        "O",
-        "ARCH",
-    ] {
-        cmd.env_remove(k);
-    }
     let log = root().join("logs").join(format!("make-{}.log", &key[..16]));
     if let Err(e) = provision::run_logged(&mut cmd, &shown, &log) {
-        return Err(e.context(format!(
-            "the selftests of {} did not build: the host lacks something they need (the \
-             source is pinned)",
-            inputs.source.describe
-        )));
+        return Err(match inputs.kdir {
+            // A pin's source is pinned: the host lacks something (255).
+            Kdir::Headers(_) => e.context(format!(
+                "the selftests of {} did not build: the host lacks something they need (the \
+                 source is pinned)",
+                inputs.source.describe
+            )),
+            // A tree's may not build at this commit, as its kernel may not (125).
+            Kdir::Tree { .. } => Untestable(format!(
+                "the selftests of {} did not build: {e:#}",
+                inputs.source.describe
+            ))
+            .into(),
+        });
     }
     std::fs::write(&stamp, format!("{shown}\n"))?;
     Ok(Built {

@@ -51,10 +51,22 @@ fn bless_command(version: &str) -> String {
     format!("cargo xtask selftests --kernel {version} --bless")
 }
 
-/// What the choice builds from, checked before anything is installed or booted: the pin, its
-/// `[selftests]`, and the clang its series takes. A tree is checked (it holds the selftests,
-/// the clang fits its series) and then refused: see the error.
-fn check(opts: &Options) -> Result<(&pins::Pin, &pins::Selftests, u32)> {
+/// What the selftests are built from, checked.
+enum Target<'a> {
+    Pin {
+        pin: &'a pins::Pin,
+        sel: &'a pins::Selftests,
+        clang: u32,
+    },
+    Tree {
+        dir: &'a Path,
+        clang: u32,
+    },
+}
+
+/// What the choice builds from, checked before anything is installed or booted: a pin with its
+/// `[selftests]`, or a tree that holds the selftests, and the clang its series takes.
+fn check(opts: &Options) -> Result<Target<'_>> {
     match &opts.kernel {
         KernelChoice::Pin(pin) => {
             let sel = pin.selftests.as_deref().with_context(|| {
@@ -65,21 +77,23 @@ fn check(opts: &Options) -> Result<(&pins::Pin, &pins::Selftests, u32)> {
                     pin.path.display()
                 )
             })?;
-            Ok((pin, sel, build::clang_for(&pin.version, opts.clang)?))
+            let clang = build::clang_for(&pin.version, opts.clang)?;
+            Ok(Target::Pin { pin, sel, clang })
         }
         KernelChoice::Tree { dir, .. } => {
             build::check_tree(dir)?;
-            build::clang_for(&tree_version(dir)?, opts.clang)?;
-            bail!(
-                "--kernel-tree: not supported yet. bpfvm builds a tree's kernel with \
-                 CONFIG_MODULES off (kernels/tree/boot.config), and test_progs needs its \
-                 out-of-tree bpf_testmod.ko; 6.12's selftests also need CONFIG_NET_NS, which \
-                 that config leaves off (sock_iter_batch.c: no member named 'net' in \
-                 'possible_net_t'). Run them on a pin (--kernel 6.1)"
-            )
+            let clang = build::clang_for(&tree_version(dir)?, opts.clang)?;
+            if opts.bless {
+                bail!(
+                    "--bless writes a pin's inventory of the selftests (kernels/selftests/); a \
+                     tree's tests are its own: leave --bless out"
+                );
+            }
+            Ok(Target::Tree { dir, clang })
         }
         other => bail!(
-            "selftests build from the kernel's source: give a pin (--kernel 6.1), not {}",
+            "selftests build from the kernel's source: give a pin (--kernel 6.1) or a tree \
+             (--kernel-tree DIR), not {}",
             other.shown()
         ),
     }
@@ -142,39 +156,70 @@ fn pin_btf(p: &Prepared, pin: &pins::Pin, vm: &VmOptions, events: &Events) -> Re
     Ok(dest)
 }
 
-/// Builds (or reuses) `pin`'s selftests with `clang`: the packages they need, the pin's source,
-/// its BTF (one boot with `vm`, the first time), then make.
-fn build_pin(
+/// Builds (or reuses) the selftests of `target`: the packages they need, the source and the
+/// kernel's BTF, then make. A pin's BTF is dumped from its guest (one boot with `vm`, the first
+/// time) and `bpf_testmod.ko` builds against its headers package; a tree's BTF is its build's
+/// `vmlinux`, and the module builds against that build.
+fn build_for(
+    target: &Target,
     p: &Prepared,
-    pin: &pins::Pin,
-    sel: &pins::Selftests,
-    clang: u32,
     vm: &VmOptions,
     events: &Events,
 ) -> Result<(build::Source, build::Built)> {
-    let mut pkgs = provision::selftests_packages(clang);
-    pkgs.push(sel.headers.clone());
-    let pkgs: Vec<&str> = pkgs.iter().map(String::as_str).collect();
-    provision::ensure_packages(&pkgs, events)?;
-    let source = build::pin_source(pin, sel, events)?;
-    let btf = pin_btf(p, pin, vm, events)?;
-    // Debian's headers package installs its kbuild tree under its own name.
-    let kdir = Path::new("/usr/src").join(&sel.headers);
-    let built = build::build(
-        &build::Inputs {
-            source: &source,
-            btf: &btf,
-            kdir: &kdir,
-            clang,
-        },
-        events,
-    )?;
-    Ok((source, built))
+    match *target {
+        Target::Pin { pin, sel, clang } => {
+            let mut pkgs = provision::selftests_packages(clang);
+            pkgs.push(sel.headers.clone());
+            let pkgs: Vec<&str> = pkgs.iter().map(String::as_str).collect();
+            provision::ensure_packages(&pkgs, events)?;
+            let source = build::pin_source(pin, sel, events)?;
+            let btf = pin_btf(p, pin, vm, events)?;
+            // Debian's headers package installs its kbuild tree under its own name.
+            let kdir = build::Kdir::Headers(Path::new("/usr/src").join(&sel.headers));
+            let built = build::build(
+                &build::Inputs {
+                    source: &source,
+                    btf: &btf,
+                    kdir,
+                    clang,
+                },
+                events,
+            )?;
+            Ok((source, built))
+        }
+        Target::Tree { dir, clang } => {
+            let pkgs = provision::selftests_packages(clang);
+            let pkgs: Vec<&str> = pkgs.iter().map(String::as_str).collect();
+            provision::ensure_packages(&pkgs, events)?;
+            let tree = p
+                .kernel
+                .built_from
+                .as_ref()
+                .context("a tree's kernel was prepared without its build")?;
+            let out = PathBuf::from(&tree.build_dir);
+            let source = build::tree_source(dir, tree);
+            let kdir = build::Kdir::Tree {
+                tree: dir.to_path_buf(),
+                build: out.clone(),
+            };
+            let btf = out.join("vmlinux");
+            let built = build::build(
+                &build::Inputs {
+                    source: &source,
+                    btf: &btf,
+                    kdir,
+                    clang,
+                },
+                events,
+            )?;
+            Ok((source, built))
+        }
+    }
 }
 
 /// The kernel's own `bench` for `choice` (bench-vm's upstream rows): the build `selftests`
 /// makes, reused when cached. `Ok(Err(why))` when `choice` has no selftests to build (a pin
-/// without `[selftests]`, a tree, an image): the rows are skipped with that reason.
+/// without `[selftests]`, an image): the rows are skipped with that reason.
 pub(crate) fn bench_binary(
     choice: &KernelChoice,
     p: &Prepared,
@@ -189,11 +234,11 @@ pub(crate) fn bench_binary(
         clang: None,
         bless: false,
     };
-    let (pin, sel, clang) = match check(&opts) {
+    let target = match check(&opts) {
         Ok(found) => found,
         Err(why) => return Ok(Err(format!("{why:#}"))),
     };
-    let (_, built) = build_pin(p, pin, sel, clang, vm, events)?;
+    let (_, built) = build_for(&target, p, vm, events)?;
     Ok(Ok(built.dir.join("bench")))
 }
 
@@ -205,25 +250,36 @@ fn same(name: &str) -> String {
 /// `selftests`: builds the kernel's selftests for `opts.kernel` and runs them in one boot;
 /// writes `target/selftests/<kernel>/{report.json,junit.xml,kernel.log}`.
 pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
-    let (pin, sel, clang) = check(opts)?;
+    let target = check(opts)?;
     let clock = StepClock::start();
     let events = &clock.watch(events);
     let start = clock.started();
     let allow = health::allow::load(&health::allow::path())?;
-    let (inv_file, known_file) = pin_files(&pin.version);
+    // A pin's inventory and known failures; a tree's tests are its own and it has neither.
+    let files_of_pin = match &target {
+        Target::Pin { pin, .. } => Some(pin_files(&pin.version)),
+        Target::Tree { .. } => None,
+    };
     let root = workspace_root();
     // Read before anything boots: a broken file is the user's input.
-    let known = Known::load(&root.join(&known_file))?;
+    let known = match &files_of_pin {
+        Some((_, known_file)) => Known::load(&root.join(known_file))?,
+        None => Known::default(),
+    };
     let p = run::prepare(&opts.kernel, &opts.vm, events)?;
     let prepared = start.elapsed();
 
-    let (source, built) = build_pin(&p, pin, sel, clang, &opts.vm, events)?;
-    let config = p
-        .kernel
-        .bootable
-        .root
-        .join("boot")
-        .join(format!("config-{}", p.kernel.bootable.release));
+    let (source, built) = build_for(&target, &p, &opts.vm, events)?;
+    // Where libbpf's `__kconfig` finds the kernel's config in the guest comes from.
+    let config = match &p.kernel.built_from {
+        Some(tree) => Path::new(&tree.build_dir).join(".config"),
+        None => p
+            .kernel
+            .bootable
+            .root
+            .join("boot")
+            .join(format!("config-{}", p.kernel.bootable.release)),
+    };
     let build_time = start.elapsed() - prepared;
 
     let out_dir = target_dir().join("selftests").join(&p.kernel.label);
@@ -257,28 +313,42 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     if let Some(why) = testmod_failure(&shared) {
         tests.push(report::failed("guest:bpf_testmod".into(), why));
     }
-    known.apply(&mut tests, &known_file);
-    let bless = bless_command(&pin.version);
-    if opts.bless {
-        let inv = upstream::inventory_of(&shared)?;
-        let header = format!(
-            "The tests of the kernel's own `test_progs` for pin {}: `test_progs <test>`.\n\
-             Written by `{bless}`; a test missing from the build, or new to it, fails the run.",
-            pin.version
-        );
-        crate::support::fs::write_atomic(&root.join(&inv_file), inv.render(&header).as_bytes())?;
-        events.note(format!("wrote {inv_file}"));
-    } else {
-        tests.extend(upstream::check_inventory(
-            &shared,
-            &root.join(&inv_file),
-            &inv_file,
-            &bless,
-        ));
+    match (&target, &files_of_pin) {
+        (Target::Pin { pin, .. }, Some((inv_file, known_file))) => {
+            known.apply(&mut tests, known_file);
+            let bless = bless_command(&pin.version);
+            if opts.bless {
+                let inv = upstream::inventory_of(&shared)?;
+                let header = format!(
+                    "The tests of the kernel's own `test_progs` for pin {}: `test_progs <test>`.\n\
+                     Written by `{bless}`; a test missing from the build, or new to it, fails the run.",
+                    pin.version
+                );
+                crate::support::fs::write_atomic(
+                    &root.join(inv_file),
+                    inv.render(&header).as_bytes(),
+                )?;
+                events.note(format!("wrote {inv_file}"));
+            } else {
+                tests.extend(upstream::check_inventory(
+                    &shared,
+                    &root.join(inv_file),
+                    inv_file,
+                    &bless,
+                ));
+            }
+        }
+        _ => events.note(
+            "a tree's selftests are checked against no inventory: every test its test_progs \
+             lists and -t selects must run",
+        ),
     }
     let info = SelftestsInfo {
         source: source.describe.clone(),
-        note: sel.source_note.clone(),
+        note: match &target {
+            Target::Pin { sel, .. } => sel.source_note.clone(),
+            Target::Tree { .. } => None,
+        },
         clang: built.clang.clone(),
         build_dir: built.dir.display().to_string(),
         build_cached: built.cached,
@@ -326,7 +396,7 @@ mod tests {
     }
 
     #[test]
-    fn an_image_and_a_tree_are_refused_before_anything_boots() {
+    fn an_image_and_a_tree_to_bless_are_refused_before_anything_boots() {
         let opts = Options {
             kernel: KernelChoice::Image {
                 path: "/k/bzImage".into(),
@@ -338,8 +408,8 @@ mod tests {
             clang: None,
             bless: false,
         };
-        let e = check(&opts).unwrap_err().to_string();
-        assert!(e.contains("give a pin (--kernel 6.1)"), "{e}");
+        let e = check(&opts).err().unwrap().to_string();
+        assert!(e.contains("give a pin (--kernel 6.1) or a tree"), "{e}");
         let tree = tempfile::tempdir().unwrap();
         let t = tree.path();
         std::fs::create_dir_all(t.join(build::SELFTESTS_DIR)).unwrap();
@@ -352,8 +422,16 @@ mod tests {
             },
             ..opts
         };
-        let e = check(&tree_opts).unwrap_err().to_string();
-        assert!(e.contains("CONFIG_MODULES off"), "{e}");
+        assert!(matches!(
+            check(&tree_opts),
+            Ok(Target::Tree { clang: 19, .. })
+        ));
+        let bless = Options {
+            bless: true,
+            ..tree_opts
+        };
+        let e = check(&bless).err().unwrap().to_string();
+        assert!(e.contains("leave --bless out"), "{e}");
     }
 
     /// bench-vm --upstream skips its bench rows with this reason on such a pin.
@@ -369,7 +447,7 @@ mod tests {
             clang: None,
             bless: false,
         };
-        let e = format!("{:#}", check(&opts).unwrap_err());
+        let e = format!("{:#}", check(&opts).err().unwrap());
         assert!(
             e.starts_with("kernel 5.10: ") && e.contains("kernels/5.10.toml has no [selftests]"),
             "{e}"

@@ -303,6 +303,22 @@ pub fn checkout_ref(tree: &Path, rev: &str) -> Result<PathBuf> {
     )
 }
 
+/// `argv` run as a tree's build runs it (the clean environment, `tree` and its build directory
+/// `build` at the paths the build saw: the build's Makefile includes the tree's by that path),
+/// from the build directory, with [`BUILD_DIR`] in `argv` naming it. An out-of-tree module
+/// (the selftests' `bpf_testmod.ko`) builds against a tree's kernel so.
+pub fn command_in_build(
+    tree: &Path,
+    build: &Path,
+    argv: &[&str],
+) -> (std::process::Command, String) {
+    let m = Mapped::new(tree, build);
+    (m.command(argv), m.shown(argv))
+}
+
+/// Where [`command_in_build`]'s command sees the build directory.
+pub const BUILD_DIR: &str = OUT;
+
 /// Whether `dir` looks like a kernel source tree (a top-level Makefile with VERSION and
 /// PATCHLEVEL): what `--against` tells a tree from a pin or an image by.
 pub fn is_tree(dir: &Path) -> bool {

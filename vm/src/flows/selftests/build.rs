@@ -262,6 +262,59 @@ pub(crate) struct Built {
     pub seconds: f64,
 }
 
+/// Copies `tree` into `work` with rsync: the selftests' directory on its own, so that what an
+/// earlier build wrote there (what git ignores: the directory's `.gitignore` files and the
+/// tree's unanchored patterns, `*.o` among them) stays for make to judge, while a source file
+/// the tree no longer has goes, as everywhere else (found so: a test file removed from the
+/// tree was still built from the copy).
+fn copy(tree: &Path, work: &Path, events: &Events) -> Result<()> {
+    let sel = format!("/{SELFTESTS_DIR}/");
+    run(
+        &[
+            "rsync",
+            "-a",
+            "--delete",
+            "--exclude=/.git",
+            &format!("--exclude={sel}"),
+            &format!("{}/", tree.display()),
+            &format!("{}/", work.display()),
+        ],
+        &[],
+        "selftests-copy",
+        events,
+    )?;
+    let top = std::fs::read_to_string(tree.join(".gitignore")).unwrap_or_default();
+    // The generated test lists (`prog_tests/tests.h`...) are not kept: make writes one again
+    // when a test file is newer, never when one was removed.
+    let mut argv: Vec<String> = [
+        "rsync",
+        "-a",
+        "--delete",
+        "--include=tests.h",
+        "--filter=:- .gitignore",
+    ]
+    .map(String::from)
+    .to_vec();
+    argv.extend(unanchored(&top).map(|p| format!("--exclude={p}")));
+    let dir = work.join(SELFTESTS_DIR);
+    std::fs::create_dir_all(&dir)?;
+    argv.push(format!("{}/", tree.join(SELFTESTS_DIR).display()));
+    argv.push(format!("{}/", dir.display()));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    run(&argv, &[], "selftests-copy", events)
+}
+
+/// The patterns of a `.gitignore` that git applies in every directory below it: those with no
+/// `/` but a trailing one (`*.o`, `.*.cmd`, `modules.order`).
+fn unanchored(gitignore: &str) -> impl Iterator<Item = &str> {
+    gitignore.lines().map(str::trim).filter(|l| {
+        !l.is_empty()
+            && !l.starts_with('#')
+            && !l.starts_with('!')
+            && !l.trim_end_matches('/').contains('/')
+    })
+}
+
 /// The LLVM directory of Debian's `clang-N`: first on make's PATH, so the Makefile's `clang`,
 /// `llc`, `llvm-strip` and `ld.lld` are that version's.
 fn llvm_bin(clang: u32) -> PathBuf {
@@ -315,22 +368,7 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
         inputs.source.tree.display(),
         work.display()
     ));
-    // What an earlier, failed build wrote into the selftests' directory stays (make decides
-    // what is stale).
-    run(
-        &[
-            "rsync",
-            "-a",
-            "--delete",
-            "--exclude=/.git",
-            &format!("--filter=P /{SELFTESTS_DIR}/***"),
-            &format!("{}/", inputs.source.tree.display()),
-            &format!("{}/", work.display()),
-        ],
-        &[],
-        "selftests-copy",
-        events,
-    )?;
+    copy(&inputs.source.tree, &work, events)?;
     events.step(format!(
         "building test_progs, test_maps and bench with {clang} (several minutes the first time)"
     ));
@@ -410,6 +448,16 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_patterns_git_applies_in_every_directory_are_kept() {
+        let top = "# comment\n.*\n*.o\n*.ko\n/vmlinux*\n!.gitignore\nmodules.order\n\
+                   Documentation/x\n/*\nsource/\n";
+        assert_eq!(
+            unanchored(top).collect::<Vec<_>>(),
+            [".*", "*.o", "*.ko", "modules.order", "source/"]
+        );
+    }
 
     #[test]
     fn each_series_takes_its_clang_and_refuses_another() {

@@ -25,6 +25,7 @@ use anyhow::{bail, Context, Result};
 use super::model::{self, BenchReport, Mode, FORMAT};
 use super::stats::{self, median, Better, Ci};
 use crate::domain::arch::Arch;
+use crate::machine::provision::tail_lines;
 
 /// The confidence that every interval of a comparison holds at once.
 pub const FAMILY_CONFIDENCE: f64 = 0.95;
@@ -282,13 +283,31 @@ fn report_problems(which: &str, r: &BenchReport) -> Vec<String> {
         }
         for e in &run.results.errors {
             out.push(format!(
-                "{which}: boot {} ({}): {e}",
+                "{which}: boot {} ({}): {}",
                 i + 1,
-                run.mode.cmdline_arg(r.params.arch)
+                run.mode.cmdline_arg(r.params.arch),
+                brief(e)
             ));
         }
     }
     out
+}
+
+/// A boot's error as a comparison shows it: a rejected program's verifier log can run to many
+/// thousand lines (one bpf_loop bench under 6.12: 75,000), so the first line and the last ones,
+/// where the verifier gives its verdict. The whole error stays in the boot's own report.
+fn brief(e: &str) -> String {
+    const KEEP: usize = 6;
+    let n = e.lines().count();
+    if n <= KEEP + 2 {
+        return e.to_string();
+    }
+    let first = e.lines().next().unwrap_or_default();
+    format!(
+        "{first}\n  [{} lines left out: the whole error is in the boot's report.json]\n{}",
+        n - 1 - KEEP,
+        tail_lines(e, KEEP)
+    )
 }
 
 /// One row-mode's boots in both reports.
@@ -870,6 +889,25 @@ mod tests {
         repeated.runs.push(a.runs[1].clone());
         let c = compare(&a, &repeated, 5.0).unwrap();
         assert!(c.passed(), "{:?} {:?}", c.regressed(), c.problems);
+    }
+
+    #[test]
+    fn a_long_error_is_shown_by_its_first_and_last_lines() {
+        let log: Vec<String> = (0..1000).map(|i| format!("{i}: insn")).collect();
+        let e = format!(
+            "the verifier rejected program `p`; verifier log:\n{}",
+            log.join("\n")
+        );
+        let b = brief(&e);
+        assert!(
+            b.starts_with("the verifier rejected program `p`; verifier log:\n  [994 lines"),
+            "{b}"
+        );
+        assert!(
+            b.ends_with("994: insn\n995: insn\n996: insn\n997: insn\n998: insn\n999: insn"),
+            "{b}"
+        );
+        assert_eq!(brief("one\ntwo"), "one\ntwo");
     }
 
     #[test]

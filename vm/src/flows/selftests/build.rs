@@ -7,6 +7,7 @@
 //!   `OUTPUT` says (`$(OUTPUT)/urandom_read`'s rule); a copy, so that the unpacked source is
 //!   never written to. A build is complete once its `.bpfvm-built` stamp is written;
 //! - `.lock`: held while unpacking, copying or building.
+use std::fmt::Write as _;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -38,6 +39,8 @@ pub(crate) struct Source {
     /// Whether a complete build of it is reused as it is: a pin's source never changes; a
     /// tree's is copied again (what changed) and made again each run.
     pub reuse: bool,
+    /// Files of the selftests' directory left out of the copy (a pin's `broken`).
+    pub left_out: Vec<String>,
 }
 
 /// A tree's source, as the tree build of its kernel saw it.
@@ -59,6 +62,7 @@ pub(crate) fn tree_source(dir: &Path, built: &TreeInfo) -> Source {
             built.kernelversion
         ),
         reuse: false,
+        left_out: vec![],
     }
 }
 
@@ -127,11 +131,21 @@ pub(crate) fn pin_source(pin: &Pin, sel: &Selftests, events: &Events) -> Result<
         std::fs::rename(tmp.keep(), &dir)?;
     }
     let tree = one_entry(&dir, "")?;
+    let mut describe = format!("Debian {} (sha256 {})", pkg.spec(), pkg.sha256);
+    for b in &sel.broken {
+        write!(
+            describe,
+            "; without {SELFTESTS_DIR}/{}: {}",
+            b.file, b.reason
+        )
+        .unwrap();
+    }
     Ok(Source {
         tree,
         key,
-        describe: format!("Debian {} (sha256 {})", pkg.spec(), pkg.sha256),
+        describe,
         reuse: true,
+        left_out: sel.broken.iter().map(|b| b.file.clone()).collect(),
     })
 }
 
@@ -338,9 +352,17 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
         .to_string();
     let btf =
         std::fs::read(inputs.btf).with_context(|| format!("read {}", inputs.btf.display()))?;
+    // What is left out is in the key only when there is some: the builds made before the list
+    // existed keep theirs.
+    let left_out: String = inputs
+        .source
+        .left_out
+        .iter()
+        .map(|f| format!("-{f}\n"))
+        .collect();
     let key = hex::encode(Sha256::digest(
         format!(
-            "{}\n{}\n{clang}\n{}\n",
+            "{}\n{}\n{clang}\n{}\n{left_out}",
             inputs.source.key,
             hex::encode(Sha256::digest(&btf)),
             inputs.kdir.dir().display()
@@ -369,6 +391,15 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
         work.display()
     ));
     copy(&inputs.source.tree, &work, events)?;
+    for f in &inputs.source.left_out {
+        let path = dir.join(f);
+        std::fs::remove_file(&path).with_context(|| {
+            format!(
+                "leave out {}: the pin names it as broken, but the source has no such file",
+                path.display()
+            )
+        })?;
+    }
     events.step(format!(
         "building test_progs, test_maps and bench with {clang} (several minutes the first time)"
     ));

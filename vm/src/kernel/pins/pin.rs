@@ -93,6 +93,18 @@ pub struct Selftests {
     /// The Debian package of the kernel's headers (`linux-headers-<release>`), installed on the
     /// host for the out-of-tree `bpf_testmod.ko`.
     pub headers: String,
+    /// Files of the source's selftests that do not build, left out of the build, each with why.
+    #[serde(default)]
+    pub broken: Vec<Broken>,
+}
+
+/// A file of a pin's selftests source that does not build (`[[selftests.broken]]`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Broken {
+    /// Relative to `tools/testing/selftests/bpf`.
+    pub file: String,
+    pub reason: String,
 }
 
 #[derive(Deserialize)]

@@ -51,7 +51,9 @@ const DEBIAN_RUST_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src"
 /// What the kernel's BPF selftests (`tools/testing/selftests/bpf/Makefile`) build with besides
 /// clang `clang`: its llc, llvm-strip and llvm-objcopy, lld (`urandom_read` links with
 /// `-fuse-ld=lld`), libelf and zlib (libbpf), libcap, libssl (`sign-file`), flex and bison
-/// (bpftool's and resolve_btfids' builds), pahole, make, and rsync (the kernel headers' install).
+/// (bpftool's and resolve_btfids' builds), pahole, make, rsync (the kernel headers' install,
+/// the copy of the source), and xz-utils (the `linux-source` tarball is `.tar.xz`; a minimal
+/// Debian 13 lacks `xz`).
 pub fn selftests_packages(clang: u32) -> Vec<String> {
     let mut p: Vec<String> = ["clang", "llvm", "lld"]
         .iter()
@@ -68,6 +70,7 @@ pub fn selftests_packages(clang: u32) -> Vec<String> {
             "bison",
             "dwarves",
             "rsync",
+            "xz-utils",
         ]
         .map(String::from),
     );

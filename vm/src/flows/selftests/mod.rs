@@ -166,55 +166,47 @@ fn build_for(
     vm: &VmOptions,
     events: &Events,
 ) -> Result<(build::Source, build::Built)> {
-    match *target {
-        Target::Pin { pin, sel, clang } => {
-            let mut pkgs = provision::selftests_packages(clang);
-            pkgs.push(sel.headers.clone());
-            let pkgs: Vec<&str> = pkgs.iter().map(String::as_str).collect();
-            provision::ensure_packages(&pkgs, events)?;
-            let source = build::pin_source(pin, sel, events)?;
-            let btf = pin_btf(p, pin, vm, events)?;
+    let (Target::Pin { clang, .. } | Target::Tree { clang, .. }) = *target;
+    let mut pkgs = provision::selftests_packages(clang);
+    if let Target::Pin { sel, .. } = target {
+        pkgs.push(sel.headers.clone());
+    }
+    let pkgs: Vec<&str> = pkgs.iter().map(String::as_str).collect();
+    provision::ensure_packages(&pkgs, events)?;
+    let (source, btf, kdir) = match *target {
+        Target::Pin { pin, sel, .. } => (
+            build::pin_source(pin, sel, events)?,
+            pin_btf(p, pin, vm, events)?,
             // Debian's headers package installs its kbuild tree under its own name.
-            let kdir = build::Kdir::Headers(Path::new("/usr/src").join(&sel.headers));
-            let built = build::build(
-                &build::Inputs {
-                    source: &source,
-                    btf: &btf,
-                    kdir,
-                    clang,
-                },
-                events,
-            )?;
-            Ok((source, built))
-        }
-        Target::Tree { dir, clang } => {
-            let pkgs = provision::selftests_packages(clang);
-            let pkgs: Vec<&str> = pkgs.iter().map(String::as_str).collect();
-            provision::ensure_packages(&pkgs, events)?;
+            build::Kdir::Headers(Path::new("/usr/src").join(&sel.headers)),
+        ),
+        Target::Tree { dir, .. } => {
             let tree = p
                 .kernel
                 .built_from
                 .as_ref()
                 .context("a tree's kernel was prepared without its build")?;
             let out = PathBuf::from(&tree.build_dir);
-            let source = build::tree_source(dir, tree);
-            let kdir = build::Kdir::Tree {
-                tree: dir.to_path_buf(),
-                build: out.clone(),
-            };
-            let btf = out.join("vmlinux");
-            let built = build::build(
-                &build::Inputs {
-                    source: &source,
-                    btf: &btf,
-                    kdir,
-                    clang,
+            (
+                build::tree_source(dir, tree),
+                out.join("vmlinux"),
+                build::Kdir::Tree {
+                    tree: dir.to_path_buf(),
+                    build: out,
                 },
-                events,
-            )?;
-            Ok((source, built))
+            )
         }
-    }
+    };
+    let built = build::build(
+        &build::Inputs {
+            source: &source,
+            btf: &btf,
+            kdir,
+            clang,
+        },
+        events,
+    )?;
+    Ok((source, built))
 }
 
 /// The kernel's own `bench` for `choice` (bench-vm's upstream rows): the build `selftests`

@@ -45,14 +45,7 @@ pub(crate) struct Source {
 
 /// A tree's source, as the tree build of its kernel saw it.
 pub(crate) fn tree_source(dir: &Path, built: &TreeInfo) -> Source {
-    let commit = match &built.commit {
-        Some(c) => format!(
-            " at {}{}",
-            &c[..c.len().min(12)],
-            if built.dirty { " (dirty)" } else { "" }
-        ),
-        None => String::new(),
-    };
+    let commit = built.at_commit().unwrap_or_default();
     Source {
         tree: dir.to_path_buf(),
         key: format!("tree {}", dir.display()),

@@ -247,16 +247,12 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     let events = &clock.watch(events);
     let start = clock.started();
     let allow = health::allow::load(&health::allow::path())?;
-    // A pin's inventory and known failures; a tree's tests are its own and it has neither.
-    let files_of_pin = match &target {
-        Target::Pin { pin, .. } => Some(pin_files(&pin.version)),
-        Target::Tree { .. } => None,
-    };
     let root = workspace_root();
-    // Read before anything boots: a broken file is the user's input.
-    let known = match &files_of_pin {
-        Some((_, known_file)) => Known::load(&root.join(known_file))?,
-        None => Known::default(),
+    // A pin's known failures, read before anything boots (a broken file is the user's input);
+    // a tree's tests are its own and it has none.
+    let known = match &target {
+        Target::Pin { pin, .. } => Known::load(&root.join(pin_files(&pin.version).1))?,
+        Target::Tree { .. } => Known::default(),
     };
     let p = run::prepare(&opts.kernel, &opts.vm, events)?;
     let prepared = start.elapsed();
@@ -305,9 +301,10 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     if let Some(why) = testmod_failure(&shared) {
         tests.push(report::failed("guest:bpf_testmod".into(), why));
     }
-    match (&target, &files_of_pin) {
-        (Target::Pin { pin, .. }, Some((inv_file, known_file))) => {
-            known.apply(&mut tests, known_file);
+    match &target {
+        Target::Pin { pin, .. } => {
+            let (inv_file, known_file) = pin_files(&pin.version);
+            known.apply(&mut tests, &known_file);
             let bless = bless_command(&pin.version);
             if opts.bless {
                 let inv = upstream::inventory_of(&shared)?;
@@ -317,20 +314,20 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
                     pin.version
                 );
                 crate::support::fs::write_atomic(
-                    &root.join(inv_file),
+                    &root.join(&inv_file),
                     inv.render(&header).as_bytes(),
                 )?;
                 events.note(format!("wrote {inv_file}"));
             } else {
                 tests.extend(upstream::check_inventory(
                     &shared,
-                    &root.join(inv_file),
-                    inv_file,
+                    &root.join(&inv_file),
+                    &inv_file,
                     &bless,
                 ));
             }
         }
-        _ => events.note(
+        Target::Tree { .. } => events.note(
             "a tree's selftests are checked against no inventory: every test its test_progs \
              lists and -t selects must run",
         ),

@@ -48,6 +48,19 @@ pub struct TreeInfo {
     pub build_dir: String,
 }
 
+impl TreeInfo {
+    /// ` at <commit>` with ` (dirty)` when it was, for a git tree.
+    pub fn at_commit(&self) -> Option<String> {
+        self.commit.as_ref().map(|c| {
+            format!(
+                " at {}{}",
+                &c[..c.len().min(12)],
+                if self.dirty { " (dirty)" } else { "" }
+            )
+        })
+    }
+}
+
 /// The tree and fragments, checked.
 #[derive(Debug)]
 pub struct Checked {

@@ -164,14 +164,9 @@ pub fn matrix_table(reports: &[Report]) -> String {
 
 /// "built from /src/linux at 1a2b3c4d5e6f (dirty), config 9f8e7d6c5b4a (cached build)".
 pub fn built_from(tree: &crate::kernel::source_tree::TreeInfo) -> String {
-    let at = match &tree.commit {
-        Some(c) => format!(
-            " at {}{}",
-            &c[..c.len().min(12)],
-            if tree.dirty { " (dirty)" } else { "" }
-        ),
-        None => " (not a git tree)".into(),
-    };
+    let at = tree
+        .at_commit()
+        .unwrap_or_else(|| " (not a git tree)".into());
     format!(
         "built from {}{at}, config {}, {}",
         tree.dir,

@@ -279,30 +279,36 @@ fn a_qemu_crash_is_named_with_its_signal_and_not_retried() {
 }
 
 /// A guest that prints without end: the timeout still holds (the event loop checks it on
-/// every line), and the runner's memory stays bounded.
+/// every line), and the runner's memory stays bounded. The guest's output is counted, so that a
+/// boot slow enough to reach the timeout first fails the test rather than passing untested.
 #[test]
 #[ignore = "boots a VM"]
 fn a_guest_printing_forever_is_stopped_at_the_timeout() {
     let memory = "1045M";
     let start = Instant::now();
-    // --no-retry: a boot slower than 30 s on a busy host would otherwise boot twice.
-    let child = xtask_vm_run(memory, &["--timeout", "30", "--no-retry"], &["yes"])
-        .stdout(Stdio::null())
+    // --no-retry: a boot that the timeout cuts short would otherwise boot twice.
+    let mut child = xtask_vm_run(memory, &["--timeout", "20", "--no-retry"], &["yes"])
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("run xtask vm-run");
+    let mut out = child.stdout.take().unwrap();
+    let counter = std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     let (o, peak) = with_peak_rss(child);
+    let printed = counter.join().unwrap().unwrap();
     assert!(
-        start.elapsed() < Duration::from_secs(40),
+        start.elapsed() < Duration::from_secs(30),
         "took {:?}",
         start.elapsed()
     );
     assert_eq!(o.status.code(), Some(255));
     assert!(
-        stderr(&o).contains("did not finish within 30 s"),
+        stderr(&o).contains("did not finish within 20 s"),
         "{}",
         stderr(&o)
     );
+    // `yes` ran: at least a megabyte of "y" lines came back before the timeout.
+    assert!(printed > 1 << 20, "only {printed} bytes came back");
     assert!(peak < 100 << 20, "runner peak RSS {} MiB", peak >> 20);
     assert_eq!(leftovers(memory), Vec::<String>::new());
 }

@@ -711,7 +711,8 @@ mod tests {
 
     /// Two runs fetching the same pin into one empty cache at once: the lock makes one wait,
     /// both get the same complete tree, and no temporary file or second tree is left behind.
-    /// `cargo test -p vm -- --ignored two_concurrent_fetches_share_one_cache` (run by `xtask ci`).
+    /// `cargo test -p bpfvm-host --lib -- --ignored two_concurrent_fetches_share_one_cache` (run
+    /// by `cargo xtask ci`).
     #[test]
     #[ignore = "downloads ~27 MB from the Debian mirror"]
     fn two_concurrent_fetches_share_one_cache() {

@@ -31,7 +31,7 @@ use aya_ebpf::{
 };
 use bpfvm_common::bench::{
     lane, probe, CURSOR, DROPS, ERRORS, FALSE_HITS, HASHMAP_PROBES, HITS, LOOP_FLAGS, MAX_CPUS,
-    MAX_OUTER, MAX_VALUE_SIZE, PROBES, RAND_BYTES, RAND_MASK, SLOT_LEN,
+    MAX_VALUE_SIZE, PROBES, RAND_BYTES, RAND_MASK, SLOT_LEN,
 };
 
 /// Replaced at load time by a filter of the benchmarked size (passed in by pin path).
@@ -262,48 +262,75 @@ unsafe extern "C" fn empty_cb(_i: u32, _ctx: *mut c_void) -> i64 {
     0
 }
 
-/// As bpf_loop_bench.c: `OUTER` calls of `bpf_loop(NR_LOOPS, empty, NULL, flags)` per trigger
-/// (the kernel makes 1000; fewer for long loops keeps one run short under emulation), each
-/// call's iterations added to this CPU's hits with an atomic add (`__sync_add_and_fetch` there).
+/// What [`outer_cb`] needs of the program: this CPU's hits and, for the helper variant, the flags.
+#[repr(C)]
+struct LoopCtx {
+    hits: *mut u64,
+    flags: u64,
+}
+
+/// One outer iteration: `bpf_loop(NR_LOOPS, empty, NULL, flags)`, its iterations added to this
+/// CPU's hits with an atomic add (`__sync_add_and_fetch` in bpf_loop_bench.c). The add takes the
+/// result unchecked: the plans' `NR_LOOPS` are below `BPF_MAX_LOOPS` and the flags are zero, so
+/// none of `bpf_loop`'s errors can occur (kernel/bpf/bpf_iter.c).
+unsafe extern "C" fn outer_cb<const FLAGS_FROM_MAP: bool>(_i: u32, ctx: *mut c_void) -> i64 {
+    // SAFETY: `loops` passes its `LoopCtx`.
+    let c = unsafe { &*(ctx as *const LoopCtx) };
+    // A literal zero for the inline variant: the verifier inlines only a known-zero flags.
+    let flags = if FLAGS_FROM_MAP { c.flags } else { 0 };
+    // SAFETY: a static callback without context.
+    let done = unsafe {
+        bpf_loop(
+            global(&NR_LOOPS),
+            empty_cb as *mut c_void,
+            core::ptr::null_mut(),
+            flags,
+        )
+    };
+    // SAFETY: `hits` points into this CPU's map value; the result is unused (see the top).
+    unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(c.hits, done as u64) };
+    0
+}
+
+/// As bpf_loop_bench.c: `bpf_loop(OUTER, outer, ...)` per trigger (the kernel makes 1000 outer
+/// calls; fewer for long loops keeps one run short under emulation). The outer loop is a
+/// `bpf_loop` there since 6.8's callback verification (a callback is followed as a loop,
+/// `push_callback_call`, kernel/bpf/verifier.c): 6.12 walks a plain loop of 1000 `bpf_loop`
+/// calls to 1,000,001 insns and rejects it.
 #[inline(always)]
-fn loops(flags_from_map: bool) -> u32 {
+fn loops<const FLAGS_FROM_MAP: bool>() -> u32 {
     let Some(s) = slot() else {
         return 0;
     };
-    // SAFETY: a valid map value of this CPU.
-    let hits = unsafe { &mut (*s)[HITS] } as *mut u64;
-    // A map value is unknown to the verifier: the call cannot be inlined.
-    let flags = if flags_from_map {
+    let mut ctx = LoopCtx {
+        // SAFETY: a valid map value of this CPU.
+        hits: unsafe { &mut (*s)[HITS] } as *mut u64,
+        // A map value is unknown to the verifier: the inner call cannot be inlined.
         // SAFETY: as above.
-        unsafe { core::ptr::read_volatile(&(*s)[LOOP_FLAGS]) }
-    } else {
-        0
+        flags: unsafe { core::ptr::read_volatile(&(*s)[LOOP_FLAGS]) },
     };
-    let nr = global(&NR_LOOPS);
-    let outer = global(&OUTER);
-    let mut i = 0;
-    while i < MAX_OUTER && i < outer {
-        // SAFETY: a static callback without context.
-        let done = unsafe { bpf_loop(nr, empty_cb as *mut c_void, core::ptr::null_mut(), flags) };
-        if done > 0 {
-            // SAFETY: `hits` points into the map value; the result is unused (see the top).
-            unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(hits, done as u64) };
-        }
-        i += 1;
-    }
+    // SAFETY: a static callback; `ctx` lives on this program's stack for the call.
+    unsafe {
+        bpf_loop(
+            global(&OUTER),
+            outer_cb::<FLAGS_FROM_MAP> as *mut c_void,
+            &mut ctx as *mut LoopCtx as *mut c_void,
+            0,
+        )
+    };
     0
 }
 
 /// Constant zero flags: the verifier inlines the loop (on the pins that run it).
 #[fentry(function = "__x64_sys_getpgid")]
 pub fn bpf_loop_bench(_ctx: FEntryContext) -> u32 {
-    loops(false)
+    loops::<false>()
 }
 
 /// Flags from a map: the helper runs, calling the callback indirectly.
 #[fentry(function = "__x64_sys_getpgid")]
 pub fn bpf_loop_helper_bench(_ctx: FEntryContext) -> u32 {
-    loops(true)
+    loops::<true>()
 }
 
 #[cfg(not(test))]

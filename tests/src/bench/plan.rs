@@ -204,6 +204,23 @@ mod unit {
         assert!(!p.sampling.reference);
     }
 
+    /// The bench program adds `bpf_loop`'s result to its hits without checking it (ebpf's
+    /// bench.rs `loops`): no plan may ask for more loops than the helper takes, or the result
+    /// would be -E2BIG (`BPF_MAX_LOOPS`, kernel/bpf/bpf_iter.c).
+    #[test]
+    fn every_plans_nr_loops_is_within_bpf_loops_bound() {
+        for name in ["smoke", "quick", "full"] {
+            let p = Plan::named(name, vec![]).unwrap();
+            assert!(
+                p.nr_loops
+                    .iter()
+                    .all(|&n| n <= bpfvm_common::bpf_loop::BPF_MAX_LOOPS),
+                "{name}: {:?}",
+                p.nr_loops
+            );
+        }
+    }
+
     #[test]
     fn unknown_names_are_rejected() {
         assert!(Plan::named("medium", vec![]).is_err());

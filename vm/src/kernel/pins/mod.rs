@@ -230,6 +230,8 @@ pub struct BumpOutcome {
     pub new_release: String,
     /// Empty when the pin was already the newest.
     pub changes: Vec<PackageBump>,
+    /// What changed in `[selftests]`, for a pin that has one.
+    pub selftests: Option<String>,
 }
 
 impl BumpOutcome {
@@ -261,8 +263,41 @@ impl fmt::Display for BumpOutcome {
                 )
             })
             .collect();
-        write!(f, "{} (rewrote {})", parts.join(", "), self.path.display())
+        write!(f, "{}", parts.join(", "))?;
+        if let Some(t) = &self.selftests {
+            write!(f, "; {t}")?;
+        }
+        write!(f, " (rewrote {})", self.path.display())
     }
+}
+
+/// The version a bumped pin's `[selftests]` source moves to for kernel package version
+/// `kernel`: `None` when it stays (already that version, or another one its `source_note`
+/// explains); an error when the suites (`candidates`, `apt-cache madison` of the source's name)
+/// have no source of that version, since the selftests would then not be the kernel's.
+fn selftests_source(
+    t: &Selftests,
+    kernel: &str,
+    candidates: &[(String, String)],
+    pin: &Pin,
+) -> Result<Option<String>> {
+    if t.source.version == kernel || t.source_note.is_some() {
+        return Ok(None);
+    }
+    if candidates
+        .iter()
+        .any(|(name, version)| name == &t.source.name && version == kernel)
+    {
+        return Ok(Some(kernel.to_string()));
+    }
+    bail!(
+        "the suites of {} have no {} {kernel}, the new kernel's source, so its selftests could \
+         not be built from it; {} is unchanged. Pin [selftests] source by hand to the nearest \
+         version with a `source_note` saying why, then bump again",
+        pin.path.display(),
+        t.source.name,
+        pin.path.display()
+    )
 }
 
 /// The newest `(name, version)` among candidates (Debian version order, then name).
@@ -353,20 +388,61 @@ fn bump_in(cache: &Cache, pin: &Pin, events: &Events) -> Result<BumpOutcome> {
             pin.path.display()
         ),
     };
+    if changes.is_empty() && new_release == pin.release {
+        return Ok(BumpOutcome {
+            version: pin.version.clone(),
+            path: pin.path.clone(),
+            old_release: pin.release.clone(),
+            new_release,
+            changes,
+            selftests: None,
+        });
+    }
+    let kernel_version = updates
+        .iter()
+        .find(|u| u.index == 0)
+        .map_or(&pin.packages[0].version, |u| &u.version);
+    let selftests = match &pin.selftests {
+        Some(t) => {
+            let candidates = apt.madison(std::slice::from_ref(&t.source.name), events)?;
+            let source = match selftests_source(t, kernel_version, &candidates, pin)? {
+                Some(v) => Some((v.clone(), apt.sha256(&t.source.name, &v, events)?)),
+                None => None,
+            };
+            Some(pin::SelftestsUpdate {
+                headers: format!("linux-headers-{new_release}"),
+                source,
+            })
+        }
+        None => None,
+    };
     let outcome = BumpOutcome {
         version: pin.version.clone(),
         path: pin.path.clone(),
         old_release: pin.release.clone(),
         new_release: new_release.clone(),
         changes,
+        selftests: selftests.as_ref().map(|u| {
+            let t = pin
+                .selftests
+                .as_ref()
+                .expect("an update only for a [selftests]");
+            match &u.source {
+                Some((v, _)) => format!(
+                    "[selftests] {} {} -> {v}, headers {}",
+                    t.source.name, t.source.version, u.headers
+                ),
+                None => format!(
+                    "[selftests] headers {} ({} {} kept: its source_note)",
+                    u.headers, t.source.name, t.source.version
+                ),
+            }
+        }),
     };
-    if outcome.already_newest() && new_release == pin.release {
-        return Ok(outcome);
-    }
     // Prove the new packages download and verify before rewriting the pin.
     let text = std::fs::read_to_string(&pin.path)
         .with_context(|| format!("reading {}", pin.path.display()))?;
-    let new_text = pin::rewrite(&text, &pin.path, &new_release, &updates)?;
+    let new_text = pin::rewrite(&text, &pin.path, &new_release, &updates, selftests.as_ref())?;
     let new_pin = Pin::parse(&new_text, &pin.path)?;
     let mut updated = true;
     for pkg in &new_pin.packages {
@@ -426,19 +502,6 @@ mod tests {
                 p.version,
                 p.release
             );
-            // `kernels bump` rewrites [[package]] only: a [selftests] left at the old kernel
-            // fails here until it names the new one's source and headers.
-            if let Some(t) = &p.selftests {
-                assert_eq!(
-                    t.headers,
-                    format!("linux-headers-{}", p.release),
-                    "{}",
-                    p.version
-                );
-                if t.source_note.is_none() {
-                    assert_eq!(t.source.version, p.packages[0].version, "{}", p.version);
-                }
-            }
         }
     }
 
@@ -496,6 +559,7 @@ mod tests {
             old_release: "6.1.0-57-cloud-amd64".into(),
             new_release: "6.1.0-57-cloud-amd64".into(),
             changes: vec![],
+            selftests: None,
         };
         assert_eq!(
             o.to_string(),
@@ -512,6 +576,49 @@ mod tests {
         assert_eq!(
             o.to_string(),
             "kernel 6.1: release 6.1.0-57-cloud-amd64 -> 6.1.0-58-cloud-amd64; a=1 -> b=2 (rewrote kernels/6.1.toml)"
+        );
+        o.selftests = Some("[selftests] x 1 -> 2, headers h".into());
+        assert!(
+            o.to_string().ends_with(
+                "a=1 -> b=2; [selftests] x 1 -> 2, headers h (rewrote kernels/6.1.toml)"
+            ),
+            "{o}"
+        );
+    }
+
+    #[test]
+    fn a_bumped_selftests_source_is_the_new_kernels_or_the_bump_fails() {
+        let pin = resolve("6.1").unwrap();
+        let t = pin.selftests.as_deref().unwrap().clone();
+        let old = t.source.version.clone();
+        let c = |v: &[&str]| {
+            v.iter()
+                .map(|v| ("linux-source-6.1".to_string(), v.to_string()))
+                .collect::<Vec<_>>()
+        };
+        // The same kernel version: nothing to do.
+        assert_eq!(selftests_source(&t, &old, &c(&[]), &pin).unwrap(), None);
+        // The new version is in the suites: taken, not a newer one.
+        assert_eq!(
+            selftests_source(&t, "6.1.200-1", &c(&[&old, "6.1.200-1", "6.1.201-1"]), &pin)
+                .unwrap()
+                .as_deref(),
+            Some("6.1.200-1")
+        );
+        // Not there: an error naming the source, the pin left as it is.
+        let e = selftests_source(&t, "6.1.200-1", &c(&[&old]), &pin)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("have no linux-source-6.1 6.1.200-1"), "{e}");
+        assert!(e.contains("is unchanged"), "{e}");
+        // A source another version on purpose (a source_note) stays.
+        let noted = Selftests {
+            source_note: Some("why".into()),
+            ..t
+        };
+        assert_eq!(
+            selftests_source(&noted, "6.1.200-1", &c(&[&old]), &pin).unwrap(),
+            None
         );
     }
 

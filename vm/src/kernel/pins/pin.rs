@@ -209,6 +209,27 @@ impl Pin {
             check_debian_version(&p.version).context("[selftests] source version")?;
             check_sha256(&p.sha256).context("[selftests] source sha256")?;
             check_package_name(&t.headers).context("[selftests] headers")?;
+            let headers = format!("linux-headers-{}", self.release);
+            if t.headers != headers {
+                bail!(
+                    "[selftests] headers {:?} are not those of release {}: bpf_testmod.ko built \
+                     against them would not load in this kernel; set headers = {headers:?}",
+                    t.headers,
+                    self.release
+                );
+            }
+            let kernel = &self.packages[0];
+            if t.source_note.is_none() && p.version != kernel.version {
+                bail!(
+                    "[selftests] source {} {} is not the kernel's version ({} {}): the selftests \
+                     would not be this kernel's; set its version and sha256, or say in a \
+                     `source_note` why another version is taken",
+                    p.name,
+                    p.version,
+                    kernel.name,
+                    kernel.version
+                );
+            }
         }
         for f in &self.features {
             if bpfvm_common::features::find(f).is_none() {
@@ -441,13 +462,22 @@ pub struct PackageUpdate {
     pub sha256: String,
 }
 
-/// Rewrites `release` and the given packages' `name`/`version`/`sha256` in pin text, keeping
-/// comments, ordering and formatting. The result is re-validated.
+/// A bumped pin's `[selftests]`: the new release's headers, and the source's new version and
+/// sha256 (`None`: the source stays, as its `source_note` explains).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelftestsUpdate {
+    pub headers: String,
+    pub source: Option<(String, String)>,
+}
+
+/// Rewrites `release`, the given packages' `name`/`version`/`sha256` and `[selftests]` in pin
+/// text, keeping comments, ordering and formatting. The result is re-validated.
 pub fn rewrite(
     text: &str,
     path: &Path,
     release: &str,
     updates: &[PackageUpdate],
+    selftests: Option<&SelftestsUpdate>,
 ) -> Result<String> {
     let mut doc: toml_edit::DocumentMut = text
         .parse()
@@ -465,18 +495,33 @@ pub fn rewrite(
         set_str(table, "version", &u.version);
         set_str(table, "sha256", &u.sha256);
     }
+    if let Some(u) = selftests {
+        let table = doc
+            .get_mut("selftests")
+            .and_then(|t| t.as_table_like_mut())
+            .with_context(|| format!("{}: no [selftests] table", path.display()))?;
+        set_str(table, "headers", &u.headers);
+        if let Some((version, sha256)) = &u.source {
+            let source = table
+                .get_mut("source")
+                .and_then(|t| t.as_table_like_mut())
+                .with_context(|| format!("{}: no [selftests] source", path.display()))?;
+            set_str(source, "version", version);
+            set_str(source, "sha256", sha256);
+        }
+    }
     let out = doc.to_string();
     Pin::parse(&out, path).context("the rewritten pin does not validate")?;
     Ok(out)
 }
 
 /// Sets a string value, keeping the old value's surrounding whitespace and trailing comment.
-fn set_str(table: &mut toml_edit::Table, key: &str, new: &str) {
+fn set_str(table: &mut dyn toml_edit::TableLike, key: &str, new: &str) {
     let mut value = toml_edit::Value::from(new);
     if let Some(old) = table.get(key).and_then(|i| i.as_value()) {
         *value.decor_mut() = old.decor().clone();
     }
-    table[key] = toml_edit::Item::Value(value);
+    table.insert(key, toml_edit::Item::Value(value));
 }
 
 #[cfg(test)]
@@ -685,6 +730,7 @@ bump = '^linux-image-6\.1\.0-[0-9]+-cloud-amd64-unsigned$'
                 version: "6.1.200-1".into(),
                 sha256: "a".repeat(64),
             }],
+            None,
         )
         .unwrap();
         assert!(out.contains("# a comment that must survive"));
@@ -700,5 +746,90 @@ bump = '^linux-image-6\.1\.0-[0-9]+-cloud-amd64-unsigned$'
             "linux-image-6.1.0-58-cloud-amd64-unsigned"
         );
         assert_eq!(pin.packages[0].sha256, "a".repeat(64));
+    }
+
+    /// GOOD with a `[selftests]` of its kernel.
+    fn with_selftests(headers: &str, source_version: &str, note: bool) -> String {
+        let note = if note {
+            "source_note = \"the nearest Debian has\"\n"
+        } else {
+            ""
+        };
+        format!(
+            "{GOOD}[selftests]\nsource = {{ name = \"linux-source-6.1\", version = \"{source_version}\", sha256 = \"{}\" }}  # src\n{note}headers = \"{headers}\"\n",
+            "b".repeat(64)
+        )
+    }
+
+    #[test]
+    fn selftests_must_be_the_kernels_own() {
+        let ok = with_selftests("linux-headers-6.1.0-57-cloud-amd64", "6.1.192-3", false);
+        assert!(Pin::parse(&ok, &p()).is_ok());
+        let e = err(&with_selftests(
+            "linux-headers-6.1.0-56-cloud-amd64",
+            "6.1.192-3",
+            false,
+        ));
+        assert!(
+            e.contains("[selftests] headers \"linux-headers-6.1.0-56-cloud-amd64\" are not those of release 6.1.0-57-cloud-amd64"),
+            "{e}"
+        );
+        assert!(
+            e.contains("set headers = \"linux-headers-6.1.0-57-cloud-amd64\""),
+            "{e}"
+        );
+        let other = with_selftests("linux-headers-6.1.0-57-cloud-amd64", "6.1.190-1", false);
+        let e = err(&other);
+        assert!(
+            e.contains("[selftests] source linux-source-6.1 6.1.190-1 is not the kernel's version (linux-image-6.1.0-57-cloud-amd64-unsigned 6.1.192-3)"),
+            "{e}"
+        );
+        // Another version is taken on purpose when a note says why.
+        let noted = with_selftests("linux-headers-6.1.0-57-cloud-amd64", "6.1.190-1", true);
+        assert!(Pin::parse(&noted, &p()).is_ok());
+    }
+
+    #[test]
+    fn rewrite_moves_selftests_with_the_kernel() {
+        let text = with_selftests("linux-headers-6.1.0-57-cloud-amd64", "6.1.192-3", false);
+        let image = PackageUpdate {
+            index: 0,
+            name: "linux-image-6.1.0-58-cloud-amd64-unsigned".into(),
+            version: "6.1.200-1".into(),
+            sha256: "a".repeat(64),
+        };
+        let update = SelftestsUpdate {
+            headers: "linux-headers-6.1.0-58-cloud-amd64".into(),
+            source: Some(("6.1.200-1".into(), "c".repeat(64))),
+        };
+        let out = rewrite(
+            &text,
+            &p(),
+            "6.1.0-58-cloud-amd64",
+            std::slice::from_ref(&image),
+            Some(&update),
+        )
+        .unwrap();
+        let t = Pin::parse(&out, &p()).unwrap().selftests.unwrap();
+        assert_eq!(t.headers, "linux-headers-6.1.0-58-cloud-amd64");
+        assert_eq!(
+            (t.source.name.as_str(), t.source.version.as_str()),
+            ("linux-source-6.1", "6.1.200-1")
+        );
+        assert_eq!(t.source.sha256, "c".repeat(64));
+        assert!(out.contains(" }  # src"), "{out}");
+        // Without the [selftests] update the rewritten pin does not validate: the old headers.
+        let e = rewrite(
+            &text,
+            &p(),
+            "6.1.0-58-cloud-amd64",
+            std::slice::from_ref(&image),
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("are not those of release 6.1.0-58"),
+            "{e:#}"
+        );
     }
 }

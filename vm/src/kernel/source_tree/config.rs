@@ -284,7 +284,16 @@ mod tests {
             .iter()
             .flat_map(|l| l.alternatives.iter().map(|w| w.name.as_str()))
             .collect();
-        assert_eq!(extra, ["MODULES", "MODULE_UNLOAD", "NAMESPACES", "NET_NS"]);
+        assert_eq!(
+            extra,
+            [
+                "MODULES",
+                "MODULE_UNLOAD",
+                "NAMESPACES",
+                "NET_NS",
+                "KALLSYMS_ALL"
+            ]
+        );
         let suite = parse_fragment(SUITE, "suite.config").unwrap();
         let names: Vec<&str> = suite
             .iter()

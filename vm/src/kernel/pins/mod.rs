@@ -388,57 +388,41 @@ fn bump_in(cache: &Cache, pin: &Pin, events: &Events) -> Result<BumpOutcome> {
             pin.path.display()
         ),
     };
-    if changes.is_empty() && new_release == pin.release {
-        return Ok(BumpOutcome {
-            version: pin.version.clone(),
-            path: pin.path.clone(),
-            old_release: pin.release.clone(),
-            new_release,
-            changes,
-            selftests: None,
-        });
-    }
-    let kernel_version = updates
-        .iter()
-        .find(|u| u.index == 0)
-        .map_or(&pin.packages[0].version, |u| &u.version);
-    let selftests = match &pin.selftests {
-        Some(t) => {
-            let candidates = apt.madison(std::slice::from_ref(&t.source.name), events)?;
-            let source = match selftests_source(t, kernel_version, &candidates, pin)? {
-                Some(v) => Some((v.clone(), apt.sha256(&t.source.name, &v, events)?)),
-                None => None,
-            };
-            Some(pin::SelftestsUpdate {
-                headers: format!("linux-headers-{new_release}"),
-                source,
-            })
-        }
-        None => None,
-    };
-    let outcome = BumpOutcome {
+    let mut outcome = BumpOutcome {
         version: pin.version.clone(),
         path: pin.path.clone(),
         old_release: pin.release.clone(),
         new_release: new_release.clone(),
         changes,
-        selftests: selftests.as_ref().map(|u| {
-            let t = pin
-                .selftests
-                .as_ref()
-                .expect("an update only for a [selftests]");
-            match &u.source {
-                Some((v, _)) => format!(
-                    "[selftests] {} {} -> {v}, headers {}",
-                    t.source.name, t.source.version, u.headers
-                ),
-                None => format!(
-                    "[selftests] headers {} ({} {} kept: its source_note)",
-                    u.headers, t.source.name, t.source.version
-                ),
-            }
-        }),
+        selftests: None,
     };
+    if outcome.already_newest() && new_release == pin.release {
+        return Ok(outcome);
+    }
+    let kernel_version = updates
+        .iter()
+        .find(|u| u.index == 0)
+        .map_or(&pin.packages[0].version, |u| &u.version);
+    let mut selftests = None;
+    if let Some(t) = &pin.selftests {
+        let candidates = apt.madison(std::slice::from_ref(&t.source.name), events)?;
+        let source = match selftests_source(t, kernel_version, &candidates, pin)? {
+            Some(v) => Some((v.clone(), apt.sha256(&t.source.name, &v, events)?)),
+            None => None,
+        };
+        let headers = pin::headers_package(&new_release);
+        outcome.selftests = Some(match &source {
+            Some((v, _)) => format!(
+                "[selftests] {} {} -> {v}, headers {headers}",
+                t.source.name, t.source.version
+            ),
+            None => format!(
+                "[selftests] headers {headers} ({} {} kept: its source_note)",
+                t.source.name, t.source.version
+            ),
+        });
+        selftests = Some(pin::SelftestsUpdate { headers, source });
+    }
     // Prove the new packages download and verify before rewriting the pin.
     let text = std::fs::read_to_string(&pin.path)
         .with_context(|| format!("reading {}", pin.path.display()))?;

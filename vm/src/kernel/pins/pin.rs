@@ -209,7 +209,7 @@ impl Pin {
             check_debian_version(&p.version).context("[selftests] source version")?;
             check_sha256(&p.sha256).context("[selftests] source sha256")?;
             check_package_name(&t.headers).context("[selftests] headers")?;
-            let headers = format!("linux-headers-{}", self.release);
+            let headers = headers_package(&self.release);
             if t.headers != headers {
                 bail!(
                     "[selftests] headers {:?} are not those of release {}: bpf_testmod.ko built \
@@ -460,6 +460,11 @@ pub struct PackageUpdate {
     pub name: String,
     pub version: String,
     pub sha256: String,
+}
+
+/// Debian's package of a kernel release's headers, which a pin's `[selftests]` must name.
+pub fn headers_package(release: &str) -> String {
+    format!("linux-headers-{release}")
 }
 
 /// A bumped pin's `[selftests]`: the new release's headers, and the source's new version and

@@ -46,6 +46,8 @@ pub(crate) struct Prepared {
     pub accel: Accel,
     /// The host directories a guest with its own root reads (`OwnRoot::reads`).
     pub guest_reads: Vec<PathBuf>,
+    /// The per-test watchdog of the next boots (the kernel's selftests set one per boot).
+    pub watchdog: Option<vng::Watchdog>,
 }
 
 /// [`prepare_any_arch`] for the commands that boot x86_64 kernels only: another
@@ -97,12 +99,13 @@ pub(crate) fn prepare_any_arch(
         kernel,
         accel,
         guest_reads: vec![],
+        watchdog: None,
     })
 }
 
 /// How long a boot may take to reach the guest script before it counts as hung. A TCG boot
 /// takes 7-10 s here, about 30 s on a host busy with other builds.
-const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
+pub(crate) const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// Boots the VM; under TCG, a boot that panics or hangs before the guest script starts is
 /// retried once (see [`retry_boot`]).
@@ -193,6 +196,7 @@ pub(crate) fn vm_spec(
             root: root.clone(),
             reads: own_root::outermost(&p.guest_reads),
         }),
+        watchdog: p.watchdog.clone(),
     }
 }
 
@@ -609,12 +613,14 @@ pub(crate) fn conclude(
 /// rather than blame the commit for the host.
 pub fn run_status(ending: &Ending, ok: bool, kernel_blamed: bool) -> Status {
     match ending {
-        // The guest script ended, the kernel panicked, or the guest flooded its output: the
-        // verdicts stand.
-        Ending::Exited(_) | Ending::Panic | Ending::TooMuchOutput(_) => match ok {
-            true => Status::Good,
-            false => Status::Bad,
-        },
+        // The guest script ended, the kernel panicked, the guest flooded its output or a test
+        // outran its watchdog (it fails by name): the verdicts stand.
+        Ending::Exited(_) | Ending::Panic | Ending::TooMuchOutput(_) | Ending::TestHung { .. } => {
+            match ok {
+                true => Status::Good,
+                false => Status::Bad,
+            }
+        }
         _ if kernel_blamed => Status::Bad,
         _ => Status::Stopped,
     }

@@ -6,7 +6,7 @@
 //! printk timestamp (`[    1.234567] `), which is how the two are told apart; everything before
 //! the guest script's [`START_MARKER`] is boot chatter (vng, the kernel's decompressor).
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::mpsc::RecvTimeoutError;
@@ -46,6 +46,27 @@ pub struct VmSpec {
     pub qemu_opts: Vec<String>,
     /// The root of a guest that cannot run the host's (another architecture's kernel).
     pub own_root: Option<OwnRoot>,
+    /// Stops a guest whose test runs longer than its limit (the kernel's selftests).
+    pub watchdog: Option<Watchdog>,
+}
+
+/// A per-test watchdog on the host: the guest prints a line starting with `start` and the
+/// test's name before each test and one starting with `end` after it, on its stdout; a test
+/// still running after its limit stops the VM. On the host, because a hung test may take the
+/// guest's own timers with it.
+#[derive(Debug, Clone)]
+pub struct Watchdog {
+    pub start: &'static str,
+    pub end: &'static str,
+    /// Each test's limit; [`Watchdog::default`] for a test not named.
+    pub limits: BTreeMap<String, Duration>,
+    pub default: Duration,
+}
+
+impl Watchdog {
+    fn limit(&self, test: &str) -> Duration {
+        self.limits.get(test).copied().unwrap_or(self.default)
+    }
 }
 
 /// How the VM ended.
@@ -68,6 +89,8 @@ pub enum Ending {
     QemuCrashed(String),
     /// The guest wrote more into the shared directory than a run may (`guest_files`).
     TooMuchOutput(String),
+    /// The [`Watchdog`] stopped this test: it ran longer than its limit.
+    TestHung { test: String, limit: Duration },
 }
 
 #[derive(Debug, Clone)]
@@ -137,6 +160,10 @@ impl RunOutcome {
             Ending::VmFailed(why) => format!("the VM failed before the guest finished: {why}"),
             Ending::QemuCrashed(what) => format!("qemu crashed: {what}"),
             Ending::TooMuchOutput(why) => format!("{why}; the VM was killed"),
+            Ending::TestHung { test, limit } => format!(
+                "{test} was still running after {} s, its limit: the VM was killed",
+                limit.as_secs()
+            ),
         };
         format!(
             "{what}\n--- last {} lines of the console ---\n{}",
@@ -196,8 +223,18 @@ pub fn run(
     let started = Cell::new(None);
     let finished = Cell::new(None);
     let qemu_end = RefCell::new(qemu::Watch::default());
+    let running: RefCell<Option<(String, Instant)>> = RefCell::new(None);
     let forward = |stream: Stream, line: String, tail: &mut VecDeque<String>| match stream {
-        Stream::Stdout => events.emit(Output::GuestStdout(line)),
+        Stream::Stdout => {
+            if let Some(w) = &spec.watchdog {
+                if let Some(test) = line.strip_prefix(w.start) {
+                    *running.borrow_mut() = Some((test.trim().to_string(), Instant::now()));
+                } else if line.starts_with(w.end) {
+                    *running.borrow_mut() = None;
+                }
+            }
+            events.emit(Output::GuestStdout(line))
+        }
         Stream::Stderr => {
             if line.contains("Kernel panic - not syncing") {
                 panicked.set(true);
@@ -236,6 +273,15 @@ pub fn run(
         }
         if started.get().is_none() && start.elapsed() > spec.boot_timeout {
             break Ending::BootHang(spec.boot_timeout);
+        }
+        if let (Some(w), Some((test, since))) = (&spec.watchdog, &*running.borrow()) {
+            let limit = w.limit(test);
+            if since.elapsed() > limit {
+                break Ending::TestHung {
+                    test: test.clone(),
+                    limit,
+                };
+            }
         }
         if Instant::now() >= next_usage_check {
             next_usage_check = Instant::now() + USAGE_CHECK;
@@ -524,6 +570,7 @@ mod tests {
             boot_timeout: Duration::from_secs(5),
             qemu_opts: vec![],
             own_root: None,
+            watchdog: None,
         }
     }
 
@@ -718,5 +765,50 @@ mod tests {
         assert!(is_console("[0.000000] Linux version"));
         assert!(!is_console("[ERROR] from a test"));
         assert!(!is_console("error: something"));
+    }
+
+    /// A stand-in for vng that starts the guest script, names a test and never ends it: the
+    /// watchdog stops it at the test's limit, by name; a test that ends in time is no hang.
+    #[test]
+    fn the_watchdog_stops_a_test_that_outruns_its_limit_by_name() {
+        let d = tempfile::tempdir().unwrap();
+        let vng = d.path().join("vng");
+        let run_with = |body: &str, limit: u64| {
+            std::fs::write(
+                &vng,
+                format!("#!/bin/sh\necho '{START_MARKER}' >&2\n{body}\n"),
+            )
+            .unwrap();
+            std::fs::set_permissions(&vng, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+            let spec = VmSpec {
+                rwdir: d.path().into(),
+                script: d.path().join("guest.sh"),
+                timeout: Duration::from_secs(6),
+                watchdog: Some(Watchdog {
+                    start: "start ",
+                    end: "end ",
+                    limits: BTreeMap::from([("slow".to_string(), Duration::from_secs(limit))]),
+                    default: Duration::from_secs(30),
+                }),
+                ..spec(crate::machine::accel::Kind::Tcg)
+            };
+            run(&spec, &vng, &[], &Events::silent()).unwrap()
+        };
+        let t0 = Instant::now();
+        let hung = run_with("echo 'start slow'; sleep 30", 1);
+        assert_eq!(
+            hung.ending,
+            Ending::TestHung {
+                test: "slow".into(),
+                limit: Duration::from_secs(1)
+            }
+        );
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        assert!(hung
+            .diagnosis()
+            .starts_with("slow was still running after 1 s"));
+        let ended = run_with("echo 'start slow'; sleep 1; echo 'end slow 0'; sleep 30", 3);
+        assert_eq!(ended.ending, Ending::Timeout(Duration::from_secs(6)));
     }
 }

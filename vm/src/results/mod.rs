@@ -2,6 +2,7 @@
 //! the verifier's statistics per program (`verifier`); the kernel's own BPF selftests' output
 //! (`upstream`).
 pub mod costs;
+pub mod denylist;
 pub mod health;
 pub mod inventory;
 pub mod report;

@@ -18,28 +18,25 @@ use crate::results::inventory::Inventory;
 use crate::results::report::{failed, Outcome, TestResult};
 use crate::support::guest_files;
 
-/// Every selected test's output, between the start and end lines.
+/// Every unit's output, between the start and end lines.
 pub const TEST_PROGS_OUT: &str = "test_progs.out";
-/// `test_progs -l`: every test the binary holds.
-pub const TEST_PROGS_ALL: &str = "test_progs.all";
-/// `test_progs -l` with the run's `-t PATTERN`: the tests the run selected.
-pub const TEST_PROGS_LIST: &str = "test_progs.list";
-/// `test_maps`' output and exit status (with `--maps`).
-pub const TEST_MAPS_OUT: &str = "test_maps.out";
-pub const TEST_MAPS_RC: &str = "test_maps.rc";
 /// What `insmod bpf_testmod.ko` said, and its status on the last line.
 pub const TESTMOD: &str = "bpf_testmod.insmod";
 
-/// The line before each test's output.
+/// The line before each unit's output: `bpfvm-selftest start UNIT`.
 pub const START: &str = "bpfvm-selftest start ";
-/// The line after it: `bpfvm-selftest end NAME RC`.
+/// The line after it: `bpfvm-selftest end UNIT RC`.
 pub const END: &str = "bpfvm-selftest end ";
+/// The line of the first unit a boot left for the next one (its time budget was spent).
+pub const DEFER: &str = "bpfvm-selftest defer ";
 
 /// Report rows of `test_progs` are `test_progs/<test>[/<subtest>]`.
 pub const TEST_PROGS: &str = "test_progs";
 /// `test_maps` is one row (one process runs every map test; a splat cannot be told apart
 /// between them), plus a row per `NAME:PASS` line it printed.
 pub const TEST_MAPS: &str = "test_maps";
+/// `test_verifier` is one row, plus a row per case it printed (`#N/p DESCR` or `#N/u`).
+pub const TEST_VERIFIER: &str = "test_verifier";
 
 /// After it, test_progs 6.x prints every failed test's log and result lines again
 /// (`dump_test_log` from `print_all_error_logs` or main, test_progs.c): not new rows.
@@ -48,8 +45,8 @@ const ALL_ERROR_LOGS: &str = "All error logs:";
 /// How many lines of a test's output a failing row quotes.
 const QUOTED: usize = 4;
 
-/// One `test_progs -a NAME` run: its output and exit status (`None`: no end line, the VM
-/// ended while it ran).
+/// One unit's run (`test_progs -a NAME`, `test_verifier`, `test_maps`): its output and exit
+/// status (`None`: no end line, the VM ended while it ran).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TestRun {
     pub name: String,
@@ -118,8 +115,8 @@ pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
             }
             continue;
         };
-        own |= name == run.name;
         let row_name = format!("{TEST_PROGS}/{name}");
+        own |= row_name == run.name;
         rows.push(match result {
             "OK" => pass(row_name),
             "SKIP" => TestResult {
@@ -133,7 +130,7 @@ pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
         });
         log.clear();
     }
-    let top = format!("{TEST_PROGS}/{}", run.name);
+    let top = run.name.clone();
     let why = match (own, run.rc) {
         (_, None) => Some("the VM ended while it ran (no exit status)".to_string()),
         (false, Some(rc)) => Some(format!(
@@ -270,12 +267,16 @@ pub struct Known {
     pub known: Vec<KnownFailure>,
 }
 
-/// One known failure: a row's name (`test_progs/NAME[/SUB]`) and why it fails on this kernel.
+/// One known failure: a row's name (`test_progs/NAME[/SUB]`) and why it fails on this kernel;
+/// `unset` names the config options the reason blames, which the kernel's config must leave
+/// unset ([`Known::check_config`]).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KnownFailure {
     pub test: String,
     pub reason: String,
+    #[serde(default)]
+    pub unset: Vec<String>,
 }
 
 impl Known {
@@ -296,8 +297,41 @@ impl Known {
                     k.test
                 );
             }
+            for opt in &k.unset {
+                if !opt.starts_with("CONFIG_") || !k.reason.contains(opt.as_str()) {
+                    bail!(
+                        "{}: {}: `unset` names {opt}: it must be a CONFIG_ option that the \
+                         reason names",
+                        path.display(),
+                        k.test
+                    );
+                }
+            }
         }
         Ok(known)
+    }
+
+    /// The entries whose reason is wrong for this kernel: an option `unset` names that the
+    /// kernel's `config` (its `.config` text) sets. Each is a failing `guest:known` row.
+    pub fn check_config(&self, config: &str, file: &str) -> Vec<TestResult> {
+        self.known
+            .iter()
+            .flat_map(|k| k.unset.iter().map(move |opt| (k, opt)))
+            .filter_map(|(k, opt)| {
+                let set = config.lines().find(|l| {
+                    l.strip_prefix(opt.as_str())
+                        .is_some_and(|v| v.starts_with('='))
+                })?;
+                Some(failed(
+                    "guest:known".into(),
+                    format!(
+                        "{file}: {} blames {opt} being unset, but the kernel's config has {set}: \
+                         find the real reason and fix the entry",
+                        k.test
+                    ),
+                ))
+            })
+            .collect()
     }
 
     /// A failing row this file names becomes a skip with its reason; a named row that passed
@@ -328,48 +362,15 @@ impl Known {
     }
 }
 
-/// The run's rows: each selected test's (a selected test with no output fails by name), then
-/// `test_maps`' when it ran, each timed from its kernel log markers.
-pub fn judge(shared: &Path, maps: bool, kernel_log: &str) -> Vec<TestResult> {
-    let read = |f: &str| guest_files::read(&shared.join(f));
-    let mut rows = Vec::new();
-    let runs = read(TEST_PROGS_OUT)
+/// One boot's rows: each unit's that started (`test_progs/NAME`, `test_verifier`,
+/// `test_maps`), each unit timed from its kernel log markers.
+pub fn judge(shared: &Path, kernel_log: &str) -> Vec<TestResult> {
+    let runs = guest_files::read(&shared.join(TEST_PROGS_OUT))
         .map(|t| split_runs(&t))
         .unwrap_or_default();
-    match read(TEST_PROGS_LIST) {
-        Ok(list) => {
-            let ran: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
-            rows.extend(
-                listed(&list)
-                    .filter(|t| !ran.contains(t))
-                    .map(|t| failed(format!("{TEST_PROGS}/{t}"), "selected, never run".into())),
-            );
-        }
-        Err(e) => rows.push(failed(
-            format!("guest:{TEST_PROGS_LIST}"),
-            format!("test_progs -l wrote no list ({e})"),
-        )),
-    }
+    let mut rows = Vec::new();
     for run in &runs {
-        let mut own = judge_run(run);
-        let json = shared.join(JSON_DIR).join(format!("{}.json", run.name));
-        if let Ok(text) = guest_files::read(&json) {
-            match serde_json::from_str::<JsonSummary>(&text) {
-                Ok(summary) => apply_json(&mut own, &summary),
-                Err(e) => own.push(failed(
-                    format!("guest:{JSON_DIR}/{}.json", run.name),
-                    format!("not a test_progs JSON summary: {e}"),
-                )),
-            }
-        }
-        rows.extend(own);
-    }
-    if maps {
-        let rc = read(TEST_MAPS_RC).ok().and_then(|s| s.trim().parse().ok());
-        rows.extend(judge_test_maps(
-            &read(TEST_MAPS_OUT).unwrap_or_default(),
-            rc,
-        ));
+        rows.extend(judge_unit(shared, run));
     }
     let times = durations(kernel_log);
     for r in rows.iter_mut() {
@@ -378,6 +379,132 @@ pub fn judge(shared: &Path, maps: bool, kernel_log: &str) -> Vec<TestResult> {
         }
     }
     rows
+}
+
+/// The rows of one unit's run.
+fn judge_unit(shared: &Path, run: &TestRun) -> Vec<TestResult> {
+    match run.name.as_str() {
+        TEST_MAPS => judge_test_maps(&run.output.join("\n"), run.rc),
+        TEST_VERIFIER => judge_test_verifier(run),
+        _ => {
+            let mut own = judge_run(run);
+            let test = run.name.trim_start_matches(&format!("{TEST_PROGS}/"));
+            let json = shared.join(JSON_DIR).join(format!("{test}.json"));
+            if let Ok(text) = guest_files::read(&json) {
+                match serde_json::from_str::<JsonSummary>(&text) {
+                    Ok(summary) => apply_json(&mut own, &summary),
+                    Err(e) => own.push(failed(
+                        format!("guest:{JSON_DIR}/{test}.json"),
+                        format!("not a test_progs JSON summary: {e}"),
+                    )),
+                }
+            }
+            own
+        }
+    }
+}
+
+/// The units a boot started, in order (those it left for the next boot have no start line).
+pub fn started(shared: &Path) -> Vec<String> {
+    guest_files::read(&shared.join(TEST_PROGS_OUT))
+        .map(|t| split_runs(&t).into_iter().map(|r| r.name).collect())
+        .unwrap_or_default()
+}
+
+/// `test_verifier`'s rows (`do_test` in test_verifier.c): each case prints `#N/p DESCR ` (or
+/// `/u`, run unprivileged) then its verdict: `OK` (after `(run i/n)` or `N cases` notes, before
+/// an optional `(NOTE: ...)`), `SKIP...`, or `FAIL...` with its reasons on the lines after. A
+/// row per case that did not pass, named `test_verifier/#N/p DESCR`; the `test_verifier`
+/// row passes when the process exited 0 after its `Summary:` line, and says how many passed.
+pub fn judge_test_verifier(run: &TestRun) -> Vec<TestResult> {
+    let mut rows: Vec<TestResult> = Vec::new();
+    let mut passed = 0usize;
+    let mut failing: Option<usize> = None;
+    let mut summary = None;
+    for line in &run.output {
+        if let Some(rest) = line.strip_prefix("Summary: ") {
+            summary = Some(rest.to_string());
+            failing = None;
+            continue;
+        }
+        let Some((case, verdict)) = verifier_case(line) else {
+            if let Some(i) = failing {
+                let r: &mut TestResult = &mut rows[i];
+                let why = r.reason.get_or_insert_with(String::new);
+                if why.len() < 400 && !line.trim().is_empty() {
+                    why.push_str(" | ");
+                    why.push_str(line.trim());
+                }
+            }
+            continue;
+        };
+        let name = format!("{TEST_VERIFIER}/{case}");
+        failing = None;
+        if verdict.starts_with("FAIL") || verdict.contains(" FAIL") {
+            rows.push(failed(name, format!("test_verifier: {}", verdict.trim())));
+            failing = Some(rows.len() - 1);
+        } else if verdict.trim_end().ends_with("SKIP") || verdict.contains("SKIP (") {
+            rows.push(TestResult {
+                outcome: Outcome::Skip,
+                reason: Some(format!("test_verifier: {}", verdict.trim())),
+                ..pass(name)
+            });
+        } else if verdict.contains("OK") {
+            passed += 1;
+        } else {
+            rows.push(failed(name, format!("no verdict: {}", verdict.trim())));
+        }
+    }
+    let lines: Vec<&str> = run.output.iter().map(String::as_str).collect();
+    rows.push(match (run.rc, summary) {
+        (Some(0), Some(s)) => TestResult {
+            reason: Some(format!("{passed} cases passed; Summary: {s}")),
+            ..pass(TEST_VERIFIER.into())
+        },
+        (None, _) => failed(
+            TEST_VERIFIER.into(),
+            format!("the VM ended while it ran; {}", quote(&lines)),
+        ),
+        (Some(rc), _) => failed(
+            TEST_VERIFIER.into(),
+            format!("test_verifier exited with {rc}; {}", quote(&lines)),
+        ),
+    });
+    rows
+}
+
+/// A case line of test_verifier: `#N/p DESCR VERDICT` split into `#N/p DESCR` and the
+/// verdict, which starts at the first word after the description that is one of
+/// test_verifier's (`OK`, `FAIL...`, `SKIP`, `Did not run...`, `(run`, a case count).
+fn verifier_case(line: &str) -> Option<(String, &str)> {
+    let rest = line.strip_prefix('#')?;
+    let (id, rest) = rest.split_once(' ')?;
+    let (num, mode) = id.split_once('/')?;
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) || !matches!(mode, "p" | "u") {
+        return None;
+    }
+    const VERDICTS: [&str; 6] = [
+        " OK",
+        " FAIL",
+        " SKIP",
+        " Did not run",
+        " (run ",
+        " Unexpected",
+    ];
+    let at = VERDICTS
+        .iter()
+        .filter_map(|v| rest.find(v))
+        .min()
+        .or_else(|| cases_note(rest))?;
+    Some((format!("#{id} {}", rest[..at].trim()), &rest[at..]))
+}
+
+/// Where a `N cases OK` note starts (`do_test_single` after several runs).
+fn cases_note(rest: &str) -> Option<usize> {
+    let at = rest.find(" cases ")?;
+    let head = &rest[..at];
+    let n = head.rsplit(' ').next()?;
+    (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then(|| at - n.len() - 1)
 }
 
 /// The names of a `test_progs -l` output, one a line.
@@ -408,18 +535,9 @@ pub fn durations(kernel_log: &str) -> BTreeMap<String, u64> {
     out
 }
 
-/// The pin's inventory of `test_progs`' tests against the binary's whole `-l` list: a failing
-/// `guest:inventory` entry naming every test missing from the build or new to it.
-pub fn check_inventory(shared: &Path, path: &Path, file: &str, bless: &str) -> Option<TestResult> {
-    let all = match guest_files::read(&shared.join(TEST_PROGS_ALL)) {
-        Ok(all) => all,
-        Err(e) => {
-            return Some(failed(
-                format!("guest:{TEST_PROGS_ALL}"),
-                format!("test_progs -l wrote no list ({e}): the inventory was not checked"),
-            ))
-        }
-    };
+/// The pin's inventory of `test_progs`' tests against the binary's whole `-l` list (`all`):
+/// a failing `guest:inventory` entry naming every test missing from the build or new to it.
+pub fn check_inventory(all: &str, path: &Path, file: &str, bless: &str) -> Option<TestResult> {
     let inv = match Inventory::load(path) {
         Ok(inv) => inv,
         Err(e) => {
@@ -431,20 +549,18 @@ pub fn check_inventory(shared: &Path, path: &Path, file: &str, bless: &str) -> O
     };
     let lists = BTreeMap::from([(
         TEST_PROGS.to_string(),
-        Some(listed(&all).map(str::to_string).collect()),
+        Some(listed(all).map(str::to_string).collect()),
     )]);
     inv.compare(&lists, None, true).entry(file, bless)
 }
 
-/// The inventory of the binary's whole `-l` list, for `--bless`.
-pub fn inventory_of(shared: &Path) -> Result<Inventory> {
-    let all = guest_files::read(&shared.join(TEST_PROGS_ALL))
-        .with_context(|| format!("test_progs -l wrote no list ({TEST_PROGS_ALL})"))?;
+/// The inventory of the binary's whole `-l` list (`all`), for `--bless`.
+pub fn inventory_of(all: &str) -> Inventory {
     let mut inv = Inventory::default();
-    for t in listed(&all) {
+    for t in listed(all) {
         inv.add(TEST_PROGS, t);
     }
-    Ok(inv)
+    inv
 }
 
 #[cfg(test)]
@@ -454,11 +570,11 @@ mod tests {
     /// `test_progs -a bloom_filter_map` and `-a bpf_loop` on the 6.1 pin, as its guest wrote
     /// them (`selftests --kernel 6.1 -t bloom_filter_map,bpf_loop`, test_progs of 6.1.192-3).
     const GREEN: &str = "\
-bpfvm-selftest start bloom_filter_map
+bpfvm-selftest start test_progs/bloom_filter_map
 #9       bloom_filter_map:OK
 Summary: 1/0 PASSED, 0 SKIPPED, 0 FAILED
-bpfvm-selftest end bloom_filter_map 0
-bpfvm-selftest start bpf_loop
+bpfvm-selftest end test_progs/bloom_filter_map 0
+bpfvm-selftest start test_progs/bpf_loop
 #14/1    bpf_loop/check_nr_loops:OK
 #14/2    bpf_loop/check_callback_fn_stop:OK
 #14/3    bpf_loop/check_null_callback_ctx:OK
@@ -468,7 +584,7 @@ bpfvm-selftest start bpf_loop
 #14/7    bpf_loop/check_stack:OK
 #14      bpf_loop:OK
 Summary: 1/7 PASSED, 0 SKIPPED, 0 FAILED
-bpfvm-selftest end bpf_loop 0
+bpfvm-selftest end test_progs/bpf_loop 0
 ";
 
     fn outcomes(rows: &[TestResult]) -> Vec<(String, Outcome)> {
@@ -502,12 +618,12 @@ bpfvm-selftest end bpf_loop 0
     #[test]
     fn a_failure_quotes_the_log_and_a_skip_says_why_none_is_given() {
         let out = "\
-bpfvm-selftest start bpf_loop
+bpfvm-selftest start test_progs/bpf_loop
 test_check_nr_loops:FAIL:bpf_loop_nr_loops unexpected error: -22
 #23/1    bpf_loop/check_nr_loops:FAIL
 #23/2    bpf_loop/check_callback_fn_stop:SKIP
 #23      bpf_loop:FAIL
-bpfvm-selftest end bpf_loop 1
+bpfvm-selftest end test_progs/bpf_loop 1
 ";
         let rows = judge_run(&split_runs(out)[0]);
         assert_eq!(rows[0].outcome, Outcome::Fail);
@@ -527,11 +643,11 @@ bpfvm-selftest end bpf_loop 1
     #[test]
     fn a_test_that_crashed_or_was_cut_off_fails_by_name() {
         let out = "\
-bpfvm-selftest start ringbuf
+bpfvm-selftest start test_progs/ringbuf
 #5/1     ringbuf/a:OK
 Segmentation fault
-bpfvm-selftest end ringbuf 139
-bpfvm-selftest start xdp
+bpfvm-selftest end test_progs/ringbuf 139
+bpfvm-selftest start test_progs/xdp
 ";
         let runs = split_runs(out);
         let crashed = judge_run(&runs[0]);
@@ -555,7 +671,7 @@ bpfvm-selftest start xdp
     #[test]
     fn repeated_error_logs_are_no_new_rows_and_the_json_summary_gives_the_reason() {
         let out = "\
-bpfvm-selftest start bpf_loop
+bpfvm-selftest start test_progs/bpf_loop
 #20/1    bpf_loop/check_nr_loops:OK
 test_check_invalid_flags:FAIL:err unexpected error: -22
 #20/4    bpf_loop/check_invalid_flags:FAIL
@@ -566,7 +682,7 @@ test_check_invalid_flags:FAIL:err unexpected error: -22
 #20/4    bpf_loop/check_invalid_flags:FAIL
 #20      bpf_loop:FAIL
 Summary: 0/1 PASSED, 0 SKIPPED, 1 FAILED
-bpfvm-selftest end bpf_loop 1
+bpfvm-selftest end test_progs/bpf_loop 1
 ";
         let mut rows = judge_run(&split_runs(out)[0]);
         assert_eq!(rows.len(), 3, "{rows:?}");
@@ -589,7 +705,7 @@ bpfvm-selftest end bpf_loop 1
 
     #[test]
     fn a_non_zero_status_fails_a_test_that_reported_ok() {
-        let out = "bpfvm-selftest start a\n#1 a:OK\nbpfvm-selftest end a 2\n";
+        let out = "bpfvm-selftest start test_progs/a\n#1 a:OK\nbpfvm-selftest end test_progs/a 2\n";
         let rows = judge_run(&split_runs(out)[0]);
         assert_eq!(rows[0].outcome, Outcome::Fail);
         assert_eq!(rows[0].reason.as_deref(), Some("test_progs exited with 2"));
@@ -695,38 +811,116 @@ test_maps: OK, 2 SKIPPED
     }
 
     #[test]
-    fn the_judge_fails_a_selected_test_that_never_ran_and_checks_the_inventory() {
+    fn the_judge_reads_every_unit_and_the_inventory_is_checked_against_the_list() {
         let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join(TEST_PROGS_OUT), GREEN).unwrap();
-        std::fs::write(
-            d.path().join(TEST_PROGS_LIST),
-            "bloom_filter_map\nbpf_loop\nbpf_iter\n",
-        )
-        .unwrap();
-        let rows = judge(d.path(), false, "");
-        let never = rows
-            .iter()
-            .find(|r| r.name == "test_progs/bpf_iter")
-            .unwrap();
-        assert_eq!(never.outcome, Outcome::Fail);
-        std::fs::write(
-            d.path().join(TEST_PROGS_ALL),
-            "bloom_filter_map\nbpf_loop\nnew_test\n",
-        )
-        .unwrap();
+        let out = format!(
+            "{GREEN}bpfvm-selftest start test_maps\ntest_maps: OK, 0 SKIPPED\n\
+             bpfvm-selftest end test_maps 0\nbpfvm-selftest defer test_verifier\n"
+        );
+        std::fs::write(d.path().join(TEST_PROGS_OUT), out).unwrap();
+        let log = "12,5,1000000,-;bpfvm: test start test_maps\n\
+                   12,7,3500000,-;bpfvm: test end test_maps\n";
+        let rows = judge(d.path(), log);
+        let maps = rows.iter().find(|r| r.name == "test_maps").unwrap();
+        assert_eq!((maps.outcome, maps.duration_ms), (Outcome::Pass, 2500));
+        assert_eq!(rows.len(), 10, "{rows:?}");
+        assert_eq!(
+            started(d.path()),
+            [
+                "test_progs/bloom_filter_map",
+                "test_progs/bpf_loop",
+                "test_maps"
+            ]
+        );
+        let all = "bloom_filter_map\nbpf_loop\nnew_test\n";
         let inv = d.path().join("6.1.inventory");
         std::fs::write(
             &inv,
             "test_progs bloom_filter_map\ntest_progs bpf_loop\ntest_progs gone\n",
         )
         .unwrap();
-        let entry = check_inventory(d.path(), &inv, "x.inventory", "bless").unwrap();
+        let entry = check_inventory(all, &inv, "x.inventory", "bless").unwrap();
         let why = entry.reason.unwrap();
         assert!(
             why.contains("test_progs gone") && why.contains("test_progs new_test"),
             "{why}"
         );
-        std::fs::write(&inv, inventory_of(d.path()).unwrap().render("h")).unwrap();
-        assert!(check_inventory(d.path(), &inv, "x.inventory", "bless").is_none());
+        std::fs::write(&inv, inventory_of(all).render("h")).unwrap();
+        assert!(check_inventory(all, &inv, "x.inventory", "bless").is_none());
+    }
+
+    /// Lines as 6.1's test_verifier prints them (`do_test`, `do_test_single`).
+    #[test]
+    fn test_verifier_cases_that_do_not_pass_are_rows_and_its_status_decides() {
+        let out = "\
+#0/u invalid and of negative number OK
+#0/p invalid and of negative number OK
+#1/p valid map access into an array with a constant (run 1/2) OK
+#2/p atomic compare-and-exchange smoke test 2 cases OK
+#3/u check with invalid reg offset 0 SKIP
+#4/p reference tracking: leak potential reference FAIL
+Unexpected error message!
+\tEXP: Unreleased reference
+#5/p raw_stack: no skb_load_bytes Did not run the program (not supported) OK
+Summary: 4 PASSED, 1 SKIPPED, 1 FAILED
+";
+        let run = TestRun {
+            name: TEST_VERIFIER.into(),
+            output: out.lines().map(String::from).collect(),
+            rc: Some(1),
+        };
+        let rows = judge_test_verifier(&run);
+        let got: Vec<(&str, Outcome)> = rows.iter().map(|r| (r.name.as_str(), r.outcome)).collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "test_verifier/#3/u check with invalid reg offset 0",
+                    Outcome::Skip
+                ),
+                (
+                    "test_verifier/#4/p reference tracking: leak potential reference",
+                    Outcome::Fail
+                ),
+                ("test_verifier", Outcome::Fail),
+            ]
+        );
+        assert!(rows[1]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("EXP: Unreleased reference"));
+        let ok = TestRun { rc: Some(0), ..run };
+        let top = judge_test_verifier(&ok).pop().unwrap();
+        assert_eq!(top.outcome, Outcome::Pass);
+        assert!(top.reason.unwrap().starts_with("5 cases passed"));
+    }
+
+    #[test]
+    fn a_known_entry_that_blames_an_option_the_config_sets_fails() {
+        let known: Known = toml::from_str(
+            "[[known]]\ntest = \"test_progs/a\"\nreason = \"needs CONFIG_FPROBE\"\n\
+             unset = [\"CONFIG_FPROBE\"]\n",
+        )
+        .unwrap();
+        assert!(known
+            .check_config("# CONFIG_FPROBE is not set\nCONFIG_BPF=y\n", "k.toml")
+            .is_empty());
+        let rows = known.check_config("CONFIG_FPROBE=y\n", "k.toml");
+        assert_eq!(rows.len(), 1);
+        assert!(rows[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("CONFIG_FPROBE=y"));
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("k.toml");
+        std::fs::write(
+            &f,
+            "[[known]]\ntest = \"test_progs/a\"\nreason = \"x\"\nunset = [\"CONFIG_FPROBE\"]\n",
+        )
+        .unwrap();
+        let e = format!("{:#}", Known::load(&f).unwrap_err());
+        assert!(e.contains("that the reason names"), "{e}");
     }
 }

@@ -248,6 +248,44 @@ impl Kdir {
     }
 }
 
+/// A pin's headers package seen as a kbuild tree with the kernel's BTF as its `vmlinux`, in
+/// the cache: kbuild gives a module its own BTF only where `vmlinux` is there to be its base
+/// (`cmd_btf_ko` in scripts/Makefile.modfinal; pahole and resolve_btfids read raw BTF as
+/// well as an ELF), and Debian's headers package has none. Each entry of `headers` is linked
+/// by its real path (its `scripts` and `tools` are relative links into linux-kbuild).
+pub(crate) fn headers_with_btf(headers: &Path, btf: &Path) -> Result<PathBuf> {
+    use sha2::{Digest, Sha256};
+    let btf_bytes = std::fs::read(btf).with_context(|| format!("read {}", btf.display()))?;
+    let name = headers
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let dir = root().join("kdir").join(format!(
+        "{name}-{}",
+        &hex::encode(Sha256::digest(&btf_bytes))[..12]
+    ));
+    if dir.join("vmlinux").is_file() {
+        return Ok(dir);
+    }
+    let tmp = dir.with_extension("tmp");
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp)?;
+    for entry in std::fs::read_dir(headers).with_context(|| {
+        format!(
+            "read {} (the kernel's headers package, installed with the selftests' packages)",
+            headers.display()
+        )
+    })? {
+        let entry = entry?;
+        let real = std::fs::canonicalize(entry.path())?;
+        std::os::unix::fs::symlink(&real, tmp.join(entry.file_name()))?;
+    }
+    std::fs::write(tmp.join("vmlinux"), &btf_bytes)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::rename(&tmp, &dir)?;
+    Ok(dir)
+}
+
 /// What a build is made of.
 pub(crate) struct Inputs<'a> {
     pub source: &'a Source,
@@ -406,7 +444,10 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
         Kdir::Headers(d) => d.display().to_string(),
         Kdir::Tree { .. } => source_tree::BUILD_DIR.to_string(),
     };
-    let argv = [
+    // The selftests' own resolve_btfids, for kbuild's pass over `bpf_testmod.ko` too (the
+    // headers package has none), made first: 6.1's `bpf_testmod.ko` rule does not wait for it.
+    let resolve_btfids = dir.join("tools/build/resolve_btfids/resolve_btfids");
+    let mut argv = vec![
         "env".to_string(),
         path,
         "make".into(),
@@ -415,50 +456,56 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
         format!("-j{jobs}"),
         format!("VMLINUX_BTF={}", inputs.btf.display()),
         format!("KDIR={kdir}"),
-        "test_progs".into(),
-        "test_maps".into(),
-        "bench".into(),
+        format!("RESOLVE_BTFIDS={}", resolve_btfids.display()),
+        resolve_btfids.display().to_string(),
     ];
-    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let (mut cmd, shown) = match &inputs.kdir {
-        Kdir::Headers(_) => {
-            let mut cmd = Command::new(argv[0]);
-            cmd.args(&argv[1..]);
-            // What a calling make or kbuild would pass on and steer this build with.
-            for k in [
-                "MAKEFLAGS",
-                "MFLAGS",
-                "MAKELEVEL",
-                "LLVM",
-                "CC",
-                "CFLAGS",
-                "O",
-                "ARCH",
-            ] {
-                cmd.env_remove(k);
-            }
-            (cmd, argv.join(" "))
-        }
-        // The tree build's clean environment, which keeps none of those.
-        Kdir::Tree { tree, build } => source_tree::command_in_build(tree, build, &argv),
-    };
-    events.command(&shown);
+    let first = argv.clone();
+    argv.pop();
+    argv.extend(["test_progs".into(), "test_maps".into(), "bench".into()]);
     let log = root().join("logs").join(format!("make-{}.log", &key[..16]));
-    if let Err(e) = provision::run_logged(&mut cmd, &shown, &log) {
-        return Err(match inputs.kdir {
-            // A pin's source is pinned: the host lacks something (255).
-            Kdir::Headers(_) => e.context(format!(
-                "the selftests of {} did not build: the host lacks something they need (the \
-                 source is pinned)",
-                inputs.source.describe
-            )),
-            // A tree's may not build at this commit, as its kernel may not (125).
-            Kdir::Tree { .. } => Untestable(format!(
-                "the selftests of {} did not build: {e:#}",
-                inputs.source.describe
-            ))
-            .into(),
-        });
+    let mut shown = String::new();
+    for argv in [first, argv] {
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let mut cmd;
+        (cmd, shown) = match &inputs.kdir {
+            Kdir::Headers(_) => {
+                cmd = Command::new(argv[0]);
+                cmd.args(&argv[1..]);
+                // What a calling make or kbuild would pass on and steer this build with.
+                for k in [
+                    "MAKEFLAGS",
+                    "MFLAGS",
+                    "MAKELEVEL",
+                    "LLVM",
+                    "CC",
+                    "CFLAGS",
+                    "O",
+                    "ARCH",
+                ] {
+                    cmd.env_remove(k);
+                }
+                (cmd, argv.join(" "))
+            }
+            // The tree build's clean environment, which keeps none of those.
+            Kdir::Tree { tree, build } => source_tree::command_in_build(tree, build, &argv),
+        };
+        events.command(&shown);
+        if let Err(e) = provision::run_logged(&mut cmd, &shown, &log) {
+            return Err(match inputs.kdir {
+                // A pin's source is pinned: the host lacks something (255).
+                Kdir::Headers(_) => e.context(format!(
+                    "the selftests of {} did not build: the host lacks something they need \
+                     (the source is pinned)",
+                    inputs.source.describe
+                )),
+                // A tree's may not build at this commit, as its kernel may not (125).
+                Kdir::Tree { .. } => Untestable(format!(
+                    "the selftests of {} did not build: {e:#}",
+                    inputs.source.describe
+                ))
+                .into(),
+            });
+        }
     }
     std::fs::write(&stamp, format!("{shown}\n"))?;
     Ok(Built {

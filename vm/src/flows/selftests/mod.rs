@@ -3,8 +3,10 @@
 //! test and subtest judged like the suite's tests (`results::upstream`): a splat fails the test
 //! that ran, a lost kernel log record fails the run, the pin's inventory and known failures
 //! apply. `cargo xtask selftests` and `bpfvm selftests` both call [`selftests`].
+mod boots;
 mod build;
 mod script;
+mod units;
 
 use std::path::{Path, PathBuf};
 
@@ -16,8 +18,10 @@ use crate::kernel::choice::KernelChoice;
 use crate::kernel::pins;
 use crate::machine::guest;
 use crate::machine::provision;
+use crate::results::costs::Costs;
+use crate::results::denylist;
 use crate::results::health;
-use crate::results::report::{self, Report, SelftestsInfo};
+use crate::results::report::{self, Report, SelftestsInfo, TestResult};
 use crate::results::upstream::{self, Known};
 use crate::support::output::{Events, StepClock};
 use crate::support::paths::{target_dir, workspace_root};
@@ -174,12 +178,13 @@ fn build_for(
     let pkgs: Vec<&str> = pkgs.iter().map(String::as_str).collect();
     provision::ensure_packages(&pkgs, events)?;
     let (source, btf, kdir) = match *target {
-        Target::Pin { pin, sel, .. } => (
-            build::pin_source(pin, sel, events)?,
-            pin_btf(p, pin, vm, events)?,
+        Target::Pin { pin, sel, .. } => {
+            let btf = pin_btf(p, pin, vm, events)?;
             // Debian's headers package installs its kbuild tree under its own name.
-            build::Kdir::Headers(Path::new("/usr/src").join(&sel.headers)),
-        ),
+            let headers = Path::new("/usr/src").join(&sel.headers);
+            let kdir = build::Kdir::Headers(build::headers_with_btf(&headers, &btf)?);
+            (build::pin_source(pin, sel, events)?, btf, kdir)
+        }
         Target::Tree { dir, .. } => {
             let tree = p
                 .kernel
@@ -239,10 +244,34 @@ fn same(name: &str) -> String {
     name.to_string()
 }
 
-/// `selftests`: builds the kernel's selftests for `opts.kernel` and runs them in one boot;
-/// writes `target/selftests/<kernel>/{report.json,junit.xml,kernel.log}`.
+/// `test_progs -l [-t PATTERN]` of the build in `dir`, run on the host: listing reads only the
+/// binary's own table of tests (`main` in test_progs.c lists before it loads anything), and
+/// the guest runs this same binary from the host's root.
+fn list(dir: &Path, pattern: Option<&str>) -> Result<String> {
+    let mut cmd = std::process::Command::new(dir.join("test_progs"));
+    cmd.current_dir(dir).arg("-l");
+    if let Some(p) = pattern {
+        cmd.args(["-t", p]);
+    }
+    let out = crate::support::wait::output(&cmd)?;
+    // test_progs exits 2 (`EXIT_NO_TEST`) when the pattern selects nothing.
+    if !out.status.success() && out.status.code() != Some(2) {
+        bail!(
+            "{} -l failed ({}): {}",
+            dir.join("test_progs").display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `selftests`: builds the kernel's selftests for `opts.kernel` and runs them in as many boots
+/// as they take (`boots`); writes `target/selftests/<kernel>/{report.json,junit.xml}` and each
+/// boot's files under `boots/N/`.
 pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     let target = check(opts)?;
+    let plan = boots::Plan::for_timeout(opts.vm.timeout)?;
     let clock = StepClock::start();
     let events = &clock.watch(events);
     let start = clock.started();
@@ -254,7 +283,7 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
         Target::Pin { pin, .. } => Known::load(&root.join(pin_files(&pin.version).1))?,
         Target::Tree { .. } => Known::default(),
     };
-    let p = run::prepare(&opts.kernel, &opts.vm, events)?;
+    let mut p = run::prepare(&opts.kernel, &opts.vm, events)?;
     let prepared = start.elapsed();
 
     let (source, built) = build_for(&target, &p, &opts.vm, events)?;
@@ -270,44 +299,30 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     };
     let build_time = start.elapsed() - prepared;
 
-    let out_dir = target_dir().join("selftests").join(&p.kernel.label);
-    let files = RunDir::new(&out_dir)?;
-    guest::write(
-        &files.script,
-        &script::script(
-            &files.shared,
-            &built.dir,
-            &config,
-            opts.pattern.as_deref(),
-            opts.maps,
-            build::has_json_summary(&source.tree),
-        ),
-    )?;
-    let booted = run::boot_tests(&p, &opts.vm, files, &out_dir, events)?;
-    let shared = booted.files.shared.clone();
-    let kernel_log = crate::support::guest_files::read(&shared.join(guest::files::KERNEL_LOG))
-        .unwrap_or_default();
-    let mut tests = match booted.outcome.boot {
-        None if !booted.vm_ok() => vec![report::never_started(&booted.ending())],
-        _ => upstream::judge(&shared, opts.maps, &kernel_log),
+    let all = list(&built.dir, None)?;
+    let selected: Vec<String> = match &opts.pattern {
+        Some(pat) => upstream::listed(&list(&built.dir, Some(pat))?)
+            .map(str::to_string)
+            .collect(),
+        None => upstream::listed(&all).map(str::to_string).collect(),
     };
-    if !tests
-        .iter()
-        .any(|t| t.name.starts_with(upstream::TEST_PROGS))
-        && booted.vm_ok()
-    {
-        tests.push(report::no_test_ran(opts.pattern.as_deref()));
+    let denied = match &target {
+        Target::Tree { .. } => denylist::load(&built.dir, p.kernel.arch.name()),
+        Target::Pin { .. } => vec![],
+    };
+    let (units, mut first_rows) =
+        units::units(&selected, opts.pattern.as_deref(), &denied, opts.maps);
+    if units.is_empty() {
+        first_rows.push(report::no_test_ran(opts.pattern.as_deref()));
     }
-    if let Some(why) = testmod_failure(&shared) {
-        tests.push(report::failed("guest:bpf_testmod".into(), why));
-    }
-    match &target {
+    let known_file = match &target {
         Target::Pin { pin, .. } => {
             let (inv_file, known_file) = pin_files(&pin.version);
-            known.apply(&mut tests, &known_file);
+            let kernel_config = std::fs::read_to_string(&config)
+                .with_context(|| format!("read the kernel's config {}", config.display()))?;
+            first_rows.extend(known.check_config(&kernel_config, &known_file));
             let bless = bless_command(&pin.version);
             if opts.bless {
-                let inv = upstream::inventory_of(&shared)?;
                 let header = format!(
                     "The tests of the kernel's own `test_progs` for pin {}: `test_progs <test>`.\n\
                      Written by `{bless}`; a test missing from the build, or new to it, fails the run.",
@@ -315,24 +330,61 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
                 );
                 crate::support::fs::write_atomic(
                     &root.join(&inv_file),
-                    inv.render(&header).as_bytes(),
+                    upstream::inventory_of(&all).render(&header).as_bytes(),
                 )?;
                 events.note(format!("wrote {inv_file}"));
             } else {
-                tests.extend(upstream::check_inventory(
-                    &shared,
+                first_rows.extend(upstream::check_inventory(
+                    &all,
                     &root.join(&inv_file),
                     &inv_file,
                     &bless,
                 ));
             }
+            known_file
         }
-        Target::Tree { .. } => events.note(
-            "a tree's selftests are checked against no inventory: every test its test_progs \
-             lists and -t selects must run",
-        ),
-    }
-    let info = SelftestsInfo {
+        Target::Tree { .. } => {
+            events.note(
+                "a tree's selftests are checked against no inventory: every test its test_progs \
+                 lists and -t selects runs, but those its DENYLIST files deny",
+            );
+            String::new()
+        }
+    };
+    let costs = run_costs(&root, &p)?;
+    events.note(format!(
+        "{} units; each boot starts them until {} s of tests, a unit runs at most {} s (its \
+         watchdog)",
+        units.len(),
+        plan.budget.as_secs(),
+        plan.cap.as_secs()
+    ));
+
+    let out_dir = target_dir().join("selftests").join(&p.kernel.label);
+    let json = build::has_json_summary(&source.tree);
+    let script =
+        |shared: &Path| script::script(shared, &built.dir, &config, plan.budget.as_secs(), json);
+    let finish = |tests: &mut Vec<TestResult>| known.apply(tests, &known_file);
+    let rules = TestRun {
+        report_name: same,
+        verifier: false,
+        filter: opts.pattern.as_deref(),
+        timings: (prepared, build_time),
+        clock: &clock,
+    };
+    let each = boots::Run {
+        vm: &opts.vm,
+        plan,
+        costs: &costs,
+        out_dir: &out_dir,
+        script: &script,
+        finish: &finish,
+        rules: &rules,
+        allow: &allow,
+    };
+    let (reports, not_run) = boots::run(&mut p, &each, &units, first_rows, events)?;
+    let mut report = boots::combine(reports, not_run);
+    report.selftests = Some(SelftestsInfo {
         source: source.describe.clone(),
         note: match &target {
             Target::Pin { sel, .. } => sel.source_note.clone(),
@@ -342,31 +394,45 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
         build_dir: built.dir.display().to_string(),
         build_cached: built.cached,
         build_s: built.seconds,
-    };
-    let rules = TestRun {
-        report_name: same,
-        verifier: false,
-        filter: opts.pattern.as_deref(),
-        timings: (prepared, build_time),
-        clock: &clock,
-    };
-    let report = run::conclude(&p, booted, tests, &rules, &allow, events, |r| {
-        r.selftests = Some(info);
-    })?;
+    });
+    report.timings.wall_s = Some(clock.started().elapsed().as_secs_f64());
+    report::write(&report, &out_dir)?;
     Ok((report, out_dir))
 }
 
-/// Why `insmod bpf_testmod.ko` failed before the tests, if it did (its output, then its status).
-fn testmod_failure(shared: &Path) -> Option<String> {
-    let text = crate::support::guest_files::read(&shared.join(upstream::TESTMOD)).ok()?;
-    let mut lines: Vec<&str> = text.lines().collect();
-    let rc = lines.pop()?;
-    (rc.trim() != "0").then(|| {
-        format!(
-            "insmod bpf_testmod.ko exited with {rc}: {} (the tests that use it fail)",
-            lines.join(" | ")
-        )
-    })
+/// The measured costs a run plans its boots from: the committed file of its kernel, arch and
+/// accelerator, updated by the last run's report of the same kernel here.
+fn run_costs(root: &Path, p: &Prepared) -> Result<Costs> {
+    let mut costs = Costs::load(&Costs::path(
+        root,
+        &p.kernel.label,
+        p.kernel.arch,
+        p.accel.kind.name(),
+    ))?;
+    let last = target_dir()
+        .join("selftests")
+        .join(&p.kernel.label)
+        .join("report.json");
+    let last: Option<Report> = std::fs::read_to_string(last)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    if let Some(r) = last {
+        costs.update(&Costs::of_rows(&r.tests, unit_of));
+    }
+    Ok(costs)
+}
+
+/// The unit a report row belongs to: `test_progs/NAME` for the test and its subtests,
+/// `test_verifier` and `test_maps` for theirs; none for the run's own rows.
+pub(crate) fn unit_of(row: &str) -> Option<String> {
+    if let Some(rest) = row.strip_prefix(&format!("{}/", upstream::TEST_PROGS)) {
+        let test = rest.split('/').next().unwrap_or(rest);
+        return Some(format!("{}/{test}", upstream::TEST_PROGS));
+    }
+    [upstream::TEST_VERIFIER, upstream::TEST_MAPS]
+        .into_iter()
+        .find(|u| row == *u)
+        .map(str::to_string)
 }
 
 #[cfg(test)]
@@ -441,20 +507,5 @@ mod tests {
             e.starts_with("kernel 5.10: ") && e.contains("kernels/5.10.toml has no [selftests]"),
             "{e}"
         );
-    }
-
-    #[test]
-    fn a_failed_insmod_is_named() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::write(
-            d.path().join(upstream::TESTMOD),
-            "insmod: ERROR: Invalid module format\n1\n",
-        )
-        .unwrap();
-        assert!(testmod_failure(d.path())
-            .unwrap()
-            .contains("Invalid module format"));
-        std::fs::write(d.path().join(upstream::TESTMOD), "0\n").unwrap();
-        assert!(testmod_failure(d.path()).is_none());
     }
 }

@@ -1,39 +1,52 @@
-//! The guest script of `selftests`: what the selftests expect of their machine, then
-//! `test_progs` once per selected test and `test_maps`, each marked in the kernel log.
+//! The guest script of one `selftests` boot: what the selftests expect of their machine, then
+//! the boot's share of the run's units (`test_progs` once per test, `test_verifier`,
+//! `test_maps`), each marked in the kernel log, until the boot's time budget is spent.
 use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::machine::guest;
-use crate::results::upstream::{
-    END, JSON_DIR, START, TESTMOD, TEST_MAPS, TEST_MAPS_OUT, TEST_MAPS_RC, TEST_PROGS,
-    TEST_PROGS_ALL, TEST_PROGS_LIST, TEST_PROGS_OUT,
-};
+use crate::results::upstream::{DEFER, END, JSON_DIR, START, TESTMOD, TEST_PROGS_OUT};
 use crate::support::shell::quote;
+
+use super::units::Unit;
+
+/// The todo file: one `bpfvm_unit NAME COST_MS ARGS...` line a unit, sourced by the script.
+pub(crate) const TODO: &str = "todo.sh";
+
+/// The todo file of `units`: each with its cost (milliseconds) and its own arguments.
+pub(crate) fn todo(units: &[(&Unit, u64)]) -> String {
+    units
+        .iter()
+        .map(|(u, cost)| {
+            let mut line = format!("bpfvm_unit {} {cost}", quote(&u.name));
+            for a in &u.args {
+                line.push(' ');
+                line.push_str(&quote(a));
+            }
+            line + "\n"
+        })
+        .collect()
+}
 
 /// The script: from the build directory `build` (test_progs opens its BPF objects and
 /// `bpf_testmod.ko` from its working directory), with `config` as the running kernel's
-/// `/boot/config-$(uname -r)`, runs the tests `pattern` selects (`test_progs -t`), and
-/// `test_maps` when `maps`; each test's `--json-summary` too when `json` (its test_progs has
-/// the option).
+/// `/boot/config-$(uname -r)`, runs the units of [`TODO`] in order; it starts no unit once
+/// `budget_s` seconds of units have passed and the next one's cost would pass the budget
+/// (the first always runs), and says which it left with a [`DEFER`] line. Each `test_progs`
+/// run also writes its `--json-summary` when `json` (its test_progs has the option).
 ///
 /// Why one `test_progs` per test: it keeps each test's output until the test ends
 /// (`stdio_hijack`, test_progs.c), so its output cannot tell when a test started; a run per
-/// test, between two kernel log markers, blames a splat on the test that was running. A run
-/// costs its start (the `bpf_testmod.ko` reload) once per test.
-pub(crate) fn script(
-    out: &Path,
-    build: &Path,
-    config: &Path,
-    pattern: Option<&str>,
-    maps: bool,
-    json: bool,
-) -> String {
+/// test, between two kernel log markers, blames a splat on the test that was running, and
+/// lets the host's watchdog name a test that hangs.
+pub(crate) fn script(out: &Path, build: &Path, config: &Path, budget_s: u64, json: bool) -> String {
     let mut s = guest::preamble(out);
     let b = quote(&build.display().to_string());
     writeln!(s, "cd {b} || exit 1").unwrap();
-    // What the selftests expect: tracefs (kprobe and tracepoint tests), the kernel's config
-    // where libbpf looks for it for `__kconfig` externs (the guest sees the host's /boot), and
-    // no locked-memory limit (kernels before 5.11 charge maps to it).
+    // What the selftests expect (vmtest.sh's guest): tracefs (kprobe and tracepoint tests),
+    // the kernel's config where libbpf looks for it for `__kconfig` externs (the guest sees
+    // the host's /boot), no locked-memory limit (kernels before 5.11 charge maps to it), and
+    // the loopback up (the network tests talk over it).
     s.push_str(
         "bpfvm_mounted /sys/kernel/tracing || mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null\n\
          mount -t tmpfs tmpfs /boot\n",
@@ -44,7 +57,7 @@ pub(crate) fn script(
         quote(&config.display().to_string())
     )
     .unwrap();
-    s.push_str("ulimit -l unlimited\n");
+    s.push_str("ulimit -l unlimited\nip link set lo up 2>/dev/null\n");
     // Loaded before the first marker, so that its taints (O: out of tree, E: unsigned) are the
     // boot's, not a splat of a test; test_progs reloads it itself.
     writeln!(
@@ -52,49 +65,38 @@ pub(crate) fn script(
         "insmod bpf_testmod.ko > \"$OUT/{TESTMOD}\" 2>&1; echo $? >> \"$OUT/{TESTMOD}\""
     )
     .unwrap();
-    writeln!(
-        s,
-        "./test_progs -l > \"$OUT/{TEST_PROGS_ALL}\" 2> \"$OUT/{TEST_PROGS_ALL}.stderr\""
-    )
-    .unwrap();
-    match pattern {
-        Some(p) => writeln!(
-            s,
-            "./test_progs -l -t {} > \"$OUT/{TEST_PROGS_LIST}\" 2>> \"$OUT/{TEST_PROGS_ALL}.stderr\"",
-            quote(p)
-        )
-        .unwrap(),
-        None => writeln!(s, "cp \"$OUT/{TEST_PROGS_ALL}\" \"$OUT/{TEST_PROGS_LIST}\"").unwrap(),
-    }
     let summary = match json {
         true => {
             writeln!(s, "mkdir -p \"$OUT/{JSON_DIR}\"").unwrap();
-            format!(" -J \"$OUT/{JSON_DIR}/$t.json\"")
+            format!(" -J \"$OUT/{JSON_DIR}/${{u#test_progs/}}.json\"")
         }
         false => String::new(),
     };
     s.push_str("bpfvm_mark phase tests\n");
-    // `-a NAME` selects the test of that exact name (a glob without wildcards), all its subtests.
+    // The budget is read from /proc/uptime (whole seconds), which a hung test cannot hold
+    // back: the check runs between units only.
     writeln!(
         s,
-        "while IFS= read -r t; do\n  \
-           bpfvm_mark test start \"{TEST_PROGS}/$t\"\n  \
-           echo \"{START}$t\"\n  \
-           ./test_progs -a \"$t\"{summary} 2>&1 < /dev/null\n  \
-           echo \"{END}$t $?\"\n  \
-           bpfvm_mark test end \"{TEST_PROGS}/$t\"\n\
-         done < \"$OUT/{TEST_PROGS_LIST}\" | tee \"$OUT/{TEST_PROGS_OUT}\""
+        "bpfvm_t0=$(cut -d. -f1 /proc/uptime)\n\
+         bpfvm_unit() {{\n  \
+           [ -n \"$bpfvm_stop\" ] && return\n  \
+           bpfvm_now=$(cut -d. -f1 /proc/uptime)\n  \
+           if [ -n \"$bpfvm_ran\" ] && [ $((bpfvm_now - bpfvm_t0 + $2 / 1000)) -gt {budget_s} ]; then\n    \
+             bpfvm_stop=1; echo \"{DEFER}$1\"; return\n  \
+           fi\n  \
+           bpfvm_ran=1\n  \
+           bpfvm_mark test start \"$1\"\n  \
+           echo \"{START}$1\"\n  \
+           case $1 in\n    \
+             test_progs/*) u=$1; shift 2; ./test_progs \"$@\"{summary} 2>&1 < /dev/null ;;\n    \
+             *) u=$1; ./\"$1\" 2>&1 < /dev/null ;;\n  \
+           esac\n  \
+           echo \"{END}$u $?\"\n  \
+           bpfvm_mark test end \"$u\"\n\
+         }}\n\
+         . \"$OUT/{TODO}\" | tee \"$OUT/{TEST_PROGS_OUT}\"",
     )
     .unwrap();
-    if maps {
-        writeln!(
-            s,
-            "bpfvm_mark test start {TEST_MAPS}\n\
-             ./test_maps > \"$OUT/{TEST_MAPS_OUT}\" 2>&1 < /dev/null; echo $? > \"$OUT/{TEST_MAPS_RC}\"\n\
-             bpfvm_mark test end {TEST_MAPS}"
-        )
-        .unwrap();
-    }
     s.push_str("bpfvm_mark phase shutdown\n");
     guest::epilogue(&mut s, "0");
     s
@@ -105,39 +107,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_selected_test_runs_alone_between_its_markers() {
+    fn each_unit_runs_alone_between_its_markers_within_the_budget() {
         let s = script(
             Path::new("/o"),
             Path::new("/c/build"),
             Path::new("/k/boot/config-6.1"),
-            Some("bloom_filter_map,bpf_loop"),
-            true,
+            1000,
             false,
         );
         assert!(s.contains("cd /c/build || exit 1\n"));
         assert!(s.contains("cp /k/boot/config-6.1 \"/boot/config-$(uname -r)\"\n"));
-        assert!(
-            s.contains("./test_progs -l -t bloom_filter_map,bpf_loop > \"$OUT/test_progs.list\"")
-        );
         let insmod = s.find("insmod bpf_testmod.ko").unwrap();
         let first_mark = s.find("bpfvm_mark phase tests").unwrap();
         assert!(insmod < first_mark, "the module's taints are the boot's");
-        assert!(s.contains("bpfvm_mark test start \"test_progs/$t\"\n  echo \"bpfvm-selftest start $t\"\n  ./test_progs -a \"$t\""));
-        assert!(s.contains("./test_maps > \"$OUT/test_maps.out\""));
+        assert!(s.contains("-gt 1000 ]"), "{s}");
+        assert!(s.contains("bpfvm_mark test start \"$1\"\n  echo \"bpfvm-selftest start $1\""));
+        assert!(s.contains("./test_progs \"$@\" 2>&1"), "{s}");
         assert!(
             !s.contains(" -J "),
             "no --json-summary where test_progs lacks it"
         );
-        let without = script(
-            Path::new("/o"),
-            Path::new("/b"),
-            Path::new("/c"),
-            None,
-            false,
-            true,
+        assert!(s.contains(". \"$OUT/todo.sh\" | tee \"$OUT/test_progs.out\""));
+        let json = script(Path::new("/o"), Path::new("/b"), Path::new("/c"), 9, true);
+        assert!(
+            json.contains("./test_progs \"$@\" -J \"$OUT/test_progs.json/${u#test_progs/}.json\""),
+            "{json}"
         );
-        assert!(without.contains("cp \"$OUT/test_progs.all\" \"$OUT/test_progs.list\"\n"));
-        assert!(!without.contains("test_maps"));
-        assert!(without.contains("./test_progs -a \"$t\" -J \"$OUT/test_progs.json/$t.json\" 2>&1"));
+    }
+
+    #[test]
+    fn the_todo_quotes_each_units_arguments() {
+        let a = Unit {
+            name: "test_progs/xdp bonding".into(),
+            args: vec!["-a".into(), "xdp bonding/*x*".into()],
+        };
+        let v = Unit {
+            name: "test_verifier".into(),
+            args: vec![],
+        };
+        assert_eq!(
+            todo(&[(&a, 1200), (&v, 5000)]),
+            "bpfvm_unit 'test_progs/xdp bonding' 1200 -a 'xdp bonding/*x*'\n\
+             bpfvm_unit test_verifier 5000\n"
+        );
     }
 }

@@ -1,0 +1,357 @@
+//! A `selftests` run in as many boots as it takes: each boot runs the units left, in order,
+//! until its time budget is spent (the guest script stops starting units) or one of them
+//! hangs (the host's watchdog stops the VM) or kills the guest; the next boot starts from the
+//! next unit. Each boot is judged like a run of its own (`run::conclude`, its report under
+//! `boot-N/`), and the boots' reports make the run's.
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+
+use crate::domain::options::VmOptions;
+use crate::flows::run::{self, Prepared, RunDir, TestRun};
+use crate::machine::guest;
+use crate::machine::vng::Watchdog;
+use crate::results::costs::Costs;
+use crate::results::health::allow::Allowlist;
+use crate::results::report::{self, failed, Outcome, Report, TestResult};
+use crate::results::upstream::{self, END, START};
+use crate::support::output::Events;
+use crate::support::status::Status;
+
+use super::script;
+use super::units::Unit;
+
+/// How a run's time is cut into boots: a boot starts no unit after `budget` of units (unless
+/// it started none yet), and a unit runs at most `cap`, so that one started at the end of the
+/// budget ends before the VM's timeout.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Plan {
+    pub budget: Duration,
+    pub cap: Duration,
+}
+
+impl Plan {
+    /// The plan for boots of `timeout` each: after the boot's own allowance, half the time is
+    /// the units' budget and half the longest a unit may overrun it.
+    pub(crate) fn for_timeout(timeout: Duration) -> Result<Plan> {
+        let usable = timeout.saturating_sub(run::BOOT_TIMEOUT);
+        if usable < Duration::from_secs(120) {
+            bail!(
+                "--timeout {} s leaves no time for the selftests after a boot's {} s: give at \
+                 least {} s",
+                timeout.as_secs(),
+                run::BOOT_TIMEOUT.as_secs(),
+                (run::BOOT_TIMEOUT + Duration::from_secs(120)).as_secs()
+            );
+        }
+        Ok(Plan {
+            budget: usable / 2,
+            cap: usable / 2,
+        })
+    }
+
+    /// How long `unit` may run before the watchdog stops it: four times its measured cost,
+    /// at least a minute; the cap when it was never measured.
+    pub(crate) fn limit(&self, costs: &Costs, unit: &str) -> Duration {
+        match costs.ms.get(unit) {
+            Some(ms) => (Duration::from_millis(ms * 4)).clamp(Duration::from_secs(60), self.cap),
+            None => self.cap,
+        }
+    }
+}
+
+/// What every boot of a run shares.
+pub(crate) struct Run<'a> {
+    pub vm: &'a VmOptions,
+    pub plan: Plan,
+    pub costs: &'a Costs,
+    pub out_dir: &'a Path,
+    /// The guest script of a boot writing into its shared directory.
+    pub script: &'a dyn Fn(&Path) -> String,
+    /// A boot's own rows, made final (known failures applied) before it is judged.
+    pub finish: &'a dyn Fn(&mut Vec<TestResult>),
+    pub rules: &'a TestRun<'a>,
+    pub allow: &'a Allowlist,
+}
+
+/// Runs `units` in as many boots as it takes; `first_rows` (the run's checks made before any
+/// boot) go into the first boot's report. Returns each boot's report and the units no boot
+/// ran, each failed with why.
+pub(crate) fn run(
+    p: &mut Prepared,
+    run: &Run,
+    units: &[Unit],
+    mut first_rows: Vec<TestResult>,
+    events: &Events,
+) -> Result<(Vec<Report>, Vec<TestResult>)> {
+    let boots_dir = run.out_dir.join("boots");
+    let _ = std::fs::remove_dir_all(&boots_dir);
+    let mut left: &[Unit] = units;
+    let mut reports = Vec::new();
+    loop {
+        let n = reports.len() + 1;
+        if n > 1 {
+            events.step(format!(
+                "boot {n}: {} units left, from {}",
+                left.len(),
+                left.first().map_or("", |u| u.name.as_str())
+            ));
+        }
+        let dir = boots_dir.join(n.to_string());
+        let files = RunDir::new(&dir)?;
+        let todo: Vec<(&Unit, u64)> = left.iter().map(|u| (u, run.costs.of(&u.name))).collect();
+        guest::write(&files.shared.join(script::TODO), &script::todo(&todo))?;
+        guest::write(&files.script, &(run.script)(&files.shared))?;
+        p.watchdog = Some(Watchdog {
+            start: START,
+            end: END,
+            limits: left
+                .iter()
+                .map(|u| (u.name.clone(), run.plan.limit(run.costs, &u.name)))
+                .collect(),
+            default: run.plan.cap,
+        });
+        let booted = run::boot_tests(p, run.vm, files, &dir, events)?;
+        let shared = booted.files.shared.clone();
+        let kernel_log = crate::support::guest_files::read(&shared.join(guest::files::KERNEL_LOG))
+            .unwrap_or_default();
+        let started = upstream::started(&shared);
+        let mut tests = match booted.outcome.boot {
+            None if !booted.vm_ok() => vec![report::never_started(&booted.ending())],
+            _ => upstream::judge(&shared, &kernel_log),
+        };
+        if let Some(cut) = started.last().filter(|_| !booted.vm_ok()) {
+            blame_the_ending(&mut tests, cut, &booted.outcome.diagnosis());
+        }
+        if let Some(why) = testmod_failure(&shared) {
+            tests.push(failed("guest:bpf_testmod".into(), why));
+        }
+        tests.append(&mut first_rows);
+        (run.finish)(&mut tests);
+        let report = run::conclude(p, booted, tests, run.rules, run.allow, events, |_| {})?;
+        reports.push(report);
+        let ran = left
+            .iter()
+            .take_while(|u| started.contains(&u.name))
+            .count();
+        left = &left[ran..];
+        if left.is_empty() {
+            return Ok((reports, vec![]));
+        }
+        if ran == 0 {
+            let ending = reports
+                .last()
+                .and_then(Report::why_failed)
+                .unwrap_or_else(|| "it ran none of them".into());
+            let not_run = left
+                .iter()
+                .map(|u| {
+                    failed(
+                        u.name.clone(),
+                        format!("not run: boot {n} started no unit ({ending}), so the run stopped"),
+                    )
+                })
+                .collect();
+            return Ok((reports, not_run));
+        }
+    }
+}
+
+/// The unit that was running when the VM ended (`cut`) fails with how it ended and the
+/// console's last lines: a watchdog that stopped it, a panic, the VM's death.
+fn blame_the_ending(tests: &mut [TestResult], cut: &str, diagnosis: &str) {
+    let tail: Vec<&str> = diagnosis.lines().collect();
+    let why = format!(
+        "{}; the console's last lines: {}",
+        tail.first().copied().unwrap_or_default(),
+        tail[tail.len().saturating_sub(8)..].join(" | ")
+    );
+    if let Some(r) = tests
+        .iter_mut()
+        .find(|r| r.name == cut && r.outcome == Outcome::Fail)
+    {
+        r.reason = Some(format!(
+            "{}; {why}",
+            r.reason.as_deref().unwrap_or_default()
+        ));
+    }
+}
+
+/// Why `insmod bpf_testmod.ko` failed before the tests, if it did (its output, then its status).
+fn testmod_failure(shared: &Path) -> Option<String> {
+    let text = crate::support::guest_files::read(&shared.join(upstream::TESTMOD)).ok()?;
+    let mut lines: Vec<&str> = text.lines().collect();
+    let rc = lines.pop()?;
+    (rc.trim() != "0").then(|| {
+        format!(
+            "insmod bpf_testmod.ko exited with {rc}: {} (the tests that use it fail)",
+            lines.join(" | ")
+        )
+    })
+}
+
+/// The run's report from its boots': every boot's rows (a row of the boot itself, not of a
+/// unit, says which boot when there were several), their splats, the first failing boot's
+/// ending, the times added up; the status the boots' add up to.
+pub(crate) fn combine(boots: Vec<Report>, not_run: Vec<TestResult>) -> Report {
+    let several = boots.len() > 1;
+    let status = Status::combine(boots.iter().map(Report::status));
+    let mut all = boots.into_iter().enumerate();
+    let (_, mut report) = all.next().expect("a run boots at least once");
+    if several {
+        name_boot_rows(&mut report.tests, 1);
+    }
+    for (i, b) in all {
+        let mut tests = b.tests;
+        name_boot_rows(&mut tests, i + 1);
+        report.tests.extend(tests);
+        report.kernel_splats.extend(b.kernel_splats);
+        if report.vm.ending == report::VmEnding::Exited {
+            report.vm.ending = b.vm.ending;
+            report.vm.console_tail = b.vm.console_tail;
+        }
+        report.vm.wall_time_s += b.vm.wall_time_s;
+        report.vm.retries.extend(b.vm.retries);
+        let t = &mut report.timings;
+        for (sum, add) in [
+            (&mut t.boot_s, b.timings.boot_s),
+            (&mut t.tests_s, b.timings.tests_s),
+            (&mut t.shutdown_s, b.timings.shutdown_s),
+            (&mut t.report_s, b.timings.report_s),
+        ] {
+            *sum = Some(sum.unwrap_or(0.0) + add.unwrap_or(0.0));
+        }
+        t.wall_s = b.timings.wall_s;
+        report.cmdline = b.cmdline.or(report.cmdline);
+    }
+    report.tests.extend(not_run);
+    report.summary = report::summarize(&report.tests);
+    report.status = Some(status);
+    report
+}
+
+/// Rows that are not a unit's (`guest:`, `kernel:`) get their boot's number.
+fn name_boot_rows(tests: &mut [TestResult], boot: usize) {
+    for t in tests.iter_mut().filter(|t| t.name.contains(':')) {
+        t.name = format!("{} (boot {boot})", t.name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_boot_s_time_is_split_between_the_budget_and_the_longest_unit() {
+        let plan = Plan::for_timeout(Duration::from_secs(2400)).unwrap();
+        assert_eq!(plan.budget, Duration::from_secs(1110));
+        assert_eq!(plan.cap, Duration::from_secs(1110));
+        let costs = Costs {
+            ms: [
+                ("test_progs/a".to_string(), 2_000),
+                ("test_progs/slow".to_string(), 480_000),
+                ("test_progs/huge".to_string(), 900_000),
+            ]
+            .into(),
+        };
+        assert_eq!(plan.limit(&costs, "test_progs/a"), Duration::from_secs(60));
+        assert_eq!(
+            plan.limit(&costs, "test_progs/slow"),
+            Duration::from_secs(1110)
+        );
+        assert_eq!(plan.limit(&costs, "test_progs/never"), plan.cap);
+        let small = Plan::for_timeout(Duration::from_secs(600)).unwrap();
+        assert_eq!(small.limit(&costs, "test_progs/a"), Duration::from_secs(60));
+        let e = Plan::for_timeout(Duration::from_secs(200)).unwrap_err();
+        assert!(e.to_string().contains("give at least 300 s"), "{e}");
+    }
+
+    #[test]
+    fn the_cut_unit_fails_with_how_the_vm_ended() {
+        let mut rows = vec![failed(
+            "test_progs/hang".into(),
+            "the VM ended while it ran (no exit status)".into(),
+        )];
+        blame_the_ending(
+            &mut rows,
+            "test_progs/hang",
+            "test_progs/hang was still running after 60 s, its limit: the VM was killed\n\
+             --- last 2 lines of the console ---\n[ 1.0] a\n[ 2.0] b",
+        );
+        let why = rows[0].reason.as_deref().unwrap();
+        assert!(why.contains("still running after 60 s"), "{why}");
+        assert!(why.contains("[ 2.0] b"), "{why}");
+    }
+
+    fn boot_report(tests: Vec<TestResult>, status: Status, ending: report::VmEnding) -> Report {
+        let mut r: Report =
+            serde_json::from_str(include_str!("../../../tests/data/boot-report-6.1.json")).unwrap();
+        r.summary = report::summarize(&tests);
+        r.tests = tests;
+        r.status = Some(status);
+        r.vm.ending = ending;
+        r
+    }
+
+    fn row(name: &str, outcome: Outcome) -> TestResult {
+        TestResult {
+            name: name.into(),
+            outcome,
+            reason: None,
+            duration_ms: 1,
+            kernel_splats: vec![],
+        }
+    }
+
+    /// Two boots, the first stopped by the watchdog in `hang`: every unit's row once, the
+    /// boots' own rows named by boot, the first failing ending kept, the worst status.
+    #[test]
+    fn the_boots_reports_make_one_with_every_row_once() {
+        let hung = report::VmEnding::Failed("test_progs/hang was still running".into());
+        let first = boot_report(
+            vec![
+                row("test_progs/a", Outcome::Pass),
+                row("test_progs/hang", Outcome::Fail),
+                row("guest:inventory", Outcome::Pass),
+            ],
+            Status::Bad,
+            hung.clone(),
+        );
+        let second = boot_report(
+            vec![
+                row("test_progs/b", Outcome::Pass),
+                row("test_verifier", Outcome::Pass),
+            ],
+            Status::Good,
+            report::VmEnding::Exited,
+        );
+        let not_run = vec![failed("test_maps".into(), "not run".into())];
+        let r = combine(vec![first, second], not_run);
+        let names: Vec<&str> = r.tests.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "test_progs/a",
+                "test_progs/hang",
+                "guest:inventory (boot 1)",
+                "test_progs/b",
+                "test_verifier",
+                "test_maps",
+            ]
+        );
+        assert_eq!(r.status, Some(Status::Bad));
+        assert_eq!(r.vm.ending, hung);
+        assert_eq!(r.summary.failed, 2);
+        let one = combine(
+            vec![boot_report(
+                vec![row("guest:inventory", Outcome::Pass)],
+                Status::Good,
+                report::VmEnding::Exited,
+            )],
+            vec![],
+        );
+        assert_eq!(one.tests[0].name, "guest:inventory");
+        assert_eq!(one.status, Some(Status::Good));
+    }
+}

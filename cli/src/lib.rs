@@ -407,13 +407,15 @@ mod cache_key {
 
 /// `selftests`' options, the same for `bpfvm` and `cargo xtask`: build the kernel's own BPF
 /// selftests (`test_progs`, `test_maps`, `bench`) from its source with its Makefile and run
-/// them in one boot, each upstream test and subtest judged like the suite's tests; writes
-/// target/selftests/<kernel>/{report.json,junit.xml,kernel.log}. See docs/selftests.md.
+/// them to the end in as many boots as it takes, each upstream test and subtest judged like the
+/// suite's tests; writes target/selftests/<kernel>/{report.json,junit.xml} and each boot's
+/// files in boots/N/. See docs/selftests.md.
 #[derive(Args, Debug, Clone)]
 pub struct SelftestsArgs {
     #[command(flatten)]
     pub vm: VmArgs,
-    /// Seconds before the VM is killed.
+    /// Seconds before each boot's VM is killed: a run takes as many boots as it needs, each
+    /// starting tests for half the time after its boot, a test running at most the other half.
     #[arg(long, default_value_t = defaults::TEST_TIMEOUT_S)]
     pub timeout: u64,
     /// test_progs' own selection (`-t`: comma-separated names, each matching a test whose name

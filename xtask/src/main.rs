@@ -60,7 +60,8 @@ enum Cmd {
     VmTest(vm_test::Options),
     Inventory(inventory::Options),
     /// Build the kernel's own BPF selftests (test_progs, test_maps, bench) from its source and
-    /// run them in one boot, each upstream test judged like the suite's (docs/selftests.md).
+    /// run them to the end in as many boots as it takes, each upstream test judged like the
+    /// suite's (docs/selftests.md).
     Selftests(SelftestsArgs),
     BenchVm(bench_vm::Options),
     BenchCompare(bench_compare::Options),

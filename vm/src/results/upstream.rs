@@ -334,12 +334,18 @@ impl Known {
             .collect()
     }
 
-    /// A failing row this file names becomes a skip with its reason; a named row that passed
-    /// fails (the entry is stale: the kernel or the test was fixed).
+    /// A failing row this file names, or a failing subtest of a test it names, becomes a skip
+    /// with its reason; a named row that passed fails (the entry is stale: the kernel or the
+    /// test was fixed).
     pub fn apply(&self, rows: &mut [TestResult], file: &str) {
         for k in &self.known {
-            for r in rows.iter_mut().filter(|r| r.name == k.test) {
+            let sub = format!("{}/", k.test);
+            for r in rows
+                .iter_mut()
+                .filter(|r| r.name == k.test || r.name.starts_with(&sub))
+            {
                 match r.outcome {
+                    Outcome::Pass if r.name != k.test => {}
                     Outcome::Fail => {
                         r.outcome = Outcome::Skip;
                         r.reason = Some(format!(
@@ -754,7 +760,10 @@ test_maps: OK, 2 SKIPPED
         )
         .unwrap();
         let mut rows = vec![
+            failed("test_progs/a/sub".into(), "FAIL".into()),
+            pass("test_progs/a/other".into()),
             failed("test_progs/a".into(), "FAIL".into()),
+            failed("test_progs/ab".into(), "FAIL".into()),
             pass("test_progs/b".into()),
             failed("test_progs/c".into(), "FAIL".into()),
         ];
@@ -762,13 +771,16 @@ test_maps: OK, 2 SKIPPED
         assert_eq!(
             outcomes(&rows),
             [
+                ("test_progs/a/sub".into(), Outcome::Skip),
+                ("test_progs/a/other".into(), Outcome::Pass),
                 ("test_progs/a".into(), Outcome::Skip),
+                ("test_progs/ab".into(), Outcome::Fail),
                 ("test_progs/b".into(), Outcome::Fail),
                 ("test_progs/c".into(), Outcome::Fail),
             ]
         );
         assert!(rows[0].reason.as_deref().unwrap().contains("needs BTF"));
-        assert!(rows[1]
+        assert!(rows[4]
             .reason
             .as_deref()
             .unwrap()

@@ -10,6 +10,11 @@ use crate::support::shell::quote;
 
 use super::units::Unit;
 
+/// The modules the script loads (see [`script`]).
+pub(crate) const GUEST_MODULES: [&str; 4] = ["tun", "nf_conntrack", "nf_nat", "loop"];
+/// What `modprobe` said.
+const MODPROBE: &str = "modprobe.out";
+
 /// The todo file: one `bpfvm_unit NAME COST_MS ARGS...` line a unit, sourced by the script.
 pub(crate) const TODO: &str = "todo.sh";
 
@@ -58,6 +63,20 @@ pub(crate) fn script(out: &Path, build: &Path, config: &Path, budget_s: u64, jso
     )
     .unwrap();
     s.push_str("ulimit -l unlimited\nip link set lo up 2>/dev/null\n");
+    // A tmpfs on /tmp, as vmtest.sh's guest has: virtme-ng makes the host's /tmp an overlay,
+    // where one fstat(2) reaches the file system below too, and d_path's checks of the files
+    // it opens there see the paths shifted by one. Not when the run's files are below /tmp.
+    s.push_str("case $OUT/ in /tmp/*) ;; *) mount -t tmpfs tmpfs /tmp ;; esac\n");
+    // The modules vmtest.sh's config builds in and Debian's has as modules (`=m`): tun
+    // (`/dev/net/tun`: flow_dissector, tc_redirect), nf_conntrack and nf_nat (the `bpf_ct_*`
+    // kfuncs of bpf_nf live in their BTF), loop (test_ima's `losetup`). Loaded before the
+    // first marker, as bpf_testmod.
+    writeln!(
+        s,
+        "modprobe -a {} > \"$OUT/{MODPROBE}\" 2>&1",
+        GUEST_MODULES.join(" ")
+    )
+    .unwrap();
     // Loaded before the first marker, so that its taints (O: out of tree, E: unsigned) are the
     // boot's, not a splat of a test; test_progs reloads it itself.
     writeln!(
@@ -121,6 +140,7 @@ mod tests {
         let first_mark = s.find("bpfvm_mark phase tests").unwrap();
         assert!(insmod < first_mark, "the module's taints are the boot's");
         assert!(s.contains("-gt 1000 ]"), "{s}");
+        assert!(s.contains("case $OUT/ in /tmp/*) ;; *) mount -t tmpfs tmpfs /tmp ;; esac"));
         assert!(s.contains("bpfvm_mark test start \"$1\"\n  echo \"bpfvm-selftest start $1\""));
         assert!(s.contains("./test_progs \"$@\" 2>&1"), "{s}");
         assert!(

@@ -53,7 +53,9 @@ const DEBIAN_RUST_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src"
 /// `-fuse-ld=lld`), libelf and zlib (libbpf), libcap, libssl (`sign-file`), flex and bison
 /// (bpftool's and resolve_btfids' builds), pahole, make, rsync (the kernel headers' install,
 /// the copy of the source), and xz-utils (the `linux-source` tarball is `.tar.xz`; a minimal
-/// Debian 13 lacks `xz`).
+/// Debian 13 lacks `xz`). And the programs the tests run in the guest, which shares the
+/// host's root (`SYS(...)` in prog_tests/): ping (iputils-ping: cgroup_attach_*, cgroup_link,
+/// netcnt), iptables (xdp_synproxy); `ip` and `tc` are iproute2's, already there.
 pub fn selftests_packages(clang: u32) -> Vec<String> {
     let mut p: Vec<String> = ["clang", "llvm", "lld"]
         .iter()
@@ -71,6 +73,8 @@ pub fn selftests_packages(clang: u32) -> Vec<String> {
             "dwarves",
             "rsync",
             "xz-utils",
+            "iputils-ping",
+            "iptables",
         ]
         .map(String::from),
     );

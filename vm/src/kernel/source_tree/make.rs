@@ -4,8 +4,9 @@
 //! tool missing, the disk full, the compiler killed.
 use std::fs::File;
 use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
@@ -100,7 +101,7 @@ pub(crate) fn run(
             errors: error_lines(&text),
             log: log.to_path_buf(),
         };
-        return Err(match host_failure(&text) {
+        return Err(match host_failure(status, &text) {
             Some(why) => anyhow::anyhow!(
                 "{failed}\nthe host failed, not the sources ({why}): fix the host and run again \
                  (a bisect stops here rather than skip or blame the commit)"
@@ -112,27 +113,47 @@ pub(crate) fn run(
     Ok(())
 }
 
-/// What in a failed build's log says the host failed rather than the sources: a tool make
-/// ran is missing (the shell's 127), the disk is full, or a compiler was killed (the OOM
-/// killer's SIGKILL: make reports `Error 137` or `Killed`).
-pub(crate) fn host_failure(log: &str) -> Option<&'static str> {
+/// What says a failed build's host failed rather than its sources: make itself killed by a
+/// signal (nothing is logged then), or its log: a tool make ran is missing (the shell's 127),
+/// the host out of memory or processes (a compiler killed by the OOM killer: make reports
+/// `Error 137` or `Killed`), the disk full, over quota, read-only or failing, a file the build
+/// may not write or run. A commit can cause a `Permission denied` (a script that lost its
+/// execute bit); stopping the bisect for a person to look costs less than skipping every
+/// commit on a host that cannot build any.
+pub(crate) fn host_failure(status: ExitStatus, log: &str) -> Option<String> {
+    if let Some(signal) = status.signal() {
+        return Some(format!("make was killed by signal {signal}"));
+    }
     let has = |s: &str| log.lines().any(|l| l.contains(s));
-    if has("Error 127") || has(": not found") || has("command not found") {
-        Some("a tool the build runs is missing")
-    } else if has("No space left on device") {
-        Some("the disk is full")
+    let why = if has("Error 127") || has(": not found") || has("command not found") {
+        "a tool the build runs is missing"
     } else if has("Error 137") || has("Killed signal terminated program") || has("] Killed") {
-        Some("a compiler was killed, e.g. by the OOM killer")
+        "a compiler was killed, e.g. by the OOM killer"
+    } else if has(": out of memory") || has("Cannot allocate memory") {
+        "the host is out of memory"
+    } else if has("Resource temporarily unavailable") {
+        "the host cannot start more processes"
+    } else if has("No space left on device") {
+        "the disk is full"
+    } else if has("Disk quota exceeded") {
+        "the disk quota is exceeded"
+    } else if has("Read-only file system") {
+        "a file system the build writes is read-only"
+    } else if has("Input/output error") {
+        "a disk failed (input/output error)"
+    } else if has("Permission denied") {
+        "the build may not write or run a file (permission denied)"
     } else if log.lines().any(|l| {
         ["unshare: ", "mount: ", "mkdir: "]
             .iter()
             .any(|p| l.starts_with(p))
     }) {
         // `env::Mapped`'s namespace and bind mounts, set up before make runs.
-        Some("the build's mount namespace could not be set up")
+        "the build's mount namespace could not be set up"
     } else {
-        None
-    }
+        return None;
+    };
+    Some(why.to_string())
 }
 
 /// A kbuild step line: `  CC      kernel/bpf/bloom_filter.o`.
@@ -276,12 +297,42 @@ make: *** [Makefile:224: __sub-make] Error 2
             format!("{err:#}").contains("a tool the build runs is missing"),
             "{err:#}"
         );
-        assert_eq!(host_failure("make[2]: *** [x] Error 1\n"), None);
-        assert!(host_failure("ld: final link failed: No space left on device\n").is_some());
+        let failed = ExitStatus::from_raw(2 << 8);
+        assert_eq!(host_failure(failed, "make[2]: *** [x] Error 1\n"), None);
+        assert!(host_failure(failed, "ld: final link failed: No space left on device\n").is_some());
         assert!(host_failure(
+            failed,
             "mkdir: cannot create directory '/run/bpfvm': Read-only file system\n"
         )
         .is_some());
+    }
+
+    /// The host's faults that a bisect must not skip every commit for: make killed by a
+    /// signal with nothing logged, memory or processes exhausted, a file system that cannot be
+    /// written, a disk that fails.
+    #[test]
+    fn a_killed_make_and_an_exhausted_or_failing_host_are_the_hosts_failure() {
+        let killed = ExitStatus::from_raw(libc::SIGKILL);
+        assert_eq!(
+            host_failure(killed, "  CC      kernel/bpf/core.o\n").as_deref(),
+            Some("make was killed by signal 9")
+        );
+        let failed = ExitStatus::from_raw(2 << 8);
+        for line in [
+            "cc1: out of memory allocating 65536 bytes after a total of 1052672 bytes",
+            "/bin/sh: 1: Cannot fork: Cannot allocate memory",
+            "make[3]: fork: Resource temporarily unavailable",
+            "/bin/sh: 1: cannot create kernel/bpf/.core.o.d: Permission denied",
+            "as: kernel/bpf/core.o: Read-only file system",
+            "ld: final link failed: Disk quota exceeded",
+            "cc1: error: kernel/bpf/core.c: Input/output error",
+        ] {
+            let log =
+                format!("  CC      kernel/bpf/core.o\n{line}\nmake: *** [Makefile:2] Error 2\n");
+            assert!(host_failure(failed, &log).is_some(), "{line}");
+        }
+        let source = "kernel/bpf/core.c:1:1: error: unknown type name 'x'\n";
+        assert_eq!(host_failure(failed, source), None);
     }
 
     #[test]

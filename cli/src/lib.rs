@@ -110,6 +110,31 @@ pub fn error_status(e: &anyhow::Error) -> ExitCode {
     ExitCode::from(Status::of_error(e).code())
 }
 
+/// The exit code of a whole command: `run`'s status, 128 + N when a signal interrupted it, the
+/// error's (`error_status`, printed) when it failed, and 255 when it panicked. A panic is a bug
+/// of bpfvm's, never the kernel's, and Rust's own 101 would read as "bad" to `git bisect run`.
+/// Unwinding (not `exit` from a panic hook) drops what kills a running VM first.
+pub fn main_status(run: impl FnOnce() -> anyhow::Result<ExitCode>) -> ExitCode {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+    if let Some(status) = bpfvm_host::support::proc::interrupt_status() {
+        return ExitCode::from(status);
+    }
+    match result {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => {
+            bpfvm_host::ui::print_stderr(&format!("error: {e:#}"));
+            error_status(&e)
+        }
+        Err(_) => {
+            bpfvm_host::ui::print_stderr(&format!(
+                "error: bpfvm panicked (a bug in bpfvm, not a verdict on the kernel): exit status {}",
+                Status::Stopped.code()
+            ));
+            ExitCode::from(Status::Stopped.code())
+        }
+    }
+}
+
 /// The command line parsed, or the process ended: help and version exit 0; a usage error exits
 /// 255 like every error that judged nothing (clap's own 2 would read as "bad" to `git bisect
 /// run`).
@@ -282,14 +307,15 @@ pub fn command_status(
 /// waits for, then the command exits with 128 + the signal
 /// (`bpfvm_host::support::proc::interrupt_status`). Without the handler they would kill only this
 /// process and leave qemu running.
-pub fn install_signal_handlers() -> std::io::Result<()> {
+pub fn install_signal_handlers() -> anyhow::Result<()> {
     for signal in [SIGINT, SIGTERM, SIGHUP] {
         // SAFETY: the action only stores an atomic, which is async-signal-safe.
         unsafe {
             signal_hook::low_level::register(signal, move || {
                 bpfvm_host::support::proc::request_interrupt(signal)
-            })?;
+            })
         }
+        .map_err(|e| anyhow::anyhow!("cannot install the signal handler that stops the VM: {e}"))?;
     }
     Ok(())
 }
@@ -355,6 +381,18 @@ mod tests {
             ExitCode::FAILURE
         );
         assert_eq!(error_status(&untestable), ExitCode::from(125));
+    }
+
+    /// A panic anywhere in a command is bpfvm's bug: 255 (stop), never Rust's 101, which
+    /// `git bisect run` reads as a bad commit. An error keeps its own status.
+    #[test]
+    fn a_panic_exits_255_and_an_error_its_status() {
+        let panicked = main_status(|| panic!("a bug"));
+        assert_eq!(panicked, ExitCode::from(255));
+        let failed = main_status(|| Err(anyhow::anyhow!("qemu crashed")));
+        assert_eq!(failed, ExitCode::from(255));
+        assert_eq!(main_status(|| Ok(ExitCode::from(125))), ExitCode::from(125));
+        assert_eq!(main_status(|| Ok(ExitCode::SUCCESS)), ExitCode::SUCCESS);
     }
 
     /// The release the guest booted is checked on every run, `vm-run`'s and `bpfvm exec`'s too.

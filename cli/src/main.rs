@@ -147,20 +147,10 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli: Cli = bpfvm::parse_or_exit();
-    if let Err(e) = bpfvm::install_signal_handlers() {
-        bpfvm_host::ui::print_stderr(&format!(
-            "error: cannot install the signal handler that stops the VM: {e}"
-        ));
-        return ExitCode::FAILURE;
-    }
-    let result = run(cli.cmd, cli.verbose);
-    if let Err(e) = &result {
-        bpfvm_host::ui::print_stderr(&format!("error: {e:#}"));
-    }
-    if let Some(status) = bpfvm_host::support::proc::interrupt_status() {
-        return ExitCode::from(status);
-    }
-    result.unwrap_or_else(|e| bpfvm::error_status(&e))
+    bpfvm::main_status(|| {
+        bpfvm::install_signal_handlers()?;
+        run(cli.cmd, cli.verbose)
+    })
 }
 
 fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {

@@ -74,20 +74,11 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli: Cli = bpfvm::parse_or_exit();
-    if let Err(e) = bpfvm::install_signal_handlers() {
-        errln!("error: cannot install the signal handler that stops the VM: {e}");
-        return ExitCode::FAILURE;
-    }
-    let events = bpfvm_host::ui::terminal(cli.verbose);
-    let result = run(cli.cmd, &events);
-    if let Err(e) = &result {
-        bpfvm_host::ui::print_stderr(&format!("error: {e:#}"));
-    }
-    // Interrupted, the run ends as the shell would report the signal, whatever it returned.
-    if let Some(status) = bpfvm_host::support::proc::interrupt_status() {
-        return ExitCode::from(status);
-    }
-    result.unwrap_or_else(|e| bpfvm::error_status(&e))
+    bpfvm::main_status(|| {
+        bpfvm::install_signal_handlers()?;
+        let events = bpfvm_host::ui::terminal(cli.verbose);
+        run(cli.cmd, &events)
+    })
 }
 
 fn run(cmd: Cmd, events: &bpfvm_host::support::output::Events) -> Result<ExitCode> {

@@ -245,7 +245,7 @@ impl VmArgs {
 }
 
 /// The exit status of a command run in the guest (`vm-run`, `bpfvm exec`): the command's own
-/// (1 for one above 127), 1 when the kernel panicked, or when it succeeded but the run fails as `vm-test`'s verdict would
+/// (1 for one above 127), 1 when the kernel panicked, or whatever the command's status when the run fails as `vm-test`'s verdict would
 /// (`report::apply_kernel_health`: a splat no allow entry excuses, in any phase; records the
 /// log lost; a log that stops early or cannot be read, all excused by `allow_splats`; another release
 /// booted than asked for). Every splat is shown (an
@@ -275,8 +275,12 @@ pub fn command_status(
         .iter()
         .any(|e| !(allow_splats && about_the_log(&e.name)));
     match outcome.ending {
-        Ending::Exited(0) if failing => {
-            events.warn("the run fails (see above): exit status 1 (--allow-splats keeps the command's when only the kernel log fails it)");
+        // The kernel's evidence beats whatever the command said, a 125 (skip) included.
+        Ending::Exited(code) if failing => {
+            events.warn(format!(
+                "the command exited with status {code}, and the run fails (see above): exit \
+                 status 1 (--allow-splats keeps the command's when only the kernel log fails it)"
+            ));
             Ok(ExitCode::FAILURE)
         }
         // Above 127 is a signal's status in the guest, or 255: git bisect would stop on it
@@ -337,9 +341,13 @@ mod tests {
     }
 
     fn status(log: &str, allow_splats: bool) -> ExitCode {
+        status_of(0, log, allow_splats)
+    }
+
+    fn status_of(code: i32, log: &str, allow_splats: bool) -> ExitCode {
         let allow = allow::parse("").unwrap();
         let health = bpfvm_host::results::health::judge(log, &allow, "6.1", None);
-        command_status(&exited(0), &health, allow_splats, &Events::silent()).unwrap()
+        command_status(&exited(code), &health, allow_splats, &Events::silent()).unwrap()
     }
 
     const WARN: &str = "4,3,3,-;------------[ cut here ]------------\n\
@@ -360,6 +368,23 @@ mod tests {
         let lost = format!("{clean}12,5,5,-;x\n{end}");
         assert_eq!(status(&lost, false), ExitCode::FAILURE);
         assert_eq!(status(clean, false), ExitCode::FAILURE, "no `phase end`");
+    }
+
+    /// The kernel's evidence beats the command's status: a command that exits 125 (skip) or
+    /// 3 after an unexcused splat or a lost record is judged bad (1), as `vm-test` would be;
+    /// on a clean log, or with --allow-splats, its status passes on.
+    #[test]
+    fn the_kernels_evidence_beats_the_commands_status() {
+        let clean = "12,0,0,-;bpfvm: phase command\n12,1,1,-;bpfvm: phase shutdown\n";
+        let ok = format!("{clean}12,2,2,-;x\n12,3,3,-;bpfvm: phase end\n");
+        let warn = format!("{clean}12,2,2,-;x\n{WARN}12,6,6,-;bpfvm: phase end\n");
+        let lost = format!("{clean}12,5,5,-;x\n12,6,6,-;bpfvm: phase end\n");
+        for code in [125, 3] {
+            assert_eq!(status_of(code, &ok, false), ExitCode::from(code as u8));
+            assert_eq!(status_of(code, &warn, false), ExitCode::FAILURE, "{code}");
+            assert_eq!(status_of(code, &lost, false), ExitCode::FAILURE, "{code}");
+            assert_eq!(status_of(code, &warn, true), ExitCode::from(code as u8));
+        }
     }
 
     /// `bpfvm test --kernel-tree` on a tree that does not build: the kernel's report says
@@ -395,18 +420,19 @@ mod tests {
         assert_eq!(main_status(|| Ok(ExitCode::SUCCESS)), ExitCode::SUCCESS);
     }
 
-    /// The release the guest booted is checked on every run, `vm-run`'s and `bpfvm exec`'s too.
+    /// The release the guest booted is checked on every run, `vm-run`'s and `bpfvm exec`'s too,
+    /// whatever the command's status.
     #[test]
-    fn another_release_than_asked_for_fails_a_command_that_succeeded() {
+    fn another_release_than_asked_for_fails_the_command() {
         let log = "12,0,0,-;bpfvm: phase command\n12,1,1,-;bpfvm: phase end\n";
         let mut health =
             bpfvm_host::results::health::judge(log, &allow::parse("").unwrap(), "6.1", None);
         let ok = command_status(&exited(0), &health, false, &Events::silent()).unwrap();
         assert_eq!(ok, ExitCode::SUCCESS);
         health.wrong_release = Some("the guest booted 6.1.0-9, not 6.1.0-57 (6.1)".into());
-        for allow_splats in [false, true] {
-            let bad = command_status(&exited(0), &health, allow_splats, &Events::silent());
-            assert_eq!(bad.unwrap(), ExitCode::FAILURE);
+        for (code, allow_splats) in [(0, false), (0, true), (125, false), (125, true)] {
+            let bad = command_status(&exited(code), &health, allow_splats, &Events::silent());
+            assert_eq!(bad.unwrap(), ExitCode::FAILURE, "{code}");
         }
     }
 }

@@ -491,20 +491,7 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
         };
         events.command(&shown);
         if let Err(e) = provision::run_logged(&mut cmd, &shown, &log) {
-            return Err(match inputs.kdir {
-                // A pin's source is pinned: the host lacks something (255).
-                Kdir::Headers(_) => e.context(format!(
-                    "the selftests of {} did not build: the host lacks something they need \
-                     (the source is pinned)",
-                    inputs.source.describe
-                )),
-                // A tree's may not build at this commit, as its kernel may not (125).
-                Kdir::Tree { .. } => Untestable(format!(
-                    "the selftests of {} did not build: {e:#}",
-                    inputs.source.describe
-                ))
-                .into(),
-            });
+            return Err(not_built(&inputs.kdir, &inputs.source.describe, e));
         }
     }
     std::fs::write(&stamp, format!("{shown}\n"))?;
@@ -514,6 +501,25 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
         cached: false,
         seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// The error of a selftests build that failed with `e`: a pin's (its source is pinned) and a
+/// tree's that the host failed stop the run (255); a tree's that its sources failed is
+/// untestable (125), as its kernel's build would be.
+fn not_built(kdir: &Kdir, describe: &str, e: anyhow::Error) -> anyhow::Error {
+    match kdir {
+        Kdir::Headers(_) => e.context(format!(
+            "the selftests of {describe} did not build: the host lacks something they need (the \
+             source is pinned)"
+        )),
+        Kdir::Tree { .. } => match source_tree::host_failure_of(&e) {
+            Some(why) => e.context(format!(
+                "the selftests of {describe} did not build: the host failed, not the sources \
+                 ({why}): fix the host and run again"
+            )),
+            None => Untestable(format!("the selftests of {describe} did not build: {e:#}")).into(),
+        },
+    }
 }
 
 #[cfg(test)]
@@ -548,5 +554,34 @@ mod tests {
         std::fs::create_dir_all(d.path().join(SELFTESTS_DIR)).unwrap();
         std::fs::write(d.path().join(SELFTESTS_DIR).join("Makefile"), "").unwrap();
         check_tree(d.path()).unwrap();
+    }
+
+    /// A tree's selftests that fail to build for the host's reason (memory, a killed
+    /// compiler, a missing tool) stop the run (255); for the sources' reason, 125.
+    #[test]
+    fn a_trees_selftests_failing_on_the_host_stop_and_on_the_sources_are_untestable() {
+        use crate::support::status::Status;
+        let d = tempfile::tempdir().unwrap();
+        let tree = Kdir::Tree {
+            tree: d.path().into(),
+            build: d.path().into(),
+        };
+        let build = |output: &str| {
+            let log = d.path().join("make.log");
+            let script = format!("echo '{output}'; exit 2");
+            let mut cmd = Command::new("sh");
+            cmd.args(["-c", &script]);
+            let e = provision::run_logged(&mut cmd, "make", &log).unwrap_err();
+            Status::of_error(&not_built(&tree, "the tree", e))
+        };
+        assert_eq!(build("progs/x.c:1:1: error: boom"), Status::Untestable);
+        assert_eq!(
+            build("cc1: out of memory allocating 4096 bytes"),
+            Status::Stopped
+        );
+        assert_eq!(
+            build("make[1]: clang-99: No such file or directory\nmake: *** [x] Error 127"),
+            Status::Stopped
+        );
     }
 }

@@ -199,6 +199,20 @@ fn sha(parts: &[&[u8]]) -> String {
     hex::encode(h.finalize())
 }
 
+/// Why the host, not the sources, failed a build of the tree that `provision::run_logged` ran
+/// (its selftests), judged as the kernel's own build is ([`make::host_failure`]): `None` when
+/// the sources failed. An error other than the command's non-zero exit (it could not start,
+/// its log could not be written) is the host's.
+pub(crate) fn host_failure_of(e: &anyhow::Error) -> Option<String> {
+    let Some(failed) = e.downcast_ref::<crate::machine::provision::Failed>() else {
+        return Some("the build could not run".into());
+    };
+    let text = std::fs::read(&failed.log)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    make::host_failure(failed.status, &text)
+}
+
 /// Runs `argv` on `tree` with its output in `out` (see [`env::Mapped`]), logged to `log`.
 fn run_mapped(
     tree: &Path,

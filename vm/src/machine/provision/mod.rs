@@ -21,7 +21,7 @@ mod venv;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus};
 
 use anyhow::{bail, Context, Result};
 
@@ -229,12 +229,35 @@ pub(crate) fn run_logged(cmd: &mut Command, shown: &str, log: &Path) -> Result<(
     let text = std::fs::read(log)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
-    bail!(
-        "`{shown}` failed ({status}); last lines of its output (full log: {}):\n{}",
-        log.display(),
-        tail_lines(&text, 40)
-    )
+    Err(Failed {
+        status,
+        log: log.to_path_buf(),
+        message: format!(
+            "`{shown}` failed ({status}); last lines of its output (full log: {}):\n{}",
+            log.display(),
+            tail_lines(&text, 40)
+        ),
+    }
+    .into())
 }
+
+/// The error of a command [`run_logged`] ran that exited non-zero: its status and log, for a
+/// caller that decides whether the host or the sources failed
+/// (`kernel::source_tree::host_failure_of`).
+#[derive(Debug)]
+pub struct Failed {
+    pub status: ExitStatus,
+    pub log: PathBuf,
+    message: String,
+}
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failed {}
 
 /// The packages of `pkgs` that dpkg does not report installed.
 fn missing_packages<'a>(pkgs: &[&'a str]) -> Vec<&'a str> {

@@ -674,17 +674,23 @@ pub(crate) fn judge_boot(
     outcome: &RunOutcome,
     p: &Prepared,
 ) -> Result<(Vec<String>, bool)> {
-    let allow = health::allow::load(&health::allow::path())?;
-    let release = report::read_fact(shared, guest::files::RELEASE);
-    let mut health = kernel_health(shared, shared, outcome, &allow, p, &release)?;
+    let mut health = boot_health(shared, outcome, p)?;
     Ok(boot_problems(
         &mut health,
         outcome.ending == Ending::Exited(0),
     ))
 }
 
+/// The kernel log of a boot that runs no test, with its allow entries and release: what
+/// [`judge_boot`] judges.
+pub(crate) fn boot_health(shared: &Path, outcome: &RunOutcome, p: &Prepared) -> Result<Health> {
+    let allow = health::allow::load(&health::allow::path())?;
+    let release = report::read_fact(shared, guest::files::RELEASE);
+    kernel_health(shared, shared, outcome, &allow, p, &release)
+}
+
 /// [`judge_boot`]'s verdict on a boot's kernel `health`.
-fn boot_problems(health: &mut Health, vm_ok: bool) -> (Vec<String>, bool) {
+pub(crate) fn boot_problems(health: &mut Health, vm_ok: bool) -> (Vec<String>, bool) {
     let blamed = health.blames_the_kernel();
     let mut entries = Vec::new();
     report::apply_kernel_health(&mut entries, health, vm_ok, report::display_name);

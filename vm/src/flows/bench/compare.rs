@@ -263,12 +263,13 @@ fn comparable(a: &BenchReport, b: &BenchReport) -> Result<Vec<String>> {
     Ok(notes)
 }
 
-/// What makes one report's figures untrustworthy: invalid boots and benchmark errors, but
-/// for boots left out of the statistics because a repeat of them ran.
+/// What makes one report's figures untrustworthy: the boots that fail it (`Run::fails`:
+/// invalid, but for one the kernel spoiled while it booted that a repeat replaced, or with a
+/// benchmark error).
 fn report_problems(which: &str, r: &BenchReport) -> Vec<String> {
     let mut out = Vec::new();
     for (i, run) in r.runs.iter().enumerate() {
-        if run.excluded.is_some() {
+        if !run.fails() {
             continue;
         }
         if !run.valid {
@@ -882,11 +883,14 @@ mod tests {
             "B: boot 2 (spectre_v2=off) is invalid: the guest runner exited with status 1"
         ));
         assert!(markdown("A", "B", &c).contains("Problems (the comparison fails)"));
-        // The same invalid boot left out because a repeat of it ran (bench-vm repeats an
-        // invalid boot once): the repeat is in the statistics, so no problem.
+        // Left out because a repeat of it ran, it still fails the comparison: only a boot
+        // the kernel spoiled while it booted is repeated away.
         let mut repeated = b.clone();
         repeated.runs[1].excluded = Some("invalid: repeated".into());
         repeated.runs.push(a.runs[1].clone());
+        let c = compare(&a, &repeated, 5.0).unwrap();
+        assert!(!c.passed(), "{:?}", c.problems);
+        repeated.runs[1].spoiled_at_boot = true;
         let c = compare(&a, &repeated, 5.0).unwrap();
         assert!(c.passed(), "{:?} {:?}", c.regressed(), c.problems);
     }

@@ -340,31 +340,11 @@ fn run_boots(
         let mut repeats = Vec::new();
         for (((k, mode, repeat), label), run) in batch.into_iter().zip(&labels).zip(done) {
             let mut run = run?;
-            // Instruction counts do not depend on the host's load: no repeat under icount.
-            if clock == Clock::Wall
-                && run.valid
-                && run.host.other_cpus > BUSY_CPUS
-                && repeats_left > 0
-            {
+            let why = repeat_reason(&run, clock, repeat).filter(|_| repeats_left > 0);
+            if let Some(why) = why {
                 repeats_left -= 1;
-                run.excluded = Some(format!(
-                    "busy host ({:.2} CPUs used by others): repeated",
-                    run.host.other_cpus
-                ));
-                events.warn(format!(
-                    "{label}: other processes used {:.2} CPUs during the boot; repeating it",
-                    run.host.other_cpus
-                ));
-                repeats.push((k, mode, true));
-            } else if !run.valid && !repeat && repeats_left > 0 {
-                // A boot the kernel spoiled with a warning before anything of ours ran (here
-                // once the boot-time crypto self-tests, `crypto_wait_for_test`, crypto/api.c, in
-                // 2 of 18 boots under -icount; boots now skip them, see `vng_args`) would fail
-                // every comparison with the run: it is repeated once and left out. An invalid
-                // repeat stays and fails the run.
-                repeats_left -= 1;
-                run.excluded = Some("invalid: repeated".to_string());
-                events.warn(format!("{label}: invalid; repeating it once"));
+                events.warn(format!("{label}: {why}; repeating it"));
+                run.excluded = Some(format!("{why}: repeated"));
                 repeats.push((k, mode, true));
             }
             runs[k].push(run);
@@ -384,6 +364,25 @@ fn run_boots(
         reports.push(report);
     }
     Ok(reports)
+}
+
+/// Why a boot is left out of the statistics and repeated, if it is. Under the wall clock, a
+/// valid boot that ran on a busy host (instruction counts do not depend on the host's load).
+/// And once per scheduled boot, one the kernel spoiled in its own start-up, before anything of
+/// ours ran (once the boot-time crypto self-tests' warning, `crypto_wait_for_test`; boots now
+/// skip them, see `vng_args`). Any other invalid boot is evidence against the kernel (a splat
+/// once ours ran, lost records, another release): it stays and fails the run.
+fn repeat_reason(run: &Run, clock: Clock, repeat: bool) -> Option<String> {
+    if clock == Clock::Wall && run.valid && run.host.other_cpus > BUSY_CPUS {
+        Some(format!(
+            "busy host ({:.2} CPUs used by others)",
+            run.host.other_cpus
+        ))
+    } else if !run.valid && run.spoiled_at_boot && !repeat {
+        Some("invalid: the kernel splatted while it booted, before the benchmarks ran".into())
+    } else {
+        None
+    }
 }
 
 /// The directory each boot of a batch keeps its guest files in, under its kernel's output:
@@ -728,7 +727,10 @@ fn one_run(
     }
     // A boot is judged as a vm-test boot is: a kernel that splatted, a log that lost
     // records or stops early, another release than asked for: nothing to measure.
-    let (log_problems, kernel_blamed) = run::judge_boot(shared, &outcome, p)?;
+    let mut health = run::boot_health(shared, &outcome, p)?;
+    let spoiled_at_boot = health.spoiled_at_boot();
+    let (log_problems, kernel_blamed) =
+        run::boot_problems(&mut health, outcome.ending == Ending::Exited(0));
     if outcome.ending != Ending::Exited(0) {
         events.warn(outcome.diagnosis());
         // qemu crashed, the VM failed, timed out or hung booting, and the kernel log blames
@@ -753,6 +755,8 @@ fn one_run(
             rc.unwrap_or("unknown")
         )),
     }
+    // Spoiled only by the kernel's own start-up: nothing else went wrong.
+    let spoiled_at_boot = spoiled_at_boot && problems.is_empty();
     problems.extend(log_problems);
     let mut results = results.unwrap_or_default();
     // The kernel's bench: a run of it that failed or measured too little is a benchmark error.
@@ -792,6 +796,7 @@ fn one_run(
         valid: problems.is_empty(),
         invalid_reason: (!problems.is_empty()).then(|| problems.join("; ")),
         host,
+        spoiled_at_boot,
         excluded: None,
         wall_time_s: outcome.elapsed.as_secs_f64(),
         results,
@@ -841,6 +846,47 @@ pub fn host_cpu() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A boot invalid for a WARN once the benchmarks ran (or any other evidence) is never
+    /// repeated, and fails the run though a clean repeat of another boot ran; one the kernel
+    /// spoiled while it booted is repeated once and left out; a valid boot on a busy host is
+    /// repeated under the wall clock only.
+    #[test]
+    fn only_a_boot_the_kernel_spoiled_while_it_booted_is_repeated_away() {
+        let mut report: BenchReport =
+            serde_json::from_str(include_str!("../../../tests/data/bench-6.1-quick.json"))
+                .unwrap();
+        assert!(report.ok());
+        let valid = report.runs[0].clone();
+        let mut warned = valid.clone();
+        warned.valid = false;
+        warned.invalid_reason = Some("kernel:warning: kernel warning during bench".into());
+        assert_eq!(repeat_reason(&warned, Clock::Icount, false), None);
+        report.runs[0] = warned.clone();
+        report.runs.push(valid.clone());
+        assert!(!report.ok(), "a WARN in half the boots passed");
+        report.runs[0].excluded = Some("invalid: repeated".into());
+        assert!(!report.ok(), "a WARN repeated away");
+
+        let mut spoiled = warned.clone();
+        spoiled.spoiled_at_boot = true;
+        let why = repeat_reason(&spoiled, Clock::Icount, false).expect("repeated");
+        assert!(why.contains("while it booted"), "{why}");
+        assert_eq!(repeat_reason(&spoiled, Clock::Icount, true), None, "twice");
+        report.runs[0] = spoiled;
+        assert!(!report.ok(), "not left out: no repeat ran");
+        report.runs[0].excluded = Some(format!("{why}: repeated"));
+        assert!(report.ok());
+
+        let mut busy = valid;
+        busy.host.other_cpus = BUSY_CPUS + 1.0;
+        assert!(repeat_reason(&busy, Clock::Wall, false).is_some());
+        assert_eq!(repeat_reason(&busy, Clock::Icount, false), None);
+        busy.excluded = Some("busy host: repeated".into());
+        busy.results.errors.push("bloom: the verifier rejected `p`".into());
+        report.runs.push(busy);
+        assert!(!report.ok(), "a benchmark error left out");
+    }
 
     /// Two boots of one kernel and mode in a batch (the instruction clock's), then the repeat
     /// of one: every boot keeps its own directory.

@@ -188,8 +188,12 @@ pub struct Run {
     pub invalid_reason: Option<String>,
     #[serde(default)]
     pub host: HostLoad,
+    /// Invalid only for a splat the kernel logged in its own start-up, before anything of
+    /// ours ran (`Health::spoiled_at_boot`): the one invalid boot that may be repeated.
+    #[serde(default)]
+    pub spoiled_at_boot: bool,
     /// Why the statistics leave this boot out and a repeat of it ran: it ran on a busy host
-    /// (wall clock), or it was invalid (once per boot of the schedule).
+    /// (wall clock), or the kernel spoiled it while it booted (once per boot of the schedule).
     #[serde(default)]
     pub excluded: Option<String>,
     pub wall_time_s: f64,
@@ -204,6 +208,16 @@ impl Run {
     /// Counted in the statistics.
     pub fn counts(&self) -> bool {
         self.valid && self.excluded.is_none()
+    }
+
+    /// This boot fails the run: a benchmark failed, or it is invalid, but for a boot the
+    /// kernel spoiled while it booted that a repeat replaced.
+    pub fn fails(&self) -> bool {
+        if self.valid {
+            !self.results.errors.is_empty()
+        } else {
+            !(self.spoiled_at_boot && self.excluded.is_some())
+        }
     }
 }
 
@@ -303,12 +317,9 @@ impl BenchReport {
         keys
     }
 
-    /// Every run valid and no benchmark failed, but for runs left out and repeated.
+    /// No boot fails the run ([`Run::fails`]), those left out included.
     pub fn ok(&self) -> bool {
-        self.runs
-            .iter()
-            .filter(|r| r.excluded.is_none())
-            .all(|r| r.valid && r.results.errors.is_empty())
+        !self.runs.iter().any(Run::fails)
     }
 
     /// `f` of every counted run, split by mode.

@@ -234,6 +234,23 @@ impl Health {
     pub fn blames_the_kernel(&self) -> bool {
         self.splats.iter().any(|s| s.allowed.is_none())
     }
+
+    /// The log fails the run only for splats the kernel logged in its own start-up, before
+    /// the guest script's first phase (nothing of the run's had run): the whole log read, the
+    /// release asked for. A benchmark boot so spoiled may be repeated (`flows::bench`); a splat
+    /// logged once anything of ours ran is evidence against the kernel, never repeated away.
+    pub fn spoiled_at_boot(&self) -> bool {
+        self.blames_the_kernel()
+            && self
+                .splats
+                .iter()
+                .filter(|s| s.allowed.is_none())
+                .all(|s| s.phase == BOOT && s.running.is_empty())
+            && self.complete
+            && self.lost.is_empty()
+            && self.wrong_release.is_none()
+            && self.unread.is_none()
+    }
 }
 
 /// The kernel log a run is judged on and keeps: the guest's copy, or when that cannot be read

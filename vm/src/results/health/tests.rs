@@ -258,3 +258,38 @@ fn a_taint_is_allowed_only_with_the_allowed_splat_that_sets_it() {
     assert_eq!(h.splats[1].kind, Kind::Taint);
     assert_eq!(h.splats[1].allowed, None, "{:?}", h.splats[1]);
 }
+
+/// A WARN the kernel logged while it started, before the script's first phase, spoils the
+/// boot alone; the same WARN once the script ran (`phase bench`), lost records or a log cut
+/// short are evidence against the kernel.
+#[test]
+fn only_a_splat_before_the_scripts_first_phase_spoiled_the_boot() {
+    let none = allow::parse("").unwrap();
+    let warn = |seq: u32| {
+        format!(
+            "4,{seq},{seq},-;------------[ cut here ]------------\n\
+             4,{},{},-;WARNING: CPU: 0 PID: 1 at crypto/api.c:164 crypto_wait_for_test+0x1/0x2\n\
+             4,{},{},-;---[ end trace 0000000000000000 ]---\n",
+            seq + 1,
+            seq + 1,
+            seq + 2,
+            seq + 2
+        )
+    };
+    let at_boot = format!(
+        "{}12,3,3,-;bpfvm: phase bench\n12,4,4,-;bpfvm: phase end\n",
+        warn(0)
+    );
+    assert!(judge(&at_boot, &none, "6.1", None).spoiled_at_boot());
+    let in_bench = format!(
+        "12,0,0,-;bpfvm: phase bench\n{}12,4,4,-;bpfvm: phase end\n",
+        warn(1)
+    );
+    assert!(!judge(&in_bench, &none, "6.1", None).spoiled_at_boot());
+    let lost = at_boot.replace("12,4,4,-;", "12,9,9,-;");
+    assert!(!judge(&lost, &none, "6.1", None).spoiled_at_boot());
+    let cut = at_boot.replace("12,4,4,-;bpfvm: phase end\n", "");
+    assert!(!judge(&cut, &none, "6.1", None).spoiled_at_boot());
+    let clean = "12,0,0,-;bpfvm: phase bench\n12,1,1,-;bpfvm: phase end\n";
+    assert!(!judge(clean, &none, "6.1", None).spoiled_at_boot());
+}

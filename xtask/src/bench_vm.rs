@@ -44,7 +44,8 @@ pub(crate) struct Options {
     /// An A/B of two kernels: this run's kernel (--kernel or --kernel-tree) is B, A is a pin,
     /// a kernel tree, a bzImage, or a git ref of --kernel-tree's repository. Boots alternate
     /// A and B; target/bench-vm/ab-<A>-vs-<B>/ab.md has every row's A, B and B/A and the rows
-    /// that changed (docs/kernel-tree.md). Exits 1 when a row changed beyond --threshold.
+    /// that changed (docs/kernel-tree.md). Exits 1 when a row changed beyond --threshold,
+    /// 255 when A does not build or fails its own boots (nothing is judged).
     #[arg(long, value_name = "BASE", conflicts_with = "null")]
     against: Option<String>,
     /// With --against: the change in percent, either way, a row's whole interval must exceed
@@ -124,10 +125,15 @@ fn ab(opts: &BenchOptions, base: &str, threshold: f64, events: &Events) -> Resul
     );
     // A row that changed beyond the threshold, either way, is the verdict an A/B exists for:
     // exit 1, so that `git bisect run` finds the commit that changed a row's cost.
-    let moved = ab::changed(&c);
-    Ok(exit_status(
-        c.problems.is_empty() && moved.is_empty() && a.ok() && b.ok(),
-    ))
+    let status = ab::status(&a, &b, &c);
+    if status == Status::Stopped {
+        errln!(
+            "error: kernel A ({base}) failed its own boots (see the problems above): an A/B \
+             judges B only against a good base, so nothing is judged (exit status {})",
+            status.code()
+        );
+    }
+    Ok(ExitCode::from(status.code()))
 }
 
 /// The benchmark groups `--only` accepts (one list: `bpfvm_host::flows::bench::Group`).
@@ -135,8 +141,8 @@ fn group_names() -> clap::builder::PossibleValuesParser {
     clap::builder::PossibleValuesParser::new(Group::ALL.map(|g| g.name()))
 }
 
-/// A benchmark run judged: 0, or 1 when a boot was invalid (a splat, the wrong kernel) or a
-/// row changed beyond the gate. What judged nothing (qemu, the host) is an error, 255.
+/// A benchmark run judged: 0, or 1 when a boot was invalid (a splat, the wrong kernel). What
+/// judged nothing (qemu, the host) is an error, 255.
 fn exit_status(ok: bool) -> ExitCode {
     ExitCode::from(if ok { Status::Good } else { Status::Bad }.code())
 }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::compare::{self, Comparison};
 use super::model::BenchReport;
+use crate::support::status::Status;
 
 /// A row whose B/A interval lies wholly beyond the threshold, either way (`compare::change`),
 /// with its change in percent (the ratio's).
@@ -71,6 +72,22 @@ pub fn boots(a: &BenchReport, b: &BenchReport) -> String {
     s
 }
 
+/// The A/B's exit status. B's own evidence first (an invalid boot or a benchmark error: 1);
+/// then a base that is not good judges nothing (255: B was compared with nothing good, and a
+/// bisect must not skip or blame commits for their base); then a row that changed beyond the
+/// threshold, either way, or a row the comparison could not make: 1.
+pub fn status(a: &BenchReport, b: &BenchReport, c: &Comparison) -> Status {
+    if !b.ok() {
+        Status::Bad
+    } else if !a.ok() {
+        Status::Stopped
+    } else if c.problems.is_empty() && changed(c).is_empty() {
+        Status::Good
+    } else {
+        Status::Bad
+    }
+}
+
 /// Where the A/B report is written.
 pub fn report_path(dir: &Path) -> PathBuf {
     dir.join("ab.md")
@@ -96,6 +113,28 @@ mod tests {
             change: compare::change(Ci { ratio, lo, hi }, 1.0),
             regressed: hi > 1.0,
         }
+    }
+
+    /// A base that failed its own boots judges nothing (255), whatever the rows say; B's own
+    /// failure is 1 whatever the base; a row that moved is 1; else 0.
+    #[test]
+    fn a_base_that_is_not_good_judges_nothing() {
+        let good: BenchReport =
+            serde_json::from_str(include_str!("../../../tests/data/bench-6.1-quick.json")).unwrap();
+        let mut bad = good.clone();
+        bad.runs[0].valid = false;
+        bad.runs[0].invalid_reason = Some("kernel:warning: kernel warning during bench".into());
+        let same = compare::compare(&good, &good, 1.0).unwrap();
+        assert_eq!(status(&good, &good, &same), Status::Good);
+        let c = compare::compare(&bad, &good, 1.0).unwrap();
+        assert_eq!(status(&bad, &good, &c), Status::Stopped);
+        let c = compare::compare(&good, &bad, 1.0).unwrap();
+        assert_eq!(status(&good, &bad, &c), Status::Bad);
+        let c = compare::compare(&bad, &bad, 1.0).unwrap();
+        assert_eq!(status(&bad, &bad, &c), Status::Bad);
+        let mut moved = same.clone();
+        moved.rows.push(row("bloom lookup", 1.10, 1.09, 1.11));
+        assert_eq!(status(&good, &good, &moved), Status::Bad);
     }
 
     #[test]

@@ -151,7 +151,7 @@ pub fn bench_ab(
 ) -> Result<(BenchReport, BenchReport, PathBuf)> {
     opts.check()?;
     events.step("preparing kernel A (--against)");
-    let a = run::prepare(against, &opts.vm, events)?;
+    let a = run::prepare(against, &opts.vm, events).map_err(base_not_ready)?;
     events.step("preparing kernel B");
     let b = run::prepare(&opts.kernel, &opts.vm, events)?;
     if a.accel.kind.name() != b.accel.kind.name() {
@@ -180,6 +180,16 @@ pub fn bench_ab(
     let rb = reports.pop().expect("two reports");
     let ra = reports.pop().expect("two reports");
     Ok((ra, rb, dir))
+}
+
+/// The error of an A/B whose base (kernel A) could not be made ready: whatever the reason,
+/// one that judges nothing (255). A base that does not build is no reason to skip the tested
+/// commit (125), as a bisect would.
+fn base_not_ready(e: anyhow::Error) -> anyhow::Error {
+    anyhow::anyhow!(
+        "kernel A (--against) is not ready, so nothing is judged (the base of an A/B must \
+         build and boot): {e:#}"
+    )
 }
 
 /// The kernel's own `bench` a run asked for (`BenchOptions::upstream`), and what it runs.
@@ -854,8 +864,7 @@ mod tests {
     #[test]
     fn only_a_boot_the_kernel_spoiled_while_it_booted_is_repeated_away() {
         let mut report: BenchReport =
-            serde_json::from_str(include_str!("../../../tests/data/bench-6.1-quick.json"))
-                .unwrap();
+            serde_json::from_str(include_str!("../../../tests/data/bench-6.1-quick.json")).unwrap();
         assert!(report.ok());
         let valid = report.runs[0].clone();
         let mut warned = valid.clone();
@@ -883,9 +892,22 @@ mod tests {
         assert!(repeat_reason(&busy, Clock::Wall, false).is_some());
         assert_eq!(repeat_reason(&busy, Clock::Icount, false), None);
         busy.excluded = Some("busy host: repeated".into());
-        busy.results.errors.push("bloom: the verifier rejected `p`".into());
+        busy.results
+            .errors
+            .push("bloom: the verifier rejected `p`".into());
         report.runs.push(busy);
         assert!(!report.ok(), "a benchmark error left out");
+    }
+
+    /// A base that does not build stops the A/B (255) instead of skipping the commit (125).
+    #[test]
+    fn a_base_that_does_not_build_judges_nothing() {
+        use crate::support::status::Untestable;
+        let e = anyhow::Error::new(Untestable("`make bzImage` failed".into()));
+        assert_eq!(Status::of_error(&e), Status::Untestable);
+        let e = base_not_ready(e);
+        assert_eq!(Status::of_error(&e), Status::Stopped);
+        assert!(e.to_string().contains("`make bzImage` failed"), "{e}");
     }
 
     /// Two boots of one kernel and mode in a batch (the instruction clock's), then the repeat

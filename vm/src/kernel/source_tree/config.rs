@@ -101,6 +101,55 @@ pub(crate) fn parse_fragment(text: &str, file: &str) -> Result<Vec<Line>> {
     Ok(lines)
 }
 
+/// The lines of the suite's own fragments (`boot.config`, `selftests.config`,
+/// `suite.config`): what every tree's final config must keep.
+pub(crate) fn suite_lines() -> Result<Vec<Line>> {
+    let mut lines = parse_fragment(BOOT, "kernels/tree/boot.config")?;
+    lines.extend(parse_fragment(
+        SELFTESTS_EXTRA,
+        "kernels/tree/selftests.config",
+    )?);
+    lines.extend(parse_fragment(SUITE, "kernels/tree/suite.config")?);
+    Ok(lines)
+}
+
+/// Refuses a `--kconfig` line that cannot work at any commit, before anything is built: one
+/// that sets an option the suite's own `suite` lines require to another value (merged after
+/// them, it wins, and every commit's config would be found to lose the suite's option: 125
+/// after a full configure, at every step of a bisect), and `=m` (a tree's modules are never
+/// built or staged in the guest: the option would pass the config check and never load).
+pub(crate) fn check_user(user: &[Line], suite: &[Line]) -> Result<()> {
+    for line in user {
+        for want in &line.alternatives {
+            if want.value == "m" {
+                bail!(
+                    "{}: `{}`: bpfvm builds and stages no modules of a tree (the guest boots \
+                     its bzImage alone), so the option would never load; write CONFIG_{}=y",
+                    line.origin,
+                    want.line(),
+                    want.name
+                );
+            }
+            let required = suite.iter().find_map(|s| {
+                s.alternatives
+                    .iter()
+                    .find(|r| r.name == want.name && r.value != want.value)
+                    .map(|r| (r, &s.origin))
+            });
+            if let Some((r, origin)) = required {
+                bail!(
+                    "{}: `{}` contradicts `{}` ({origin}), which bpfvm needs: every commit's \
+                     config would lose it; remove the line",
+                    line.origin,
+                    want.line(),
+                    r.line()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A `.config` as name -> value; `# CONFIG_X is not set` reads as `n`.
 pub(crate) fn parse_config(text: &str) -> BTreeMap<String, String> {
     text.lines()
@@ -307,6 +356,43 @@ mod tests {
         ] {
             assert!(names.contains(&need), "{need}");
         }
+    }
+
+    /// A `--kconfig` line against a line the suite needs, or `=m`, is refused up front
+    /// naming both lines; an option the suite leaves alone passes.
+    #[test]
+    fn a_user_line_against_the_suites_or_a_module_is_refused() {
+        let suite = suite_lines().unwrap();
+        let user = |text: &str| {
+            let lines = parse_fragment(text, "mine.config").unwrap();
+            check_user(&lines, &suite).map_err(|e| e.to_string())
+        };
+        let e = user(
+            "CONFIG_DEBUG_KERNEL=y
+# CONFIG_BPF_JIT is not set
+",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("mine.config:2: `# CONFIG_BPF_JIT is not set` contradicts `CONFIG_BPF_JIT=y` (kernels/tree/suite.config:"),
+            "{e}"
+        );
+        let e = user(
+            "CONFIG_TEST_BPF=m
+",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("mine.config:1") && e.contains("CONFIG_TEST_BPF=y"),
+            "{e}"
+        );
+        user(
+            "CONFIG_BPF_JIT=y
+CONFIG_DEBUG_KERNEL=y
+# CONFIG_DEBUG_INFO_REDUCED is not set
+",
+        )
+        .unwrap();
     }
 
     #[test]

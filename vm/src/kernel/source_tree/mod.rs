@@ -87,6 +87,7 @@ pub struct Built {
 pub fn check(dir: &Path, kconfig: &[PathBuf]) -> Result<Checked> {
     env::check()?;
     let source = source::open(dir)?;
+    let suite = config::suite_lines()?;
     let mut user = Vec::new();
     for f in kconfig {
         let text = std::fs::read_to_string(f)
@@ -94,6 +95,7 @@ pub fn check(dir: &Path, kconfig: &[PathBuf]) -> Result<Checked> {
         let shown = f.display().to_string();
         let lines =
             config::parse_fragment(&text, &shown).with_context(|| format!("--kconfig {shown}"))?;
+        config::check_user(&lines, &suite).with_context(|| format!("--kconfig {shown}"))?;
         user.push((shown, lines));
     }
     Ok(Checked { source, user })

@@ -45,10 +45,32 @@ const REFUSED: &[&str] = &[
 ];
 const REFUSED_PREFIXES: &[&str] = &["KBUILD_", "KCONFIG_", "CONFIG_"];
 
-/// What the clean environment keeps: where the tools are, ccache's own settings (where its
-/// cache is; they never change an object), and C messages for the error lines bpfvm picks out.
-const KEPT: &[&str] = &["PATH", "HOME", "TMPDIR"];
-const KEPT_PREFIXES: &[&str] = &["CCACHE_"];
+/// What the clean environment keeps: where the tools are, and those of ccache's settings that
+/// say where its cache is, how big, or whether to use it (none changes an object). C messages
+/// are added, for the error lines bpfvm picks out.
+const KEPT: &[&str] = &[
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "CCACHE_DIR",
+    "CCACHE_MAXSIZE",
+    "CCACHE_TEMPDIR",
+    "CCACHE_UMASK",
+    "CCACHE_DISABLE",
+    "CCACHE_RECACHE",
+    "CCACHE_READONLY",
+    "CCACHE_LOGFILE",
+    "CCACHE_NOSTATS",
+];
+
+/// ccache's other settings change what a build makes behind the cache key's back
+/// (`CCACHE_PREFIX`, `CCACHE_COMPILER`, `CCACHE_COMPILERCHECK=none` reusing another
+/// compiler's objects, `CCACHE_SLOPPINESS`, ...): refused, as kbuild's are.
+const CCACHE: &str = "CCACHE_";
+
+/// ccache reads no configuration file (its cache directory's or `HOME`'s `ccache.conf`,
+/// `/etc/ccache.conf`), which could set the same: the one it is given instead is empty.
+const CCACHE_CONFIG: (&str, &str) = ("CCACHE_CONFIGPATH", "/dev/null");
 
 /// The variables of `vars` that would change the kernel make builds, each with its value.
 pub(crate) fn refused(vars: impl IntoIterator<Item = (String, String)>) -> Vec<String> {
@@ -57,12 +79,13 @@ pub(crate) fn refused(vars: impl IntoIterator<Item = (String, String)>) -> Vec<S
         .filter(|(k, v)| {
             let kbuild =
                 REFUSED.contains(&k.as_str()) || REFUSED_PREFIXES.iter().any(|p| k.starts_with(p));
+            let ccache = k.starts_with(CCACHE) && !KEPT.contains(&k.as_str());
             // make passes variable assignments in MAKEFLAGS on (`make KCFLAGS=-DX` above us);
             // its options (-j, --jobserver-auth) change nothing built.
             let assigns = matches!(k.as_str(), "MAKEFLAGS" | "GNUMAKEFLAGS" | "MFLAGS")
                 && v.split_whitespace()
                     .any(|w| w.contains('=') && !w.starts_with('-'));
-            kbuild || assigns || k == "MAKEFILES"
+            kbuild || ccache || assigns || k == "MAKEFILES"
         })
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
@@ -88,15 +111,15 @@ pub(crate) fn check() -> Result<()> {
     Ok(())
 }
 
-/// The clean environment make runs in.
-fn kept() -> Vec<(String, String)> {
-    let mut vars: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| {
-            KEPT.contains(&k.as_str()) || KEPT_PREFIXES.iter().any(|p| k.starts_with(p))
-        })
+/// The clean environment make runs in, from the variables `vars`.
+fn kept(vars: impl IntoIterator<Item = (String, String)>) -> Vec<(String, String)> {
+    let mut kept: Vec<(String, String)> = vars
+        .into_iter()
+        .filter(|(k, _)| KEPT.contains(&k.as_str()))
         .collect();
-    vars.push(("LC_ALL".into(), "C".into()));
-    vars
+    kept.push(("LC_ALL".into(), "C".into()));
+    kept.push((CCACHE_CONFIG.0.into(), CCACHE_CONFIG.1.into()));
+    kept
 }
 
 /// The tools make resolves on `PATH` and runs: the compiler, the linker, pahole (the BTF),
@@ -180,7 +203,7 @@ impl Mapped {
     pub(crate) fn command(&self, argv: &[&str]) -> Command {
         let mut cmd = Command::new("env");
         cmd.arg("-i");
-        for (k, v) in kept() {
+        for (k, v) in kept(std::env::vars()) {
             cmd.arg(format!("{k}={v}"));
         }
         let argv: Vec<String> = argv.iter().map(|a| self.arg(a)).collect();
@@ -263,6 +286,43 @@ mod tests {
         assert_eq!(
             refused(vars(&[("MAKEFLAGS", "KCFLAGS=-DX -j2")])),
             ["MAKEFLAGS=KCFLAGS=-DX -j2"]
+        );
+    }
+
+    /// ccache's settings that change objects are refused; those of where its cache is pass
+    /// into make's environment, and no ccache.conf is read there.
+    #[test]
+    fn ccache_settings_that_change_objects_are_refused_and_no_config_file_is_read() {
+        let found = refused(vars(&[
+            ("CCACHE_PREFIX", "distcc"),
+            ("CCACHE_COMPILER", "/opt/gcc-12/bin/gcc"),
+            ("CCACHE_COMPILERCHECK", "none"),
+            ("CCACHE_CONFIGPATH", "/home/me/ccache.conf"),
+            ("CCACHE_DIR", "/c"),
+            ("CCACHE_MAXSIZE", "20G"),
+        ]));
+        assert_eq!(
+            found,
+            [
+                "CCACHE_COMPILER=/opt/gcc-12/bin/gcc",
+                "CCACHE_COMPILERCHECK=none",
+                "CCACHE_CONFIGPATH=/home/me/ccache.conf",
+                "CCACHE_PREFIX=distcc"
+            ]
+        );
+        let env = kept(vars(&[
+            ("CCACHE_DIR", "/c"),
+            ("CCACHE_SLOPPINESS", "time_macros"),
+            ("HOME", "/root"),
+        ]));
+        assert_eq!(
+            env,
+            vars(&[
+                ("CCACHE_DIR", "/c"),
+                ("HOME", "/root"),
+                ("LC_ALL", "C"),
+                ("CCACHE_CONFIGPATH", "/dev/null")
+            ])
         );
     }
 

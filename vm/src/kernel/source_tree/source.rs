@@ -163,7 +163,8 @@ fn git_state(dir: &Path) -> Result<Option<Git>> {
 /// external diff driver nor textconv filter: what is hashed is the bytes), the untracked
 /// files (path and content), the files git does not diff (assume-unchanged, skip-worktree:
 /// path and content) and the ignored files that are there (path, size, modification time:
-/// `.git/info/exclude` can hide a source file from `git status`). Otherwise every file's
+/// `.git/info/exclude` can hide a source file from `git status`); an untracked or ignored
+/// symlink to a directory by the files under it. Otherwise every file's
 /// path, size and modification time (what make itself compares), symlinked directories
 /// followed, `.git` and other dot-directories left out.
 pub(crate) fn content_key(src: &Source) -> Result<String> {
@@ -204,8 +205,7 @@ pub(crate) fn content_key(src: &Source) -> Result<String> {
             for (kind, paths) in [("untracked", &untracked), ("hidden", &hidden)] {
                 h.update(kind.as_bytes());
                 for rel in paths {
-                    h.update(rel.as_bytes());
-                    h.update(std::fs::read(src.dir.join(rel)).unwrap_or_default());
+                    hash_content(&src.dir.join(rel), rel, &mut h)?;
                 }
             }
             // A tracked symlink is hashed as its target's name: one that leads out of the tree
@@ -240,7 +240,7 @@ pub(crate) fn content_key(src: &Source) -> Result<String> {
             ])?;
             h.update(b"ignored");
             for rel in ignored {
-                hash_file_metadata(&src.dir.join(&rel), &rel, &mut h);
+                hash_file_metadata(&src.dir.join(&rel), &rel, &mut h)?;
             }
         }
         None => hash_metadata(&src.dir, &mut h)?,
@@ -248,12 +248,39 @@ pub(crate) fn content_key(src: &Source) -> Result<String> {
     Ok(hex::encode(h.finalize()))
 }
 
-fn hash_file_metadata(path: &Path, rel: &str, h: &mut Sha256) {
+/// An untracked or hidden file by path and content. git lists a symlink as one file, never
+/// what lies behind it: a link is hashed as its target's name and, when it leads to a
+/// directory, as the files under it ([`hash_metadata`]), so that an edit behind it changes
+/// the key. A dangling link is its target's name alone.
+fn hash_content(path: &Path, rel: &str, h: &mut Sha256) -> Result<()> {
+    h.update(rel.as_bytes());
+    if let Ok(target) = std::fs::read_link(path) {
+        h.update(b"\0link\0");
+        h.update(target.as_os_str().as_encoded_bytes());
+    }
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => hash_metadata(path, h),
+        Ok(_) => {
+            h.update(std::fs::read(path).with_context(|| format!("read {}", path.display()))?);
+            Ok(())
+        }
+        Err(_) => Ok(()),
+    }
+}
+
+/// An ignored file by path, size and modification time; a symlink to a directory by the
+/// files under it.
+fn hash_file_metadata(path: &Path, rel: &str, h: &mut Sha256) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     h.update(rel.as_bytes());
-    if let Ok(meta) = std::fs::metadata(path) {
-        h.update(format!("\0{}\0{}.{}\n", meta.len(), meta.mtime(), meta.mtime_nsec()).as_bytes());
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => hash_metadata(path, h)?,
+        Ok(meta) => h.update(
+            format!("\0{}\0{}.{}\n", meta.len(), meta.mtime(), meta.mtime_nsec()).as_bytes(),
+        ),
+        Err(_) => {}
     }
+    Ok(())
 }
 
 /// Every file under `dir` by path, size and modification time. Symlinks are followed (make
@@ -454,6 +481,30 @@ mod tests {
         let k3 = key();
         std::fs::write(d.path().join("kernel/bpf/hidden.c"), "int x;").unwrap();
         assert_ne!(k3, key(), "a file .git/info/exclude hides");
+    }
+
+    /// In a git tree, an untracked or ignored symlink to a directory is keyed by the files
+    /// behind it: an edit there changes the key (git lists the link, never its files).
+    #[test]
+    fn an_edit_behind_an_untracked_or_ignored_symlinked_directory_changes_the_key() {
+        let d = tempfile::tempdir().unwrap();
+        let tree = d.path().join("linux");
+        std::fs::create_dir(&tree).unwrap();
+        let sh = git_tree(&tree);
+        std::fs::write(tree.join(".gitignore"), "/ignored-link\n").unwrap();
+        sh(&["add", ".gitignore"]);
+        sh(&["commit", "-q", "-m", "ignore"]);
+        let key = || content_key(&open(&tree).unwrap()).unwrap();
+        for link in ["untracked-link", "ignored-link"] {
+            let outside = d.path().join(format!("{link}-target"));
+            std::fs::create_dir(&outside).unwrap();
+            std::fs::write(outside.join("filter.h"), "a").unwrap();
+            std::os::unix::fs::symlink(&outside, tree.join(link)).unwrap();
+            let before = key();
+            assert_eq!(before, key());
+            std::fs::write(outside.join("filter.h"), "ab").unwrap();
+            assert_ne!(before, key(), "an edit behind {link}");
+        }
     }
 
     /// In a tree that is not a git repository, a symlinked directory's files are keyed.

@@ -34,6 +34,9 @@ pub struct Ready {
     /// The root the guest boots into when it cannot run the host's (another architecture's
     /// kernel: its pin's extracted tree, `pins::userland`).
     pub guest_root: Option<PathBuf>,
+    /// A tree's build slot, locked while the run uses its build (the selftests build against
+    /// its vmlinux and read its `.config`): another run cannot rebuild it meanwhile.
+    pub build_lock: Option<source_tree::SlotLock>,
 }
 
 /// Makes `choice` ready to boot, provisioning the host tools on the way.
@@ -62,6 +65,7 @@ pub fn ready(choice: &KernelChoice, events: &Events) -> Result<(Tools, Ready)> {
                 built_from: None,
                 arch: pin.arch,
                 guest_root,
+                build_lock: None,
             };
             Ok((tools, ready))
         }
@@ -107,7 +111,11 @@ fn tree(dir: &Path, kconfig: &[std::path::PathBuf], events: &Events) -> Result<(
         dir.display()
     ));
     let label = format!("tree-{}", bootable.release);
-    Ok((tools, of_image(bootable, label, expected, Some(built.info))))
+    let ready = Ready {
+        build_lock: Some(built.lock),
+        ..of_image(bootable, label, expected, Some(built.info))
+    };
+    Ok((tools, ready))
 }
 
 fn of_image(
@@ -124,6 +132,7 @@ fn of_image(
         built_from,
         arch: Arch::X86_64,
         guest_root: None,
+        build_lock: None,
     }
 }
 

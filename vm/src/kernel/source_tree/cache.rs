@@ -5,10 +5,13 @@
 //! A slot holds `build/` (make's `O=`), `config/` (where the config is derived), `config.log`,
 //! `merge.log`, `build.log`, and `stamp.json`, written
 //! last and only after a build that succeeded: a build that died leaves no stamp, so the next
-//! run builds again. `.lock` is held while a run configures or builds, and while it boots the
-//! image (so eviction never removes a kernel in use).
+//! run builds again. `.lock` is held while a run configures or builds, and for the rest of the
+//! run that uses the build (`SlotLock`: its bzImage staged, the selftests built against its
+//! vmlinux, its `.config` read; eviction never removes a kernel in use).
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
@@ -38,6 +41,14 @@ pub struct Stamp {
 
 pub fn root() -> PathBuf {
     cache_dir().join("tree-builds")
+}
+
+/// A slot's lock: while a run holds it (its `Ready` does, for the whole run), no other run
+/// configures, builds or evicts the slot whose bzImage, vmlinux and `.config` it uses.
+#[derive(Debug, Clone)]
+pub struct SlotLock {
+    /// Held, never read: the lock goes with the last clone.
+    _file: Arc<File>,
 }
 
 /// One tree's build directory.
@@ -87,11 +98,20 @@ impl Slot {
         self.dir.join("stamp.json")
     }
 
-    /// Takes the slot's lock (waiting, Ctrl-C ends the wait), held until the file is dropped.
-    pub(crate) fn lock(&self, on_wait: impl FnOnce()) -> Result<File> {
+    /// Takes the slot's lock (waiting, Ctrl-C ends the wait), held until its last clone is
+    /// dropped. A slot this process holds already is shared, not waited for: a run that
+    /// prepares one tree twice (an A/B of a tree against itself) would wait for itself.
+    pub(crate) fn lock(&self, on_wait: impl FnOnce()) -> Result<SlotLock> {
+        static HELD: Mutex<BTreeMap<PathBuf, Weak<File>>> = Mutex::new(BTreeMap::new());
         std::fs::create_dir_all(&self.dir)
             .with_context(|| format!("create {}", self.dir.display()))?;
-        crate::support::wait::lock_dir(&self.dir, on_wait)
+        let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(file) = held.get(&self.dir).and_then(Weak::upgrade) {
+            return Ok(SlotLock { _file: file });
+        }
+        let file = Arc::new(crate::support::wait::lock_dir(&self.dir, on_wait)?);
+        held.insert(self.dir.clone(), Arc::downgrade(&file));
+        Ok(SlotLock { _file: file })
     }
 
     pub(crate) fn stamp(&self) -> Option<Stamp> {

@@ -26,7 +26,7 @@ use crate::support::status::Untestable;
 use config::{Line, Symbols};
 use env::{Mapped, OUT, SRC};
 
-pub use cache::{list, root as cache_root, Listed, Stamp};
+pub use cache::{list, root as cache_root, Listed, SlotLock, Stamp};
 
 /// Names the way bpfvm builds a tree (the clean environment, the mapped paths): in the key
 /// and the slot, so that a build made another way is never reused.
@@ -75,11 +75,13 @@ impl Checked {
     }
 }
 
-/// A built kernel: its image and what the report says of it.
+/// A built kernel: its image and what the report says of it, and its slot's lock, which the
+/// run holds while it uses the build.
 #[derive(Debug)]
 pub struct Built {
     pub image: PathBuf,
     pub info: TreeInfo,
+    pub lock: SlotLock,
 }
 
 /// Checks the environment and the tree and reads the `--kconfig` fragments (each must parse),
@@ -368,6 +370,14 @@ fn build_in(root: &Path, checked: &Checked, events: &Events) -> Result<Built> {
     let frags = fragments(checked, &symbols)?;
     let joined: Vec<&[u8]> = frags.files.iter().map(|(_, t)| t.as_bytes()).collect();
     let fragments_hash = sha(&joined);
+    let slot = cache::Slot::of(root, &src.dir, &format!("{toolchain}{RECIPE}"));
+    let lock = slot.lock(|| {
+        events.note(format!(
+            "waiting for another run using {}",
+            slot.dir.display()
+        ))
+    })?;
+    // Under the lock: the sources as they are now, not before another run's build.
     let t = Instant::now();
     let content = source::content_key(src)?;
     events.note(format!(
@@ -391,13 +401,6 @@ fn build_in(root: &Path, checked: &Checked, events: &Events) -> Result<Built> {
         toolchain.as_bytes(),
         RECIPE.as_bytes(),
     ]);
-    let slot = cache::Slot::of(root, &src.dir, &format!("{toolchain}{RECIPE}"));
-    let _lock = slot.lock(|| {
-        events.note(format!(
-            "waiting for another run building in {}",
-            slot.dir.display()
-        ))
-    })?;
     let info = |stamp: &Stamp, built: bool| TreeInfo {
         dir: stamp.tree.clone(),
         commit: stamp.commit.clone(),
@@ -420,6 +423,7 @@ fn build_in(root: &Path, checked: &Checked, events: &Events) -> Result<Built> {
         return Ok(Built {
             image: slot.image(),
             info: info(&stamp, false),
+            lock,
         });
     }
     slot.unstamp()?;
@@ -449,6 +453,15 @@ fn build_in(root: &Path, checked: &Checked, events: &Events) -> Result<Built> {
         events,
     )?;
     let build_seconds = start.elapsed().as_secs();
+    // make read the tree for minutes after it was hashed: an edit meanwhile made a kernel of
+    // sources no key names.
+    if source::content_key(src)? != content {
+        bail!(
+            "the tree {} changed while its kernel was built: nothing is judged; run again once \
+             it holds the sources to test",
+            src.dir.display()
+        );
+    }
     // What was built, checked again: make's syncconfig may have changed what configure wrote.
     let built_config = std::fs::read_to_string(slot.out().join(".config"))
         .with_context(|| format!("read {}/.config", slot.out().display()))?;
@@ -492,6 +505,7 @@ fn build_in(root: &Path, checked: &Checked, events: &Events) -> Result<Built> {
     Ok(Built {
         image: slot.image(),
         info: info(&stamp, true),
+        lock,
     })
 }
 
@@ -520,6 +534,7 @@ mod tests {
              echo \"CONFIG_$$n=$$v\" >> .config; done < $(CURDIR)/Kconfig.defaults\n\
              \tcd $(O) && if [ -f $(CURDIR)/drop ]; then sed -i \"/CONFIG_$$(cat $(CURDIR)/drop)=/d\" .config; fi\n\
              \tmkdir -p $(O)/arch/x86/boot && cp $(O)/.config $(O)/arch/x86/boot/bzImage\n\
+             \tif [ -f $(CURDIR)/edit ]; then echo edited >> $(CURDIR)/kernel/bpf/core.c; fi\n\
              modules:\n\t@true\n             kernelrelease:\n\t@echo 6.12.0-fake\n",
         )
         .unwrap();
@@ -567,6 +582,49 @@ mod tests {
         let cached = build_in(&warm, &check(&tree, &[]).unwrap(), &ev).unwrap();
         assert!(!cached.info.built);
         assert_eq!(cached.info.config_hash, again.info.config_hash);
+    }
+
+    /// The slot stays locked while its build is used (its `Built`, then the run's `Ready`,
+    /// holds the lock): another run cannot rebuild it under the staging of its bzImage or the
+    /// selftests' build against its vmlinux. The same process preparing the tree again shares
+    /// the lock instead of waiting for itself.
+    #[test]
+    fn the_slot_stays_locked_while_its_build_is_used() {
+        let d = tempfile::tempdir().unwrap();
+        let tree = d.path().join("linux");
+        fake_tree(&tree, "BPF_SYSCALL=y\n");
+        let root = d.path().join("slots");
+        let ev = Events::silent();
+        let built = build_in(&root, &check(&tree, &[]).unwrap(), &ev).unwrap();
+        let lock_file = Path::new(&built.info.build_dir).with_file_name(".lock");
+        let other_run = || std::fs::File::open(&lock_file).unwrap().try_lock().is_ok();
+        assert!(
+            !other_run(),
+            "another run could take the slot of a build in use"
+        );
+        let again = build_in(&root, &check(&tree, &[]).unwrap(), &ev).unwrap();
+        assert!(!again.info.built);
+        drop(built);
+        assert!(!other_run());
+        drop(again);
+        assert!(other_run());
+    }
+
+    /// make reads the tree long after it was hashed: an edit meanwhile (here by the build
+    /// itself) leaves a kernel of sources no key names, and the run stops (255).
+    #[test]
+    fn an_edit_while_the_kernel_builds_stops_the_run() {
+        let d = tempfile::tempdir().unwrap();
+        let tree = d.path().join("linux");
+        fake_tree(&tree, "BPF_SYSCALL=y\n");
+        std::fs::write(tree.join("edit"), "").unwrap();
+        let root = d.path().join("slots");
+        let err = build_in(&root, &check(&tree, &[]).unwrap(), &Events::silent()).unwrap_err();
+        assert_eq!(Status::of_error(&err), Status::Stopped, "{err:#}");
+        assert!(
+            format!("{err:#}").contains("changed while its kernel was built"),
+            "{err:#}"
+        );
     }
 
     /// An option the suite needs that the build drops (here after the config was derived, as

@@ -257,6 +257,16 @@ pub fn command_status(
     allow_splats: bool,
     events: &Events,
 ) -> anyhow::Result<ExitCode> {
+    command_code(outcome, health, allow_splats, events).map(ExitCode::from)
+}
+
+/// [`command_status`] as a number, for a caller that tallies runs (`cargo xtask soak`).
+pub fn command_code(
+    outcome: &RunOutcome,
+    health: &Health,
+    allow_splats: bool,
+    events: &Events,
+) -> anyhow::Result<u8> {
     for s in &health.splats {
         match &s.allowed {
             Some(why) => events.note(format!("allowed {} ({why})", s.describe())),
@@ -281,7 +291,7 @@ pub fn command_status(
                 "the command exited with status {code}, and the run fails (see above): exit \
                  status 1 (--allow-splats keeps the command's when only the kernel log fails it)"
             ));
-            Ok(ExitCode::FAILURE)
+            Ok(Status::Bad.code())
         }
         // Above 127 is a signal's status in the guest, or 255: git bisect would stop on it
         // and read it as bpfvm's own. The command failed: that is 1.
@@ -290,17 +300,17 @@ pub fn command_status(
                 "the command exited with status {code}: exit status 1 (statuses above 127 are \
                  bpfvm's own, docs/exit-status.md)"
             ));
-            Ok(ExitCode::FAILURE)
+            Ok(Status::Bad.code())
         }
-        Ending::Exited(code) => Ok(ExitCode::from(code as u8)),
+        Ending::Exited(code) => Ok(code as u8),
         // The kernel's doing: the command's run is judged bad.
         Ending::Panic | Ending::TooMuchOutput(_) => {
             events.warn(outcome.diagnosis());
-            Ok(ExitCode::FAILURE)
+            Ok(Status::Bad.code())
         }
         _ if failing && health.blames_the_kernel() => {
             events.warn(outcome.diagnosis());
-            Ok(ExitCode::FAILURE)
+            Ok(Status::Bad.code())
         }
         // qemu crashed or failed, the timeout struck, the boot hung: nothing judged (255).
         _ => anyhow::bail!("{}", outcome.diagnosis()),

@@ -1,8 +1,11 @@
 //! `cargo xtask soak`: boot each pinned kernel many times in a row under `vm-run -- true`,
 //! with busy threads keeping the host's cores loaded, and count what went wrong: runs that
-//! failed, boots the runner retried (`run::boot` retries a TCG boot that dies before the guest
-//! script starts), and processes left behind. It answers "does a boot flake fail a run?", the
-//! hardening issue's done-when; a measurement, so it reports rather than asserts durations.
+//! failed (each judged as `vm-run` judges it, its kernel log included), boots the runner
+//! retried (`run::boot` retries a TCG boot that dies before the guest script starts), and
+//! processes left behind. It answers "does a boot flake fail a run?", the hardening issue's
+//! done-when; a measurement, so it reports rather than asserts durations. Its exit status is
+//! the table's (docs/exit-status.md): 1 when a kernel failed a boot, 255 when a boot judged
+//! nothing or a process was left behind.
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -10,12 +13,14 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use bpfvm::VmArgs;
-use bpfvm_host::machine::vng::Ending;
 use bpfvm_host::support::output::Events;
+use bpfvm_host::support::status::Status;
 use clap::Args;
 
 /// Boot each kernel many times under `vm-run -- true` with the host kept busy; counts
-/// failed runs, retried boots and processes left behind. Non-zero exit on any failure.
+/// failed runs, retried boots and processes left behind. Exits 1 when a kernel failed a boot
+/// (a splat, a panic, a log that lost records), 255 when a boot judged nothing (qemu, the
+/// host, a timeout) or a process was left behind.
 #[derive(Args)]
 pub(crate) struct Options {
     #[command(flatten)]
@@ -35,7 +40,10 @@ pub(crate) struct Options {
 struct Tally {
     pub kernel: String,
     pub boots: usize,
-    pub failed: Vec<String>,
+    /// Each boot that did not pass, with its status: 1 when the kernel failed it (as
+    /// `vm-run` judges, its kernel log included), 255 when it judged nothing, 125 when the
+    /// kernel could not be built.
+    pub failed: Vec<(Status, String)>,
     pub retries: Vec<String>,
     pub leftovers: Vec<String>,
     /// Seconds from starting vng to the guest script's first line, per boot that got there.
@@ -43,17 +51,36 @@ struct Tally {
 }
 
 impl Tally {
-    pub(crate) fn ok(&self) -> bool {
-        self.failed.is_empty() && self.leftovers.is_empty()
+    /// The worst of the boots' statuses; a process left behind is bpfvm's failure (255),
+    /// never the kernel's.
+    pub(crate) fn status(&self) -> Status {
+        let left = (!self.leftovers.is_empty()).then_some(Status::Stopped);
+        Status::combine(self.failed.iter().map(|(s, _)| *s).chain(left))
     }
 }
 
-/// Soaks every kernel `--kernel` names, prints the tallies; fails on any failure.
+/// Soaks every kernel `--kernel` names, prints the tallies; exits with the worst status.
 pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     let hogs = opts.hogs;
     let tallies = soak(opts, events)?;
     outln!("{}", summary(&tallies, hogs));
-    Ok(crate::exit_if(tallies.iter().all(|t| t.ok())))
+    Ok(ExitCode::from(
+        Status::combine(tallies.iter().map(Tally::status)).code(),
+    ))
+}
+
+/// What one boot of `true` came to: `vm-run`'s exit status (`bpfvm::command_code`, the kernel
+/// log judged) as a status, or the run's error's.
+fn boot_status(code: Result<u8>) -> Result<(), (Status, String)> {
+    match code {
+        Ok(0) => Ok(()),
+        Ok(125) => Err((Status::Untestable, "exit status 125".into())),
+        Ok(code) => Err((
+            Status::Bad,
+            format!("exit status {code}: the kernel failed the run"),
+        )),
+        Err(e) => Err((Status::of_error(&e), format!("{e:#}"))),
+    }
 }
 
 fn soak(opts: Options, events: &Events) -> Result<Vec<Tally>> {
@@ -80,19 +107,18 @@ fn soak(opts: Options, events: &Events) -> Result<Vec<Tally>> {
             }
             events.step(format!("kernel {version}: boot {i} of {}", opts.boots));
             t.boots += 1;
-            match bpfvm_host::flows::run::vm_run(&kernel, &vm, &["true".to_string()], events) {
-                Ok((outcome, _)) => {
-                    for r in &outcome.retries {
-                        t.retries.push(format!("boot {i}: {}", r.ending));
-                    }
-                    if let Some(b) = outcome.boot {
-                        t.boot_secs.push(b.as_secs_f64());
-                    }
-                    if outcome.ending != Ending::Exited(0) {
-                        t.failed.push(format!("boot {i}: {}", outcome.diagnosis()));
-                    }
+            let ran = bpfvm_host::flows::run::vm_run(&kernel, &vm, &["true".to_string()], events);
+            let code = ran.and_then(|(outcome, health)| {
+                for r in &outcome.retries {
+                    t.retries.push(format!("boot {i}: {}", r.ending));
                 }
-                Err(e) => t.failed.push(format!("boot {i}: {e:#}")),
+                if let Some(b) = outcome.boot {
+                    t.boot_secs.push(b.as_secs_f64());
+                }
+                bpfvm::command_code(&outcome, &health, false, events)
+            });
+            if let Err((status, why)) = boot_status(code) {
+                t.failed.push((status, format!("boot {i}: {why}")));
             }
             t.leftovers.extend(
                 children()
@@ -127,11 +153,10 @@ fn summary(tallies: &[Tally], hogs: usize) -> String {
     }
     s += &format!("\nhost kept busy by {hogs} spinning thread(s)\n");
     for t in tallies {
-        for (what, list) in [
-            ("FAILED", &t.failed),
-            ("retried", &t.retries),
-            ("left behind", &t.leftovers),
-        ] {
+        for (status, line) in &t.failed {
+            s += &format!("kernel {} FAILED ({}): {line}\n", t.kernel, status.code());
+        }
+        for (what, list) in [("retried", &t.retries), ("left behind", &t.leftovers)] {
             for line in list {
                 s += &format!("kernel {} {what}: {line}\n", t.kernel);
             }
@@ -204,7 +229,9 @@ mod tests {
         Tally {
             kernel: "6.12".into(),
             boots: 30,
-            failed: (0..failed).map(|i| format!("boot {i}: panic")).collect(),
+            failed: (0..failed)
+                .map(|i| (Status::Bad, format!("boot {i}: panic")))
+                .collect(),
             retries: (0..retries).map(|i| format!("boot {i}: Oops")).collect(),
             leftovers: vec![],
             boot_secs: vec![12.0, 10.0, 30.0],
@@ -218,14 +245,59 @@ mod tests {
             s.contains("| 6.12 | 30 | 1 | 2 | 0 | 10.0 / 12.0 / 30.0 |"),
             "{s}"
         );
-        assert!(s.contains("kernel 6.12 FAILED: boot 0: panic"), "{s}");
+        assert!(s.contains("kernel 6.12 FAILED (1): boot 0: panic"), "{s}");
         assert!(s.contains("kernel 6.12 retried: boot 1: Oops"), "{s}");
     }
 
     #[test]
     fn a_retry_alone_is_not_a_failure() {
-        assert!(tally(0, 3).ok());
-        assert!(!tally(1, 0).ok());
+        assert_eq!(tally(0, 3).status(), Status::Good);
+        assert_eq!(tally(1, 0).status(), Status::Bad);
+    }
+
+    /// A boot whose command passed but whose kernel log fails the run (`command_code`'s 1)
+    /// is the kernel's failure; a boot that judged nothing (qemu crashed) or a process left
+    /// behind is 255, never 1.
+    #[test]
+    fn each_boot_is_judged_by_the_status_table() {
+        assert_eq!(boot_status(Ok(0)), Ok(()));
+        assert_eq!(boot_status(Ok(1)).unwrap_err().0, Status::Bad);
+        let crashed = boot_status(Err(anyhow::anyhow!("qemu crashed")));
+        assert_eq!(crashed.unwrap_err().0, Status::Stopped);
+        let mut t = tally(0, 0);
+        t.failed
+            .push((Status::Stopped, "boot 2: qemu crashed".into()));
+        assert_eq!(t.status(), Status::Stopped);
+        t.failed.push((Status::Bad, "boot 3: exit status 1".into()));
+        assert_eq!(t.status(), Status::Bad);
+        let mut left = tally(0, 0);
+        left.leftovers
+            .push("after boot 1: 77 qemu-system-x86".into());
+        assert_eq!(left.status(), Status::Stopped);
+    }
+
+    /// The kernel log decides a boot that exited 0: a WARN while `true` ran fails it, as
+    /// `vm-run` would (the soak looked only at how the VM ended).
+    #[test]
+    fn a_splat_fails_a_boot_that_exited_0() {
+        use bpfvm_host::machine::vng::{Ending, RunOutcome};
+        use bpfvm_host::results::health;
+        let outcome = RunOutcome {
+            ending: Ending::Exited(0),
+            console_tail: vec![],
+            elapsed: Duration::from_secs(1),
+            boot: None,
+            guest: None,
+            retries: vec![],
+        };
+        let log = "12,0,0,-;bpfvm: phase command\n\
+                   4,1,1,-;------------[ cut here ]------------\n\
+                   4,2,2,-;WARNING: CPU: 0 PID: 9 at kernel/bpf/syscall.c:512 f+0x1/0x2\n\
+                   4,3,3,-;---[ end trace 0000000000000000 ]---\n\
+                   12,4,4,-;bpfvm: phase end\n";
+        let health = health::judge(log, &health::allow::parse("").unwrap(), "6.1", None);
+        let code = bpfvm::command_code(&outcome, &health, false, &Events::silent());
+        assert_eq!(boot_status(code).unwrap_err().0, Status::Bad);
     }
 
     #[test]

@@ -397,6 +397,46 @@ mod tests {
         }
     }
 
+    /// The exit status table (docs/exit-status.md) for `vm-run` and `bpfvm exec`, which both
+    /// decide in `command_code` and end through `error_status`: a clean run passes the
+    /// command's status on (0, a failing command's 1, a script's 125); a splat, a panic or a
+    /// status above 127 is 1; a tree that does not build is 125; a VM that ended without the
+    /// command's status and without a splat (qemu crashed, a timeout), or a host failure, 255.
+    /// (128 + N: cli/tests/exit_on_signal.rs.)
+    #[test]
+    fn vm_run_and_bpfvm_exec_status_table() {
+        use bpfvm_host::support::status::Untestable;
+        let clean = "12,0,0,-;bpfvm: phase command\n12,1,1,-;bpfvm: phase end\n";
+        let warn = format!("12,0,0,-;bpfvm: phase command\n{WARN}12,6,6,-;bpfvm: phase end\n");
+        let judged = |ending: Ending, log: &str| {
+            let health =
+                bpfvm_host::results::health::judge(log, &allow::parse("").unwrap(), "6.1", None);
+            let outcome = RunOutcome {
+                ending,
+                ..exited(0)
+            };
+            match command_code(&outcome, &health, false, &Events::silent()) {
+                Ok(code) => code,
+                Err(e) => Status::of_error(&e).code(),
+            }
+        };
+        assert_eq!(judged(Ending::Exited(0), clean), 0);
+        assert_eq!(judged(Ending::Exited(1), clean), 1);
+        assert_eq!(judged(Ending::Exited(125), clean), 125);
+        assert_eq!(judged(Ending::Exited(0), &warn), 1);
+        assert_eq!(judged(Ending::Exited(125), &warn), 1);
+        assert_eq!(judged(Ending::Exited(255), clean), 1);
+        assert_eq!(judged(Ending::Panic, clean), 1);
+        let crashed = Ending::QemuCrashed("qemu: SIGABRT".into());
+        assert_eq!(judged(crashed.clone(), clean), 255);
+        assert_eq!(judged(crashed, &warn), 1);
+        assert_eq!(judged(Ending::Timeout(Duration::from_secs(60)), clean), 255);
+        let not_built = anyhow::Error::new(Untestable("`make bzImage` failed".into()));
+        assert_eq!(error_status(&not_built), ExitCode::from(125));
+        let host = anyhow::anyhow!("write bzImage: No space left on device");
+        assert_eq!(error_status(&host), ExitCode::from(255));
+    }
+
     /// `bpfvm test --kernel-tree` on a tree that does not build: the kernel's report says
     /// why it did not run and the command exits 125, as `vm-test` does; a host failure 255;
     /// with another kernel that failed a test, 1.

@@ -100,7 +100,7 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         );
     }
     outln!("report: {}", dir.join("report.md").display());
-    Ok(exit_status(report.ok()))
+    Ok(ExitCode::from(report.status().code()))
 }
 
 /// `--against BASE`: both kernels benchmarked, then compared row by row.
@@ -139,10 +139,4 @@ fn ab(opts: &BenchOptions, base: &str, threshold: f64, events: &Events) -> Resul
 /// The benchmark groups `--only` accepts (one list: `bpfvm_host::flows::bench::Group`).
 fn group_names() -> clap::builder::PossibleValuesParser {
     clap::builder::PossibleValuesParser::new(Group::ALL.map(|g| g.name()))
-}
-
-/// A benchmark run judged: 0, or 1 when a boot was invalid (a splat, the wrong kernel). What
-/// judged nothing (qemu, the host) is an error, 255.
-fn exit_status(ok: bool) -> ExitCode {
-    ExitCode::from(if ok { Status::Good } else { Status::Bad }.code())
 }

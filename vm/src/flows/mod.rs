@@ -5,3 +5,5 @@ pub mod exec;
 pub mod interactive;
 pub mod run;
 pub mod selftests;
+#[cfg(test)]
+mod status_table;

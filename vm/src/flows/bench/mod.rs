@@ -185,7 +185,7 @@ pub fn bench_ab(
 /// The error of an A/B whose base (kernel A) could not be made ready: whatever the reason,
 /// one that judges nothing (255). A base that does not build is no reason to skip the tested
 /// commit (125), as a bisect would.
-fn base_not_ready(e: anyhow::Error) -> anyhow::Error {
+pub(crate) fn base_not_ready(e: anyhow::Error) -> anyhow::Error {
     anyhow::anyhow!(
         "kernel A (--against) is not ready, so nothing is judged (the base of an A/B must \
          build and boot): {e:#}"

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::stats::{self, Better};
 use crate::domain::arch::Arch;
 use crate::results::report::AccelInfo;
+use crate::support::status::Status;
 use bpfvm_common::bench_results::{Results, Stat};
 
 /// How much to measure (the guest runner's plan of the same name).
@@ -320,6 +321,16 @@ impl BenchReport {
     /// No boot fails the run ([`Run::fails`]), those left out included.
     pub fn ok(&self) -> bool {
         !self.runs.iter().any(Run::fails)
+    }
+
+    /// The run's exit status: 0, or 1 when a boot fails it. What judged nothing (qemu, the
+    /// host) never made a report: it is the run's error, 255.
+    pub fn status(&self) -> Status {
+        if self.ok() {
+            Status::Good
+        } else {
+            Status::Bad
+        }
     }
 
     /// `f` of every counted run, split by mode.

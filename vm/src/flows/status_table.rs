@@ -1,0 +1,207 @@
+//! The exit status table (docs/exit-status.md), one test per command that boots, at the level
+//! where the command decides its status, on recorded and synthetic guest output: good → 0, a
+//! failing test or a splat → 1, a tree that does not build → 125, a host failure → 255.
+//! `vm-run` and `bpfvm exec` decide in `bpfvm::command_code` (the same table in cli/src/lib.rs's
+//! tests); 128 + N is `bpfvm::main_status`'s for every command (cli/tests/exit_on_signal.rs).
+use std::time::Duration;
+
+use crate::flows::bench::{self, ab, compare, model::BenchReport};
+use crate::flows::run::run_status;
+use crate::machine::vng::{Ending, RunOutcome};
+use crate::results::health;
+use crate::results::report::{self, BinaryOutput, Outcome, Report, TestResult, VmInfo};
+use crate::support::status::{Status, Untestable};
+
+/// A kernel log that fails nothing: the script's phases to its end.
+const CLEAN: &str = "12,0,0,-;bpfvm: phase tests\n12,1,1,-;bpfvm: phase end\n";
+
+/// A WARN while bloom_filter::a and batch::hash ran (recorded on 6.1), the log complete.
+fn warned() -> String {
+    let path = crate::support::paths::workspace_root().join("vm/testdata/health/two-tests.kmsg");
+    std::fs::read_to_string(path).unwrap() + "12,28,9900040,-;bpfvm: phase end\n"
+}
+
+fn pass(name: &str) -> TestResult {
+    TestResult {
+        name: name.into(),
+        outcome: Outcome::Pass,
+        reason: None,
+        duration_ms: 1,
+        kernel_splats: vec![],
+    }
+}
+
+fn outcome(ending: Ending) -> RunOutcome {
+    RunOutcome {
+        ending,
+        console_tail: vec![],
+        elapsed: Duration::from_secs(1),
+        boot: None,
+        guest: None,
+        retries: vec![],
+    }
+}
+
+/// A booted run's status as `run::conclude` decides it for every command that runs tests
+/// (`vm-test`, `bpfvm test`, `selftests`): the kernel log's rules applied to the tests, the
+/// report's verdict, and how the VM ended (`run_status`).
+fn concluded(mut tests: Vec<TestResult>, log: &str, ending: Ending) -> Report {
+    let mut health = health::judge(log, &Default::default(), "6.1", None);
+    let blamed = health.blames_the_kernel();
+    let vm_ok = ending == Ending::Exited(0);
+    report::apply_kernel_health(&mut tests, &mut health, vm_ok, report::display_name);
+    let mut r = Report::not_run("6.1", "");
+    r.vm = VmInfo::of(&outcome(ending.clone()));
+    r.summary = report::summarize(&tests);
+    r.tests = tests;
+    r.status = Some(run_status(&ending, r.ok(), blamed));
+    r
+}
+
+fn code(r: &Report) -> u8 {
+    r.status().code()
+}
+
+/// What `kernel::source_tree` returns for a tree that does not build at this commit.
+fn not_built() -> anyhow::Error {
+    Untestable("`make bzImage` failed (exit status: 2)".into()).into()
+}
+
+/// What a failed host returns: a plain error (here the disk, while staging the kernel).
+fn host_failed() -> anyhow::Error {
+    anyhow::anyhow!("write target/custom-kernels/bzImage: No space left on device")
+}
+
+/// An error's exit status, as every command's `main` gives it (`bpfvm::error_status`).
+fn error_code(e: &anyhow::Error) -> u8 {
+    Status::of_error(e).code()
+}
+
+#[test]
+fn vm_test() {
+    let passes = || vec![pass("bloom_filter::a"), pass("batch::hash")];
+    assert_eq!(code(&concluded(passes(), CLEAN, Ending::Exited(0))), 0);
+    // A test that panicked (recorded on 6.1 with a panic planted in a test).
+    let dir = crate::support::paths::workspace_root().join("vm/testdata/6.1-panic");
+    let exp =
+        crate::kernel::expect::Expectation::for_pin(&crate::kernel::pins::resolve("6.1").unwrap())
+            .unwrap();
+    let failing = report::judge(&dir, &["bpfvm_tests".into()], &exp, None, None).tests;
+    assert_eq!(code(&concluded(failing, CLEAN, Ending::Exited(0))), 1);
+    assert_eq!(code(&concluded(passes(), &warned(), Ending::Exited(0))), 1);
+    assert_eq!(code(&concluded(passes(), CLEAN, Ending::Panic)), 1);
+    assert_eq!(error_code(&not_built()), 125);
+    let crashed = Ending::QemuCrashed("qemu: SIGABRT".into());
+    assert_eq!(code(&concluded(passes(), CLEAN, crashed.clone())), 255);
+    assert_eq!(code(&concluded(passes(), &warned(), crashed)), 1);
+    let timeout = Ending::Timeout(Duration::from_secs(600));
+    assert_eq!(code(&concluded(passes(), CLEAN, timeout)), 255);
+    assert_eq!(error_code(&host_failed()), 255);
+}
+
+/// `bpfvm test`: each binary's libtest output, one report per kernel, the worst of them
+/// (`bpfvm::judged_status`: evidence against a kernel, then nothing judged, then untestable).
+#[test]
+fn bpfvm_test() {
+    let binary = |event: &str| BinaryOutput {
+        name: "map_test".into(),
+        list: Some("tests::a: test\n".into()),
+        jsonl: format!(
+            "{{ \"type\": \"test\", \"event\": \"started\", \"name\": \"tests::a\" }}\n\
+             {{ \"type\": \"test\", \"name\": \"tests::a\", \"event\": \"{event}\" }}\n"
+        ),
+        rc: Some(if event == "ok" { 0 } else { 101 }),
+        stderr_tail: String::new(),
+    };
+    let run = |event: &str, log: &str| {
+        concluded(
+            report::parse_binary(&binary(event), ""),
+            log,
+            Ending::Exited(0),
+        )
+    };
+    let worst = |rs: &[&Report]| Status::combine(rs.iter().map(|r| r.status())).code();
+    let good = run("ok", CLEAN);
+    assert_eq!(worst(&[&good]), 0);
+    let failed = run("failed", CLEAN);
+    assert_eq!(worst(&[&good, &failed]), 1);
+    assert_eq!(worst(&[&run("ok", &warned())]), 1);
+    let tree = Report::not_run_because("/src/linux", &not_built());
+    assert_eq!(worst(&[&good, &tree]), 125);
+    let host = Report::not_run_because("6.12", &host_failed());
+    assert_eq!(worst(&[&good, &tree, &host]), 255);
+    assert_eq!(worst(&[&failed, &tree, &host]), 1);
+}
+
+/// `selftests`: the kernel's own tests as rows, judged as the suite's are.
+#[test]
+fn selftests() {
+    let rows = || {
+        vec![
+            pass("test_progs:bloom_filter_map"),
+            pass("test_maps:test_maps"),
+        ]
+    };
+    assert_eq!(code(&concluded(rows(), CLEAN, Ending::Exited(0))), 0);
+    let mut failing = rows();
+    failing[0].outcome = Outcome::Fail;
+    failing[0].reason = Some("test_progs: bloom_filter_map FAIL".into());
+    assert_eq!(code(&concluded(failing, CLEAN, Ending::Exited(0))), 1);
+    assert_eq!(code(&concluded(rows(), &warned(), Ending::Exited(0))), 1);
+    // The tree's kernel or its selftests do not build at this commit
+    // (`flows::selftests::build`'s own test tells a host failure from the sources').
+    assert_eq!(error_code(&not_built()), 125);
+    let hang = Ending::BootHang(Duration::from_secs(120));
+    assert_eq!(code(&concluded(rows(), "", hang)), 255);
+    assert_eq!(error_code(&host_failed()), 255);
+}
+
+fn recorded_bench() -> BenchReport {
+    serde_json::from_str(include_str!("../../tests/data/bench-6.1-quick.json")).unwrap()
+}
+
+/// A boot the kernel made invalid, by a WARN once the benchmarks ran.
+fn warned_in_bench(r: &mut BenchReport, i: usize) {
+    r.runs[i].valid = false;
+    r.runs[i].invalid_reason = Some("kernel:warning: kernel warning during bench".into());
+}
+
+/// `bench-vm`: the report's boots (`BenchReport::status`); a boot that judged nothing (qemu,
+/// the host) is the run's error.
+#[test]
+fn bench_vm() {
+    let good = recorded_bench();
+    assert_eq!(good.status().code(), 0);
+    let mut bad = good.clone();
+    warned_in_bench(&mut bad, 0);
+    assert_eq!(bad.status().code(), 1);
+    // Repeated away only when the kernel spoiled the boot while it booted.
+    bad.runs[0].excluded = Some("invalid: repeated".into());
+    assert_eq!(bad.status().code(), 1);
+    bad.runs[0].spoiled_at_boot = true;
+    assert_eq!(bad.status().code(), 0);
+    assert_eq!(error_code(&not_built()), 125);
+    assert_eq!(error_code(&host_failed()), 255);
+}
+
+/// `bench-vm --against BASE`: B's own boots, then the base, then the rows (`ab::status`); a
+/// base that does not build judges nothing.
+#[test]
+fn bench_vm_against() {
+    let good = recorded_bench();
+    let mut bad = good.clone();
+    warned_in_bench(&mut bad, 0);
+    let status = |a: &BenchReport, b: &BenchReport| {
+        ab::status(a, b, &compare::compare(a, b, 1.0).unwrap()).code()
+    };
+    assert_eq!(status(&good, &good), 0);
+    assert_eq!(status(&good, &bad), 1);
+    assert_eq!(status(&bad, &good), 255);
+    assert_eq!(error_code(&not_built()), 125, "B does not build");
+    assert_eq!(
+        error_code(&bench::base_not_ready(not_built())),
+        255,
+        "A does not build"
+    );
+    assert_eq!(error_code(&host_failed()), 255);
+}

@@ -123,7 +123,7 @@ const BUSY_CPUS: f64 = 0.5;
 pub fn bench_vm(opts: &BenchOptions, events: &Events) -> Result<(BenchReport, PathBuf)> {
     opts.check()?;
     let mut p = run::prepare_any_arch(&opts.kernel, &opts.vm, events)?;
-    let kernel_bench = kernel_bench(opts, &[(&opts.kernel, &p)], events)?;
+    let kernel_bench = kernel_bench(opts, (&opts.kernel, &p), None, events)?;
     let (opts, clock) = &measured_by(opts, &p.accel, events)?;
     let bin = build_bench(&p, events)?;
     // A guest with a root of its own reads the runner where it was built.
@@ -163,7 +163,7 @@ pub fn bench_ab(
         );
     }
     // One build of the kernel's bench runs on both: B's, else A's.
-    let kernel_bench = kernel_bench(opts, &[(&opts.kernel, &b), (against, &a)], events)?;
+    let kernel_bench = kernel_bench(opts, (&opts.kernel, &b), Some((against, &a)), events)?;
     let (opts, clock) = &measured_by(opts, &b.accel, events)?;
     let bin = build_bench(&b, events)?;
     let dir = target_dir()
@@ -200,25 +200,34 @@ struct KernelBench {
     skipped: Option<String>,
 }
 
-/// Builds (or reuses) the kernel's `bench` from the selftests of the first of `kernels` that
-/// has them (`selftests::bench_binary`); with none, the rows are skipped with the reason.
-/// Before the instruction clock is set: the build's one BTF boot, the first time, is a plain
-/// boot.
+/// Builds (or reuses) the kernel's `bench` from the selftests of the run's own kernel, else of
+/// the A/B's base (`selftests::bench_binary`); with neither, the rows are skipped with the
+/// reason. Before the instruction clock is set: the build's one BTF boot, the first time, is a
+/// plain boot.
 fn kernel_bench(
     opts: &BenchOptions,
-    kernels: &[(&KernelChoice, &Prepared)],
+    own: (&KernelChoice, &Prepared),
+    base: Option<(&KernelChoice, &Prepared)>,
     events: &Events,
 ) -> Result<KernelBench> {
     let Some(plan) = upstream::plan(opts.size, &opts.only).filter(|_| opts.upstream) else {
         return Ok(KernelBench::default());
     };
     let mut why = Vec::new();
-    for (choice, p) in kernels {
+    let kernels = std::iter::once((own, false)).chain(base.map(|b| (b, true)));
+    for ((choice, p), is_base) in kernels {
         events.step(format!(
             "the kernel's own bench (tools/testing/selftests/bpf) for kernel {}",
             p.kernel.label
         ));
-        match crate::flows::selftests::bench_binary(choice, p, &opts.vm, events)? {
+        let built = crate::flows::selftests::bench_binary(choice, p, &opts.vm, events);
+        // The base's selftests that do not build judge nothing, as its kernel would not.
+        let built = if is_base {
+            built.map_err(base_not_ready)
+        } else {
+            built
+        };
+        match built? {
             Ok(bench) => {
                 return Ok(KernelBench {
                     run: Some((bench, plan)),

@@ -245,12 +245,12 @@ impl VmArgs {
 }
 
 /// The exit status of a command run in the guest (`vm-run`, `bpfvm exec`): the command's own
-/// (1 for one above 127), 1 when the kernel panicked, or whatever the command's status when the run fails as `vm-test`'s verdict would
-/// (`report::apply_kernel_health`: a splat no allow entry excuses, in any phase; records the
-/// log lost; a log that stops early or cannot be read, all excused by `allow_splats`; another release
-/// booted than asked for). Every splat is shown (an
-/// allowed one as a note, with its reason); a VM that did not end with the command's status
-/// is an error.
+/// (1 for one above 127); 1 when the kernel panicked, or, whatever the command's status, when
+/// the run fails as `vm-test`'s verdict would (`report::apply_kernel_health`: a splat no allow
+/// entry excuses, in any phase; records the log lost; a log that stops early or cannot be read,
+/// all excused by `allow_splats`; another release booted than asked for). Every splat is shown
+/// (an allowed one as a note, with its reason); a VM that did not end with the command's
+/// status is an error.
 pub fn command_status(
     outcome: &RunOutcome,
     health: &Health,

@@ -17,6 +17,12 @@ pub const START_MARKER: &str = "bpfvm: guest script started";
 /// Printed by the guest script last, after its exit status is written.
 pub const END_MARKER: &str = "bpfvm: guest script finished";
 
+/// Begins a test's failure message when the test could not judge the kernel: what its checks
+/// rest on did not happen, for a reason that is not the kernel's (the host never ran two guest
+/// threads at once). A run whose only failures say so judged nothing (exit 255), never the
+/// kernel bad.
+pub const NOT_JUDGED: &str = "bpfvm: not judged:";
+
 /// Files the guest writes into the shared directory.
 pub mod files {
     extern crate std;

@@ -582,7 +582,8 @@ pub(crate) fn conclude(
     // mark every commit bad).
     let nothing_matched =
         run.filter.is_some() && report.tests.iter().any(|t| t.name == "guest:tests");
-    report.status = Some(match nothing_matched {
+    // So did a run whose only failures are tests that could not judge the kernel.
+    report.status = Some(match nothing_matched || report.only_not_judged() {
         true => Status::Stopped,
         false => run_status(&outcome.ending, report.ok(), kernel_blamed),
     });

@@ -1,6 +1,7 @@
 //! The exit status table (docs/exit-status.md), one test per command that boots, at the level
 //! where the command decides its status, on recorded and synthetic guest output: good → 0, a
-//! failing test or a splat → 1, a tree that does not build → 125, a host failure → 255.
+//! failing test or a splat → 1, a tree that does not build → 125, a host failure or a test
+//! that could not judge → 255.
 //! `vm-run` and `bpfvm exec` decide in `bpfvm::command_code` (the same table in cli/src/lib.rs's
 //! tests); 128 + N is `bpfvm::main_status`'s for every command (cli/tests/exit_on_signal.rs).
 use std::time::Duration;
@@ -11,6 +12,7 @@ use crate::machine::vng::{Ending, RunOutcome};
 use crate::results::health;
 use crate::results::report::{self, BinaryOutput, Outcome, Report, TestResult, VmInfo};
 use crate::support::status::{Status, Untestable};
+use bpfvm_common::protocol::NOT_JUDGED;
 
 /// A kernel log that fails nothing: the script's phases to its end.
 const CLEAN: &str = "12,0,0,-;bpfvm: phase tests\n12,1,1,-;bpfvm: phase end\n";
@@ -54,8 +56,36 @@ fn concluded(mut tests: Vec<TestResult>, log: &str, ending: Ending) -> Report {
     r.vm = VmInfo::of(&outcome(ending.clone()));
     r.summary = report::summarize(&tests);
     r.tests = tests;
-    r.status = Some(run_status(&ending, r.ok(), blamed));
+    r.status = Some(match r.only_not_judged() {
+        true => Status::Stopped,
+        false => run_status(&ending, r.ok(), blamed),
+    });
     r
+}
+
+/// A guest test binary's libtest output: `batch::concurrency::x` failed with `message`, the
+/// other tests passed.
+fn failed_binary(message: &str) -> Vec<TestResult> {
+    let stdout = format!(
+        "thread 'batch::concurrency::x' (9) panicked at tests/src/tests/batch/concurrency.rs:36:9:\n\
+         {message}\nstack backtrace:\n   0: x\n"
+    );
+    let failed = serde_json::json!({
+        "type": "test", "event": "failed", "name": "batch::concurrency::x", "stdout": stdout
+    });
+    let out = BinaryOutput {
+        name: "bpfvm_tests".into(),
+        list: Some("batch::concurrency::x: test\nbloom_filter::a: test\n".into()),
+        jsonl: format!(
+            "{{ \"type\": \"test\", \"event\": \"started\", \"name\": \"bloom_filter::a\" }}\n\
+             {{ \"type\": \"test\", \"name\": \"bloom_filter::a\", \"event\": \"ok\" }}\n\
+             {{ \"type\": \"test\", \"event\": \"started\", \"name\": \"batch::concurrency::x\" }}\n\
+             {failed}\n"
+        ),
+        rc: Some(101),
+        stderr_tail: String::new(),
+    };
+    report::parse_binary(&out, "")
 }
 
 fn code(r: &Report) -> u8 {
@@ -97,6 +127,23 @@ fn vm_test() {
     let timeout = Ending::Timeout(Duration::from_secs(600));
     assert_eq!(code(&concluded(passes(), CLEAN, timeout)), 255);
     assert_eq!(error_code(&host_failed()), 255);
+    // A test that could not judge (a concurrency test whose threads the host never ran at
+    // once) judged nothing; with a splat, or another test's failure, the kernel is to blame.
+    let not_judged = format!("{NOT_JUDGED} in 20 rounds the dump never saw the other thread");
+    let stalled = failed_binary(&not_judged);
+    assert_eq!(
+        code(&concluded(stalled.clone(), CLEAN, Ending::Exited(0))),
+        255
+    );
+    assert_eq!(
+        code(&concluded(stalled.clone(), &warned(), Ending::Exited(0))),
+        1
+    );
+    let mut and_failed = stalled;
+    and_failed.extend(failed_binary("assertion failed: survivor 3 missing"));
+    assert_eq!(code(&concluded(and_failed, CLEAN, Ending::Exited(0))), 1);
+    let plain = failed_binary("in 20 rounds the dump never saw the other thread");
+    assert_eq!(code(&concluded(plain, CLEAN, Ending::Exited(0))), 1);
 }
 
 /// `bpfvm test`: each binary's libtest output, one report per kernel, the worst of them

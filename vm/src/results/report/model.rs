@@ -371,6 +371,26 @@ impl Report {
         }
     }
 
+    /// The run failed only by tests that could not judge the kernel (their failure says
+    /// `protocol::NOT_JUDGED`), in a VM that ended normally: nothing was judged. Any other
+    /// failure (a splat's `kernel:` entry, another test) is evidence against the kernel.
+    pub fn only_not_judged(&self) -> bool {
+        let mut failed = self
+            .tests
+            .iter()
+            .filter(|t| t.outcome == Outcome::Fail)
+            .peekable();
+        let not_judged = |t: &TestResult| {
+            t.reason
+                .as_deref()
+                .is_some_and(|r| r.contains(bpfvm_common::protocol::NOT_JUDGED))
+        };
+        self.vm.ending == VmEnding::Exited
+            && self.feature_mismatches.is_empty()
+            && failed.peek().is_some()
+            && failed.all(not_judged)
+    }
+
     /// Failed entries (tests, probes, binaries), or a VM that did not end normally, make the
     /// run fail; so does a run where no test ran.
     pub fn ok(&self) -> bool {

@@ -147,7 +147,26 @@ pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
                 r.reason = Some(why);
             }
             Some(_) => {}
-            None => rows.push(failed(top, why)),
+            None => rows.push(failed(top.clone(), why)),
+        }
+    }
+    // test_progs passes a test whose own error count is zero at its end (`run_one_test`,
+    // test_progs.c); a test that failed a subtest on purpose and checked the count, then reset
+    // it (prog_tests_framework's `test_fail_subtest`), passes with that subtest's FAIL line.
+    // test_progs' verdict on the test stands, and the line says why.
+    if own
+        && run.rc == Some(0)
+        && rows
+            .iter()
+            .any(|r| r.name == top && r.outcome == Outcome::Pass)
+    {
+        for r in rows.iter_mut().filter(|r| r.outcome == Outcome::Fail) {
+            r.outcome = Outcome::Skip;
+            r.reason = Some(format!(
+                "test_progs printed FAIL for this subtest but passed {top} (exit 0): the test \
+                 failed it on purpose and checked it; {}",
+                r.reason.as_deref().unwrap_or_default()
+            ));
         }
     }
     rows
@@ -707,6 +726,30 @@ bpfvm-selftest end test_progs/bpf_loop 1
             .unwrap()
             .contains("unexpected error: -22"));
         assert_eq!(rows[0].outcome, Outcome::Pass);
+    }
+
+    /// 6.1's prog_tests_framework as its guest printed it: the test passes with a FAIL line
+    /// for the dummy subtest it fails on purpose.
+    #[test]
+    fn a_subtest_failed_on_purpose_under_a_passing_test_is_no_failure() {
+        let out = "\
+bpfvm-selftest start test_progs/prog_tests_framework
+#139/1   prog_tests_framework/test_good_subtest:OK
+#139/2   prog_tests_framework/test_skip_subtest:SKIP
+#139/3   prog_tests_framework/test_skip_subtest:SKIP
+#139/4   prog_tests_framework/test_fail_subtest:FAIL
+#139     prog_tests_framework:OK
+Summary: 1/0 PASSED, 0 SKIPPED, 0 FAILED
+bpfvm-selftest end test_progs/prog_tests_framework 0
+";
+        let rows = judge_run(&split_runs(out)[0]);
+        assert!(rows.iter().all(|r| r.outcome != Outcome::Fail), "{rows:?}");
+        assert!(rows[3].reason.as_deref().unwrap().contains("on purpose"));
+        let failing = out
+            .replace("framework:OK", "framework:FAIL")
+            .replace("framework 0", "framework 1");
+        let rows = judge_run(&split_runs(&failing)[0]);
+        assert_eq!(rows[3].outcome, Outcome::Fail);
     }
 
     #[test]

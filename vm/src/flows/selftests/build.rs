@@ -366,6 +366,9 @@ fn llvm_bin(clang: u32) -> PathBuf {
     PathBuf::from(format!("/usr/lib/llvm-{clang}/bin"))
 }
 
+/// What a build makes: the binaries a run starts (`units`) and bench-vm's `bench`.
+const TARGETS: [&str; 4] = ["test_progs", "test_verifier", "test_maps", "bench"];
+
 /// Builds (or reuses) the selftests of `inputs`. A failed make stops (255): the source is a
 /// pin's, so the host lacks something, it says nothing of a commit.
 pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
@@ -393,10 +396,11 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
         .collect();
     let key = hex::encode(Sha256::digest(
         format!(
-            "{}\n{}\n{clang}\n{}\n{left_out}",
+            "{}\n{}\n{clang}\n{}\n{left_out}{}",
             inputs.source.key,
             hex::encode(Sha256::digest(&btf)),
-            inputs.kdir.dir().display()
+            inputs.kdir.dir().display(),
+            TARGETS.join(" ")
         )
         .as_bytes(),
     ));
@@ -461,7 +465,7 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
     ];
     let first = argv.clone();
     argv.pop();
-    argv.extend(["test_progs".into(), "test_maps".into(), "bench".into()]);
+    argv.extend(TARGETS.map(String::from));
     let log = root().join("logs").join(format!("make-{}.log", &key[..16]));
     let mut shown = String::new();
     for argv in [first, argv] {

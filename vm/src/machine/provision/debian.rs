@@ -55,7 +55,8 @@ const DEBIAN_RUST_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src"
 /// the copy of the source), and xz-utils (the `linux-source` tarball is `.tar.xz`; a minimal
 /// Debian 13 lacks `xz`). And the programs the tests run in the guest, which shares the
 /// host's root (`SYS(...)` in prog_tests/): ping (iputils-ping: cgroup_attach_*, cgroup_link,
-/// netcnt), iptables (xdp_synproxy); `ip` and `tc` are iproute2's, already there.
+/// netcnt), iptables (xdp_synproxy), keyctl (keyutils: verify_pkcs7_sig's
+/// verify_sig_setup.sh); `ip` and `tc` are iproute2's, already there.
 pub fn selftests_packages(clang: u32) -> Vec<String> {
     let mut p: Vec<String> = ["clang", "llvm", "lld"]
         .iter()
@@ -75,6 +76,7 @@ pub fn selftests_packages(clang: u32) -> Vec<String> {
             "xz-utils",
             "iputils-ping",
             "iptables",
+            "keyutils",
         ]
         .map(String::from),
     );

@@ -5,6 +5,7 @@ use anyhow::Result;
 use bpfvm::VmArgs;
 use bpfvm_host::domain::options::defaults;
 use bpfvm_host::flows::run::TestOptions;
+use bpfvm_host::results::plan::PieceId;
 use bpfvm_host::support::output::Events;
 use clap::Args;
 
@@ -19,14 +20,25 @@ pub(crate) struct Options {
     /// Run only tests whose name contains this (not empty: leave the option out to run all).
     #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
     filter: Option<String>,
+    /// Run only piece I of the suite's plan in N pieces (`cargo xtask plan --for suite`,
+    /// docs/pieces.md); the report says which plan and piece.
+    #[arg(long, value_name = "I/N", conflicts_with = "filter")]
+    piece: Option<PieceId>,
+    /// The plan's hash the matrix gave this piece: a plan cut otherwise here is an error.
+    #[arg(long, value_name = "HASH", requires = "piece")]
+    plan: Option<String>,
 }
 
 pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     let kernels = opts.vm.kernel_args().many()?;
+    if kernels.len() > 1 && opts.plan.is_some() {
+        anyhow::bail!("--plan names one kernel's plan: run each kernel's piece with its own");
+    }
     let opts = TestOptions {
         kernel: kernels[0].clone(),
         vm: opts.vm.options(opts.timeout),
         filter: opts.filter,
+        piece: opts.piece.map(|id| (id, opts.plan)),
     };
     if kernels.len() > 1 {
         let reports = bpfvm_host::flows::run::vm_test_all(&kernels, &opts, events)?;

@@ -18,8 +18,9 @@ use crate::machine::provision::Tools;
 use crate::machine::vng::{self, Ending, RunOutcome, VmSpec};
 use crate::results::health::{self, allow::Allowlist, Health, Judged};
 use crate::results::inventory;
+use crate::results::plan::{self, Piece, PieceId};
 use crate::results::report::{
-    self, AccelInfo, KernelInfo, Outcome, Report, Span, TestResult, Timings, VmInfo,
+    self, AccelInfo, KernelInfo, Outcome, PieceInfo, Report, Span, TestResult, Timings, VmInfo,
 };
 use crate::results::reuse::{self, Step};
 use crate::support::output::{Events, Output, StepClock, TestProgress};
@@ -311,6 +312,29 @@ pub struct TestOptions {
     pub vm: VmOptions,
     /// libtest's name filter (a substring of the test name).
     pub filter: Option<String>,
+    /// Run only this piece of the suite's plan (`results::plan`), with the plan's hash the
+    /// matrix was made from, if given (another plan cut here is an error).
+    pub piece: Option<(PieceId, Option<String>)>,
+}
+
+/// The piece of the suite's plan `opts` asks for on its kernel, and the plan's hash; an error
+/// when the plan cut here is not the one named (the inputs changed since the matrix was made).
+fn suite_piece(opts: &TestOptions) -> Result<Option<(String, Piece)>> {
+    let Some((id, expected)) = &opts.piece else {
+        return Ok(None);
+    };
+    let root = crate::support::paths::workspace_root();
+    let kvm = opts.vm.accel == options::Choice::Kvm;
+    let inputs = plan::Inputs::of(plan::Kind::Suite, &root, &opts.kernel, kvm)?;
+    let cut = plan::KernelPlan::of(&inputs, id.count)?;
+    if let Some(expected) = expected.as_ref().filter(|h| **h != cut.hash) {
+        bail!(
+            "--plan {expected}: the plan cut here is {} (its inventory or cost file differs \
+             from the plan job's); run every piece and the plan from the same commit",
+            cut.hash
+        );
+    }
+    Ok(Some((cut.hash.clone(), cut.piece(*id)?.clone())))
 }
 
 /// `vm-test`: builds the BPF objects and the guest tests, boots once, runs every test binary,
@@ -320,6 +344,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     let events = &clock.watch(events);
     let start = clock.started();
     let allow = health::allow::load(&health::allow::path())?;
+    let piece = suite_piece(opts)?;
     let mut p = prepare_any_arch(&opts.kernel, &opts.vm, events)?;
     let prepared = start.elapsed();
     let ebpf_dir = build::build_ebpf(&p.tools.ebpf, events)?;
@@ -335,7 +360,17 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         objects: build::list_objects(&ebpf_dir)?,
     };
 
-    let out_dir = target_dir().join("vm-test").join(&p.kernel.label);
+    let out_dir = target_dir().join("vm-test").join(match &piece {
+        Some((_, piece)) => format!(
+            "{}.piece-{}-of-{}",
+            p.kernel.label, piece.id.index, piece.id.count
+        ),
+        None => p.kernel.label.clone(),
+    });
+    let args = |binary: &str| match &piece {
+        Some((_, piece)) => piece.libtest_args(binary),
+        None => opts.filter.iter().cloned().collect(),
+    };
     let files = RunDir::new(&out_dir)?;
     let vm = with_offline_cpus(&opts.vm);
     let facts = KnownFacts::find(&p, &vm, &probe, &verifier, &files.shared, events)?;
@@ -347,7 +382,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
             (!facts.reused(Step::Probe)).then_some(probe.as_path()),
             (!facts.reused(Step::Verifier)).then_some(&verifier),
             &binaries,
-            opts.filter.as_deref(),
+            &args,
         ),
     )?;
     let built = start.elapsed() - prepared;
@@ -367,7 +402,11 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         None if !booted.vm_ok() => vec![report::never_started(&ending)],
         _ => verdict.tests,
     };
-    inventory::check_suite(&mut tests, &shared, &names, opts.filter.as_deref());
+    let selected = |binary: &str, test: &str| match &piece {
+        Some((_, piece)) => piece.holds(binary, test),
+        None => opts.filter.as_deref().is_none_or(|f| test.contains(f)),
+    };
+    inventory::check_suite(&mut tests, &shared, &names, &selected);
     let rules = TestRun {
         report_name: report::display_name,
         verifier: true,
@@ -385,6 +424,12 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         report.expected_features = Some(p.kernel.expected.clone());
         report.feature_mismatches = verdict.mismatches;
         report.reused = facts.reused_names();
+        report.piece = piece.as_ref().map(|(hash, piece)| PieceInfo {
+            plan: hash.clone(),
+            piece: piece.id.to_string(),
+            commit: plan::commit(&crate::support::paths::workspace_root()),
+            tests: piece.names(),
+        });
     })?;
     if report.status == Some(Status::Good) {
         facts.keep(&out_dir.join("guest").join("shared"), events);
@@ -769,6 +814,7 @@ pub(crate) fn report_of(
         selftests: None,
         status: None,
         reused: vec![],
+        piece: None,
     }
 }
 

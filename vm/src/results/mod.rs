@@ -4,6 +4,7 @@
 pub mod costs;
 pub mod health;
 pub mod inventory;
+pub mod merge;
 pub mod plan;
 pub mod report;
 pub mod reuse;

@@ -37,6 +37,12 @@ enum Cmd {
     /// Build the kernel's own BPF selftests (test_progs, test_maps, bench) from its source and
     /// run them in one boot, each upstream test judged like your crate's tests.
     Selftests(SelftestsArgs),
+    /// Cut a run into pieces by measured cost: the matrix a workflow runs, as JSON.
+    Plan(bpfvm::pieces::PlanArgs),
+    /// Merge the pieces' reports into one verdict: every piece once, every test once.
+    Merge(bpfvm::pieces::MergeArgs),
+    /// Keep reports' measured test times in kernels/costs/, the plan's costs.
+    Costs(bpfvm::pieces::CostsArgs),
     /// Run a command as root in the guest from the current directory: its exit status, stdout
     /// and stderr come back unchanged. The cargo runner:
     /// `runner = ["bpfvm", "exec", "--kernel", "6.1", "--"]`.
@@ -170,6 +176,9 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
     match cmd {
         Cmd::Setup(args) => bpfvm::setup(&args, &events),
         Cmd::Selftests(args) => bpfvm::selftests(args, &events),
+        Cmd::Plan(args) => bpfvm::pieces::plan(&args, &events),
+        Cmd::Merge(args) => bpfvm::pieces::merge(&args, &events),
+        Cmd::Costs(args) => bpfvm::pieces::costs(&args, &events),
         Cmd::Kernels => {
             for line in bpfvm::kernels_list()? {
                 bpfvm_host::ui::print_stdout(&line);

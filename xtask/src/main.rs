@@ -69,6 +69,13 @@ enum Cmd {
     Soak(soak::Options),
     VerifierStats(verifier::StatsOptions),
     VerifierCompare(verifier::CompareOptions),
+    /// Cut a run into pieces by measured cost: the matrix a workflow runs, as JSON
+    /// (docs/pieces.md).
+    Plan(bpfvm::pieces::PlanArgs),
+    /// Merge the pieces' reports into one verdict: every piece once, every test once.
+    Merge(bpfvm::pieces::MergeArgs),
+    /// Keep reports' measured test times in kernels/costs/, the plan's costs.
+    Costs(bpfvm::pieces::CostsArgs),
 }
 
 fn main() -> ExitCode {
@@ -107,6 +114,9 @@ fn run(cmd: Cmd, events: &bpfvm_host::support::output::Events) -> Result<ExitCod
         Cmd::Soak(opts) => soak::run(opts, events),
         Cmd::VerifierStats(opts) => verifier::stats(opts),
         Cmd::VerifierCompare(opts) => verifier::compare(opts),
+        Cmd::Plan(args) => bpfvm::pieces::plan(&args, events),
+        Cmd::Merge(args) => bpfvm::pieces::merge(&args, events),
+        Cmd::Costs(args) => bpfvm::pieces::costs(&args, events),
     }
 }
 

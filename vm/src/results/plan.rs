@@ -16,7 +16,7 @@ use crate::domain::arch::Arch;
 use crate::kernel::choice::KernelChoice;
 use crate::results::costs::Costs;
 use crate::results::inventory::{self, Inventory};
-use crate::results::report::{display_name, Report};
+use crate::results::report::{display_name, Outcome, Report, TestResult};
 
 /// What a plan runs, which says where its inventory is and how its report names a test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -397,6 +397,19 @@ pub fn cost_unit(kind: Kind, row: &str) -> Option<String> {
     }
 }
 
+/// The rows whose times are measurements: libtest times a test to the millisecond, so a
+/// suite's or crate's test that ran in under one reads 0 ms and counts as 1 (a `test_progs`
+/// row of 0 ms was judged from elsewhere and is left out by `Costs::of_rows`).
+fn ran_rows(kind: Kind, rows: &[TestResult]) -> Vec<TestResult> {
+    let mut rows = rows.to_vec();
+    if kind != Kind::Selftests {
+        for r in rows.iter_mut().filter(|r| r.outcome != Outcome::Fail) {
+            r.duration_ms = r.duration_ms.max(1);
+        }
+    }
+    rows
+}
+
 /// Writes each report's measured costs into its kernel's cost file below `root`
 /// (`kernels/costs/<kernel>.<arch>.<accel>.toml`), over what it held: returns each file
 /// written and how many tests it measured.
@@ -418,7 +431,7 @@ pub fn refresh_costs(root: &Path, kind: Kind, reports: &[Report]) -> Result<Vec<
             .strip_suffix(&suffix)
             .unwrap_or(&r.kernel.version);
         let path = Costs::path(root, kernel, r.kernel.arch, accel);
-        let measured = Costs::of_rows(&r.tests, |n| cost_unit(kind, n));
+        let measured = Costs::of_rows(&ran_rows(kind, &r.tests), |n| cost_unit(kind, n));
         let mut costs = Costs::load(&path)?;
         costs.update(&measured);
         std::fs::create_dir_all(path.parent().expect("under kernels/costs"))?;
@@ -591,5 +604,56 @@ mod tests {
             !tests.is_empty() && tests.iter().all(|t| !t.contains('/')),
             "{tests:?}"
         );
+    }
+
+    /// A suite's 0 ms pass is a test that ran in under 1 ms; a `test_progs` subtest counts in
+    /// its test; entries are not tests; the file keeps what the report did not measure.
+    #[test]
+    fn a_report_refreshes_its_kernels_cost_file() {
+        let row = |name: &str, outcome, ms| TestResult {
+            name: name.into(),
+            outcome,
+            reason: None,
+            duration_ms: ms,
+            kernel_splats: vec![],
+        };
+        let d = tempfile::tempdir().unwrap();
+        let mut r = Report::not_run("6.1", "");
+        r.accel.name = "tcg".into();
+        r.tests = vec![
+            row("maps::a", Outcome::Pass, 0),
+            row("maps::b", Outcome::Pass, 120),
+            row("maps::c", Outcome::Fail, 0),
+            row("guest:inventory", Outcome::Pass, 0),
+        ];
+        let path = Costs::path(d.path(), "6.1", Arch::X86_64, "tcg");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "[ms]\n\"maps::old\" = 7\n").unwrap();
+        let written = refresh_costs(d.path(), Kind::Suite, std::slice::from_ref(&r)).unwrap();
+        assert_eq!(written, [(path.clone(), 2)]);
+        let costs = Costs::load(&path).unwrap();
+        let want = [("maps::a", 1), ("maps::b", 120), ("maps::old", 7)];
+        assert_eq!(
+            costs.ms,
+            want.iter().map(|(n, c)| (n.to_string(), *c)).collect()
+        );
+        r.tests = vec![
+            row("test_progs/x", Outcome::Pass, 10),
+            row("test_progs/x/sub", Outcome::Pass, 30),
+            row("test_progs/y", Outcome::Pass, 0),
+            row("test_maps", Outcome::Pass, 5),
+        ];
+        r.kernel.version = "6.12-arm64".into();
+        r.kernel.arch = Arch::Arm64;
+        refresh_costs(d.path(), Kind::Selftests, std::slice::from_ref(&r)).unwrap();
+        let arm = Costs::load(&Costs::path(d.path(), "6.12", Arch::Arm64, "tcg")).unwrap();
+        let want = [("test_maps", 5), ("test_progs/x", 40)];
+        assert_eq!(
+            arm.ms,
+            want.iter().map(|(n, c)| (n.to_string(), *c)).collect()
+        );
+        r.accel.name = "none".into();
+        let e = refresh_costs(d.path(), Kind::Suite, &[r]).unwrap_err();
+        assert!(e.to_string().contains("measured nothing"), "{e}");
     }
 }

@@ -22,10 +22,15 @@ pub(crate) struct Options {
     filter: Option<String>,
     /// Run only piece I of the suite's plan in N pieces (`cargo xtask plan --for suite`,
     /// docs/pieces.md); the report says which plan and piece.
-    #[arg(long, value_name = "I/N", conflicts_with = "filter")]
+    #[arg(
+        long,
+        value_name = "I/N",
+        env = "BPFVM_PIECE",
+        conflicts_with = "filter"
+    )]
     piece: Option<PieceId>,
     /// The plan's hash the matrix gave this piece: a plan cut otherwise here is an error.
-    #[arg(long, value_name = "HASH", requires = "piece")]
+    #[arg(long, value_name = "HASH", env = "BPFVM_PLAN", requires = "piece")]
     plan: Option<String>,
 }
 

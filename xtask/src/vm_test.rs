@@ -32,13 +32,22 @@ pub(crate) struct Options {
     /// The plan's hash the matrix gave this piece: a plan cut otherwise here is an error.
     #[arg(long, value_name = "HASH", env = "BPFVM_PLAN", requires = "piece")]
     plan: Option<String>,
+    /// Cut the suite into N pieces and run them as N VMs at once on this machine, merged
+    /// into target/vm-test/<kernel>/ as a matrix's pieces are (docs/pieces.md).
+    #[arg(long, value_name = "N", conflicts_with_all = ["filter", "piece"],
+          value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: Option<u16>,
 }
 
 pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     let kernels = opts.vm.kernel_args().many()?;
-    if kernels.len() > 1 && opts.plan.is_some() {
-        anyhow::bail!("--plan names one kernel's plan: run each kernel's piece with its own");
+    if kernels.len() > 1 && (opts.plan.is_some() || opts.jobs.is_some()) {
+        anyhow::bail!(
+            "--plan and --jobs take one kernel's plan: give one --kernel (each kernel's pieces \
+             are cut by its own costs)"
+        );
     }
+    let jobs = opts.jobs;
     let opts = TestOptions {
         kernel: kernels[0].clone(),
         vm: opts.vm.options(opts.timeout),
@@ -61,6 +70,14 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
             }
         }
         return Ok(bpfvm::judged_status(&reports));
+    }
+    if let Some(jobs) = jobs {
+        let (merged, dir) = bpfvm_host::flows::pieces::vm_test_jobs(&opts, jobs.into(), events)?;
+        for r in &merged.reports {
+            outln!("{}", bpfvm_host::results::report::summary_table(r));
+        }
+        outln!("merged report: {}", dir.join("report.json").display());
+        return Ok(std::process::ExitCode::from(merged.status().code()));
     }
     let (report, dir) = bpfvm_host::flows::run::vm_test(&opts, events)?;
     outln!("{}", bpfvm_host::results::report::summary_table(&report));

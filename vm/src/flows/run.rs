@@ -18,9 +18,9 @@ use crate::machine::provision::Tools;
 use crate::machine::vng::{self, Ending, RunOutcome, VmSpec};
 use crate::results::health::{self, allow::Allowlist, Health, Judged};
 use crate::results::inventory;
-use crate::results::plan::{self, Piece, PieceId};
+use crate::results::plan::{self, Assigned, PieceId};
 use crate::results::report::{
-    self, AccelInfo, KernelInfo, Outcome, PieceInfo, Report, Span, TestResult, Timings, VmInfo,
+    self, AccelInfo, KernelInfo, Outcome, Report, Span, TestResult, Timings, VmInfo,
 };
 use crate::results::reuse::{self, Step};
 use crate::support::output::{Events, Output, StepClock, TestProgress};
@@ -317,24 +317,15 @@ pub struct TestOptions {
     pub piece: Option<(PieceId, Option<String>)>,
 }
 
-/// The piece of the suite's plan `opts` asks for on its kernel, and the plan's hash; an error
-/// when the plan cut here is not the one named (the inputs changed since the matrix was made).
-fn suite_piece(opts: &TestOptions) -> Result<Option<(String, Piece)>> {
+/// The piece of the suite's plan `opts` asks for on its kernel.
+fn suite_piece(opts: &TestOptions) -> Result<Option<Assigned>> {
     let Some((id, expected)) = &opts.piece else {
         return Ok(None);
     };
     let root = crate::support::paths::workspace_root();
     let kvm = opts.vm.accel == options::Choice::Kvm;
     let inputs = plan::Inputs::of(plan::Kind::Suite, &root, &opts.kernel, kvm)?;
-    let cut = plan::KernelPlan::of(&inputs, id.count)?;
-    if let Some(expected) = expected.as_ref().filter(|h| **h != cut.hash) {
-        bail!(
-            "--plan {expected}: the plan cut here is {} (its inventory or cost file differs \
-             from the plan job's); run every piece and the plan from the same commit",
-            cut.hash
-        );
-    }
-    Ok(Some((cut.hash.clone(), cut.piece(*id)?.clone())))
+    Ok(Some(Assigned::of(&inputs, *id, expected.as_deref())?))
 }
 
 /// `vm-test`: builds the BPF objects and the guest tests, boots once, runs every test binary,
@@ -361,14 +352,11 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     };
 
     let out_dir = target_dir().join("vm-test").join(match &piece {
-        Some((_, piece)) => format!(
-            "{}.piece-{}-of-{}",
-            p.kernel.label, piece.id.index, piece.id.count
-        ),
+        Some(a) => a.dir_name(&p.kernel.label),
         None => p.kernel.label.clone(),
     });
     let args = |binary: &str| match &piece {
-        Some((_, piece)) => piece.libtest_args(binary),
+        Some(a) => a.piece.libtest_args(binary),
         None => opts.filter.iter().cloned().collect(),
     };
     let files = RunDir::new(&out_dir)?;
@@ -403,7 +391,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         _ => verdict.tests,
     };
     let selected = |binary: &str, test: &str| match &piece {
-        Some((_, piece)) => piece.holds(binary, test),
+        Some(a) => a.piece.holds(binary, test),
         None => opts.filter.as_deref().is_none_or(|f| test.contains(f)),
     };
     inventory::check_suite(&mut tests, &shared, &names, &selected);
@@ -424,12 +412,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         report.expected_features = Some(p.kernel.expected.clone());
         report.feature_mismatches = verdict.mismatches;
         report.reused = facts.reused_names();
-        report.piece = piece.as_ref().map(|(hash, piece)| PieceInfo {
-            plan: hash.clone(),
-            piece: piece.id.to_string(),
-            commit: plan::commit(&crate::support::paths::workspace_root()),
-            tests: piece.names(),
-        });
+        report.piece = piece.as_ref().map(Assigned::info);
     })?;
     if report.status == Some(Status::Good) {
         facts.keep(&out_dir.join("guest").join("shared"), events);

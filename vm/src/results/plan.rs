@@ -16,7 +16,7 @@ use crate::domain::arch::Arch;
 use crate::kernel::choice::KernelChoice;
 use crate::results::costs::Costs;
 use crate::results::inventory::{self, Inventory};
-use crate::results::report::{display_name, Outcome, Report, TestResult};
+use crate::results::report::{display_name, Outcome, PieceInfo, Report, TestResult};
 
 /// What a plan runs, which says where its inventory is and how its report names a test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -343,6 +343,52 @@ impl KernelPlan {
     /// The longest piece's predicted cost.
     pub fn longest_ms(&self) -> u64 {
         self.pieces.iter().map(|p| p.cost_ms).max().unwrap_or(0)
+    }
+}
+
+/// The piece a run was given: its plan's hash, its tests, and the commit it runs.
+#[derive(Debug, Clone)]
+pub struct Assigned {
+    pub hash: String,
+    pub piece: Piece,
+    pub commit: Option<String>,
+}
+
+impl Assigned {
+    /// Piece `id` of the plan of `inputs`, and the commit of its root; an error when the plan
+    /// cut here is not `expected` (the inputs changed since the matrix was made).
+    pub fn of(inputs: &Inputs, id: PieceId, expected: Option<&str>) -> Result<Assigned> {
+        let cut = KernelPlan::of(inputs, id.count)?;
+        if let Some(expected) = expected.filter(|h| **h != cut.hash) {
+            bail!(
+                "--plan {expected}: the plan cut here is {} (its inventory or cost file differs \
+                 from the plan job's); run every piece and the plan from the same commit",
+                cut.hash
+            );
+        }
+        Ok(Assigned {
+            piece: cut.piece(id)?.clone(),
+            hash: cut.hash,
+            commit: commit(&inputs.root),
+        })
+    }
+
+    /// The report's record of it.
+    pub fn info(&self) -> PieceInfo {
+        PieceInfo {
+            plan: self.hash.clone(),
+            piece: self.piece.id.to_string(),
+            commit: self.commit.clone(),
+            tests: self.piece.names(),
+        }
+    }
+
+    /// Its directory's name for `label`'s run: `<label>.piece-I-of-N`.
+    pub fn dir_name(&self, label: &str) -> String {
+        format!(
+            "{label}.piece-{}-of-{}",
+            self.piece.id.index, self.piece.id.count
+        )
     }
 }
 
@@ -678,5 +724,46 @@ mod tests {
         assert_eq!(kvm.costs().unwrap().of("test_progs/a"), 900);
         write("kvm", 30);
         assert_eq!(kvm.costs().unwrap().of("test_progs/a"), 30);
+    }
+
+    /// A piece runs its binary's tests by exact name, another binary none; a plan's hash
+    /// that is not the one cut here is refused before anything runs.
+    #[test]
+    fn a_piece_runs_exactly_its_tests_and_only_of_the_plan_named() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("tests")).unwrap();
+        std::fs::write(
+            d.path().join(inventory::SUITE_FILE),
+            "bpfvm_tests tests::a::x\nbpfvm_tests tests::b::y\nother tests::c\n",
+        )
+        .unwrap();
+        let mut suite = inputs();
+        suite.kind = Kind::Suite;
+        suite.root = d.path().to_path_buf();
+        let one = Assigned::of(&suite, "1/2".parse().unwrap(), None).unwrap();
+        let all = KernelPlan::of(&suite, 2).unwrap();
+        assert_eq!(one.hash, all.hash);
+        assert_eq!(one.piece, all.pieces[0]);
+        assert_eq!(one.info().tests, one.piece.names());
+        assert_eq!(one.dir_name("6.1"), "6.1.piece-1-of-2");
+        let holds: Vec<&Unit> = one.piece.tests.iter().collect();
+        let b = &holds[0].binary;
+        let mut want = vec!["--exact".to_string()];
+        want.extend(
+            holds
+                .iter()
+                .filter(|u| &u.binary == b)
+                .map(|u| u.test.clone()),
+        );
+        assert_eq!(one.piece.libtest_args(b), want);
+        assert_eq!(one.piece.libtest_args("absent"), ["--exact", NO_TEST]);
+        let e = Assigned::of(&suite, "1/2".parse().unwrap(), Some("0000000000000000"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("--plan 0000000000000000: the plan cut here is ")
+                && e.contains("same commit"),
+            "{e}"
+        );
     }
 }

@@ -82,6 +82,13 @@ enum Cmd {
         /// verifier.csv, beside each kernel's report.
         #[arg(long, value_name = "OBJ", num_args = 0..)]
         verifier_stats: Option<Vec<PathBuf>>,
+        /// Run only piece I of the crate's plan in N pieces (`bpfvm plan --for crate`, cut from
+        /// bpfvm-inventory.txt; docs/pieces.md); the report says which plan and piece.
+        #[arg(long, value_name = "I/N", env = "BPFVM_PIECE")]
+        piece: Option<bpfvm_host::results::plan::PieceId>,
+        /// The plan's hash the matrix gave this piece: a plan cut otherwise here is an error.
+        #[arg(long, value_name = "HASH", env = "BPFVM_PLAN", requires = "piece")]
+        plan: Option<String>,
         /// cargo test's arguments: cargo's, then `--` and the test binaries'.
         #[arg(last = true)]
         args: Vec<String>,
@@ -218,6 +225,8 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
             timeout,
             env,
             verifier_stats,
+            piece,
+            plan,
             args,
         } => {
             let (cargo_args, test_args) = crate_test::split_args(&args);
@@ -228,6 +237,7 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
                 test_args,
                 env: bpfvm_host::flows::exec::passed_env(std::env::vars_os(), &env)?,
                 verifier_stats,
+                piece: piece.map(|id| (id, plan)),
             };
             let (reports, dir) = crate_test::crate_test(&opts, &events)?;
             for r in &reports {

@@ -360,12 +360,12 @@ pub struct CrateBinary {
 /// directory, with `env` and the libtest arguments `args`, as `vm-test` runs its own (no
 /// probes; the kernel's BTF stays as it is, for the user's CO-RE loads), after the verifier
 /// statistics of the user's objects when asked (`--verifier-stats`). Each test's markers name
-/// it `<binary>::<libtest name>`.
+/// it `<binary>::<libtest name>`; `args` gives each binary's libtest arguments.
 pub fn crate_test_script(
     out: &Path,
     env: &[(String, String)],
     binaries: &[CrateBinary],
-    args: &[String],
+    args: &dyn Fn(&str) -> Vec<String>,
     verifier: Option<&VerifierRun>,
 ) -> String {
     let mut s = preamble(out);
@@ -379,7 +379,15 @@ pub fn crate_test_script(
     s.push_str("bpfvm_mark phase tests\n");
     for b in binaries {
         writeln!(s, "cd {} || exit 1", quote(&b.dir.display().to_string())).unwrap();
-        run_test_binary(&mut s, &b.name, &b.path, args, "", &format!("{}::", b.name));
+        let args = args(&b.name);
+        run_test_binary(
+            &mut s,
+            &b.name,
+            &b.path,
+            &args,
+            "",
+            &format!("{}::", b.name),
+        );
     }
     s.push_str("bpfvm_mark phase shutdown\n");
     epilogue(&mut s, "0");
@@ -676,7 +684,7 @@ mod tests {
             Path::new("/o"),
             &env,
             &bins,
-            &["--test-threads".into(), "1".into()],
+            &|_| vec!["--test-threads".into(), "1".into()],
             None,
         );
         // The user's RUST_BACKTRACE overrides the default set before it.
@@ -699,7 +707,7 @@ mod tests {
             bin: "/b/verifier".into(),
             objects: vec!["/u/obj".into()],
         };
-        let s = crate_test_script(Path::new("/o"), &env, &bins, &[], Some(&v));
+        let s = crate_test_script(Path::new("/o"), &env, &bins, &|_| vec![], Some(&v));
         let step = s
             .find("/b/verifier /u/obj > \"$OUT/verifier.json\"")
             .unwrap();

@@ -19,6 +19,8 @@ pub fn vm_test_jobs(opts: &TestOptions, jobs: usize, events: &Events) -> Result<
     let kvm = opts.vm.accel == crate::domain::options::Choice::Kvm;
     let inputs = plan::Inputs::of(plan::Kind::Suite, &workspace_root(), &opts.kernel, kvm)?;
     let cut = KernelPlan::of(&inputs, jobs)?;
+    // The commit the pieces start from: a tree edited while they run is not the merge's fault.
+    let commit = plan::commit(&workspace_root());
     let dirs: Vec<PathBuf> = std::thread::scope(|s| {
         let runs: Vec<_> = (1..=jobs)
             .map(|index| {
@@ -45,11 +47,7 @@ pub fn vm_test_jobs(opts: &TestOptions, jobs: usize, events: &Events) -> Result<
             .collect()
     });
     let found = merge::find(&dirs)?;
-    let merged = merge::merge(
-        std::slice::from_ref(&cut),
-        found,
-        plan::commit(&workspace_root()).as_deref(),
-    );
+    let merged = merge::merge(std::slice::from_ref(&cut), found, commit.as_deref());
     let Some(r) = merged.reports.first() else {
         bail!(
             "no piece of {} wrote a report: {}",

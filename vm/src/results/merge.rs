@@ -578,4 +578,95 @@ mod tests {
         let e = find(&[d.path().join("absent")]).unwrap_err().to_string();
         assert!(e.contains("is not a directory"), "{e}");
     }
+
+    /// A real 2-piece run of the suite on 6.1 (`ci/pieces-check.sh`), as recorded: the plan
+    /// (`plan --tests`) and each piece's report, trimmed of the probes and verifier statistics.
+    mod recorded {
+        use super::*;
+
+        const RUN_COMMIT: &str = "ae5526c67686753dde3828b5dc72a30c5147eda7";
+
+        fn plan() -> KernelPlan {
+            serde_json::from_str(include_str!("../../tests/data/plan-6.1-2.json")).unwrap()
+        }
+
+        fn piece(i: usize) -> Found {
+            let text = match i {
+                1 => include_str!("../../tests/data/piece-6.1-1-of-2.json"),
+                _ => include_str!("../../tests/data/piece-6.1-2-of-2.json"),
+            };
+            Found {
+                path: PathBuf::from(format!("artifacts/piece-6.1-{i}/report.json")),
+                report: serde_json::from_str(text).unwrap(),
+            }
+        }
+
+        fn merged(pieces: Vec<Found>) -> Merged {
+            merge(&[plan()], pieces, Some(RUN_COMMIT))
+        }
+
+        #[test]
+        fn the_recorded_pieces_merge_into_every_test_of_the_suite_once() {
+            let m = merged(vec![piece(1), piece(2)]);
+            assert!(m.problems.is_empty(), "{:?}", m.problems);
+            assert_eq!(m.status(), Status::Good);
+            let r = &m.reports[0];
+            assert_eq!(r.summary.passed, 366, "{:?}", r.summary);
+            let tests: BTreeSet<&str> = r
+                .tests
+                .iter()
+                .filter(|t| is_test(&t.name))
+                .map(|t| t.name.as_str())
+                .collect();
+            let planned: BTreeSet<String> = plan().pieces.iter().flat_map(|p| p.names()).collect();
+            assert_eq!(tests.len(), 366);
+            assert!(planned.iter().all(|n| tests.contains(n.as_str())));
+        }
+
+        /// Each plant fails the merge by name, with the status of a run that judged nothing.
+        #[test]
+        fn each_plant_on_the_recorded_pieces_is_named() {
+            let one = |m: Merged| {
+                assert_eq!(m.status(), Status::Stopped);
+                m.problems
+            };
+            let removed = one(merged(vec![piece(1)]));
+            assert!(
+                removed[0].contains("piece 2/2 has no report"),
+                "{removed:?}"
+            );
+
+            let mut again = piece(2);
+            again.path = PathBuf::from("artifacts/piece-6.1-2-rerun/report.json");
+            let twice = one(merged(vec![piece(1), piece(2), again]));
+            assert!(twice[0].contains("piece 2/2 is there twice"), "{twice:?}");
+
+            let mut other = piece(1);
+            other.report.piece.as_mut().unwrap().plan = "64390a61306bcd69".into();
+            let another = one(merged(vec![other, piece(2)]));
+            assert!(
+                another[0].starts_with("piece 1/2 in artifacts/piece-6.1-1/report.json was cut by another plan (64390a61306bcd69"),
+                "{another:?}"
+            );
+
+            let mut dropped = piece(2);
+            let gone = dropped.report.tests.remove(7).name;
+            let never = one(merged(vec![piece(1), dropped]));
+            assert_eq!(
+                never,
+                [format!(
+                    "kernel 6.1 (x86_64): test {gone} of piece 2/2 never ran (its report has no \
+                     row for it)"
+                )]
+            );
+
+            let commit = one(merge(&[plan()], vec![piece(1), piece(2)], Some("1d18eec")));
+            assert_eq!(
+                commit.len(),
+                2,
+                "both pieces ran another commit: {commit:?}"
+            );
+            assert!(commit[0].contains(&format!("piece 1/2 ran commit {RUN_COMMIT}, not 1d18eec")));
+        }
+    }
 }

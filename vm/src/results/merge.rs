@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::results::plan::KernelPlan;
+use crate::results::plan::{cost_unit, KernelPlan, Kind};
 use crate::results::report::{
     failed, is_test, summarize, Outcome, PieceInfo, Report, TestResult, Timings, VmEnding,
 };
@@ -230,17 +230,27 @@ fn piece_index(id: &str) -> usize {
         .unwrap_or(0)
 }
 
-/// Every test of the plan ran in exactly one piece, its own; none ran that the plan lacks.
+/// Every test of the plan ran in exactly one piece, its own; none ran that the plan lacks. A
+/// row counts as its plan's unit (a `test_progs` subtest as its test); the selftests' rows
+/// of other binaries (`test_maps`, `test_verifier`) are not in a plan and not checked here.
 fn check_tests(kernel: &str, plan: &KernelPlan, pieces: &[Found]) -> Vec<String> {
-    let mut ran: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut ran: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     let present: BTreeSet<String> = pieces
         .iter()
         .filter_map(|f| f.report.piece.as_ref().map(|p| p.piece.clone()))
         .collect();
+    let planned = |unit: &str| plan.kind != Kind::Selftests || unit.starts_with("test_progs/");
     for f in pieces {
         let id = f.report.piece.as_ref().map_or("", |p| p.piece.as_str());
-        for t in f.report.tests.iter().filter(|t| is_test(&t.name)) {
-            ran.entry(t.name.as_str()).or_default().push(id);
+        let units: BTreeSet<String> = f
+            .report
+            .tests
+            .iter()
+            .filter_map(|t| cost_unit(plan.kind, &t.name))
+            .filter(|u| planned(u))
+            .collect();
+        for u in units {
+            ran.entry(u).or_default().push(id);
         }
     }
     let mut problems = Vec::new();
@@ -347,7 +357,7 @@ mod tests {
     use super::*;
     use crate::domain::arch::Arch;
     use crate::results::costs::Costs;
-    use crate::results::plan::{Inputs, Kind, Unit};
+    use crate::results::plan::{Inputs, Unit};
     use crate::results::report::TestResult;
 
     const COMMIT: &str = "86633b7";
@@ -549,6 +559,42 @@ mod tests {
         assert!(
             got[0].contains("piece 2/2 booted Some(\"6.1.0-9-cloud-amd64\")"),
             "{got:?}"
+        );
+    }
+
+    /// A `test_progs` test's subtests are rows of their test; `test_maps` is in no plan.
+    #[test]
+    fn a_selftests_piece_s_subtests_count_as_their_test() {
+        let inputs = Inputs {
+            kind: Kind::Selftests,
+            root: PathBuf::from("/nowhere"),
+            kernel: "6.1".into(),
+            arch: Arch::X86_64,
+            accel: "tcg".into(),
+        };
+        let units = ["a", "b"]
+            .iter()
+            .map(|n| Unit {
+                binary: "test_progs".into(),
+                test: n.to_string(),
+                name: format!("test_progs/{n}"),
+            })
+            .collect();
+        let plan = KernelPlan::cut(&inputs, units, &Costs::default(), 2).unwrap();
+        let mut one = piece(&plan, 1);
+        one.report
+            .tests
+            .push(row("test_progs/a/sub", Outcome::Pass));
+        one.report.tests.push(row("test_maps", Outcome::Pass));
+        let m = merge(&[plan.clone()], vec![one, piece(&plan, 2)], Some(COMMIT));
+        assert!(m.problems.is_empty(), "{:?}", m.problems);
+        let mut two = piece(&plan, 2);
+        two.report.tests = vec![row("test_progs/b/sub", Outcome::Pass)];
+        let m = merge(&[plan.clone()], vec![piece(&plan, 1), two], Some(COMMIT));
+        assert!(
+            m.problems.is_empty(),
+            "a subtest's row is its test's: {:?}",
+            m.problems
         );
     }
 

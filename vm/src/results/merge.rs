@@ -586,11 +586,19 @@ mod tests {
             .tests
             .push(row("test_progs/a/sub", Outcome::Pass));
         one.report.tests.push(row("test_maps", Outcome::Pass));
-        let m = merge(&[plan.clone()], vec![one, piece(&plan, 2)], Some(COMMIT));
+        let m = merge(
+            std::slice::from_ref(&plan),
+            vec![one, piece(&plan, 2)],
+            Some(COMMIT),
+        );
         assert!(m.problems.is_empty(), "{:?}", m.problems);
         let mut two = piece(&plan, 2);
         two.report.tests = vec![row("test_progs/b/sub", Outcome::Pass)];
-        let m = merge(&[plan.clone()], vec![piece(&plan, 1), two], Some(COMMIT));
+        let m = merge(
+            std::slice::from_ref(&plan),
+            vec![piece(&plan, 1), two],
+            Some(COMMIT),
+        );
         assert!(
             m.problems.is_empty(),
             "a subtest's row is its test's: {:?}",

@@ -4,6 +4,7 @@
 #![warn(unreachable_pub)]
 
 pub mod github;
+pub mod pieces;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -37,6 +37,12 @@ enum Cmd {
     /// Build the kernel's own BPF selftests (test_progs, test_maps, bench) from its source and
     /// run them in one boot, each upstream test judged like your crate's tests.
     Selftests(SelftestsArgs),
+    /// Cut a run into pieces by measured cost: the matrix a workflow runs, as JSON.
+    Plan(bpfvm::pieces::PlanArgs),
+    /// Merge the pieces' reports into one verdict: every piece once, every test once.
+    Merge(bpfvm::pieces::MergeArgs),
+    /// Keep reports' measured test times in kernels/costs/, the plan's costs.
+    Costs(bpfvm::pieces::CostsArgs),
     /// Run a command as root in the guest from the current directory: its exit status, stdout
     /// and stderr come back unchanged. The cargo runner:
     /// `runner = ["bpfvm", "exec", "--kernel", "6.1", "--"]`.
@@ -76,6 +82,13 @@ enum Cmd {
         /// verifier.csv, beside each kernel's report.
         #[arg(long, value_name = "OBJ", num_args = 0..)]
         verifier_stats: Option<Vec<PathBuf>>,
+        /// Run only piece I of the crate's plan in N pieces (`bpfvm plan --for crate`, cut from
+        /// bpfvm-inventory.txt; docs/pieces.md); the report says which plan and piece.
+        #[arg(long, value_name = "I/N", env = "BPFVM_PIECE")]
+        piece: Option<bpfvm_host::results::plan::PieceId>,
+        /// The plan's hash the matrix gave this piece: a plan cut otherwise here is an error.
+        #[arg(long, value_name = "HASH", env = "BPFVM_PLAN", requires = "piece")]
+        plan: Option<String>,
         /// cargo test's arguments: cargo's, then `--` and the test binaries'.
         #[arg(last = true)]
         args: Vec<String>,
@@ -160,6 +173,9 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
     match cmd {
         Cmd::Setup(args) => bpfvm::setup(&args, &events),
         Cmd::Selftests(args) => bpfvm::selftests(args, &events),
+        Cmd::Plan(args) => bpfvm::pieces::plan(&args, &events),
+        Cmd::Merge(args) => bpfvm::pieces::merge(&args, &events),
+        Cmd::Costs(args) => bpfvm::pieces::costs(&args, &events),
         Cmd::Kernels => {
             for line in bpfvm::kernels_list()? {
                 bpfvm_host::ui::print_stdout(&line);
@@ -199,6 +215,8 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
             timeout,
             env,
             verifier_stats,
+            piece,
+            plan,
             args,
         } => {
             let (cargo_args, test_args) = crate_test::split_args(&args);
@@ -209,6 +227,7 @@ fn run(cmd: Cmd, verbose: bool) -> Result<ExitCode> {
                 test_args,
                 env: bpfvm_host::flows::exec::passed_env(std::env::vars_os(), &env)?,
                 verifier_stats,
+                piece: piece.map(|id| (id, plan)),
             };
             let (reports, dir) = crate_test::crate_test(&opts, &events)?;
             for r in &reports {

@@ -159,6 +159,7 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
             kernel: pin(kernel)?,
             vm: VmOptions::new(Duration::from_secs(defaults::TEST_TIMEOUT_S)),
             filter: None,
+            piece: None,
         };
         let (report, dir) = run::vm_test(&opts, events)?;
         events.note(bpfvm_host::results::report::summary_table(&report));
@@ -261,6 +262,7 @@ fn kernel_tree_steps(dir: &Path, events: &Events) -> Vec<StepResult> {
             },
             vm: VmOptions::new(Duration::from_secs(defaults::TEST_TIMEOUT_S)),
             filter: None,
+            piece: None,
         };
         let (report, out) = run::vm_test(&opts, events)?;
         events.note(bpfvm_host::results::report::summary_table(&report));

@@ -70,6 +70,13 @@ enum Cmd {
     Soak(soak::Options),
     VerifierStats(verifier::StatsOptions),
     VerifierCompare(verifier::CompareOptions),
+    /// Cut a run into pieces by measured cost: the matrix a workflow runs, as JSON
+    /// (docs/pieces.md).
+    Plan(bpfvm::pieces::PlanArgs),
+    /// Merge the pieces' reports into one verdict: every piece once, every test once.
+    Merge(bpfvm::pieces::MergeArgs),
+    /// Keep reports' measured test times in kernels/costs/, the plan's costs.
+    Costs(bpfvm::pieces::CostsArgs),
 }
 
 fn main() -> ExitCode {
@@ -99,6 +106,9 @@ fn run(cmd: Cmd, events: &bpfvm_host::support::output::Events) -> Result<ExitCod
         Cmd::Soak(opts) => soak::run(opts, events),
         Cmd::VerifierStats(opts) => verifier::stats(opts),
         Cmd::VerifierCompare(opts) => verifier::compare(opts),
+        Cmd::Plan(args) => bpfvm::pieces::plan(&args, events),
+        Cmd::Merge(args) => bpfvm::pieces::merge(&args, events),
+        Cmd::Costs(args) => bpfvm::pieces::costs(&args, events),
     }
 }
 
@@ -123,6 +133,41 @@ mod tests {
             .to_string();
         assert!(e.contains("--filter"), "{e}");
         assert!(Cli::try_parse_from(["xtask", "vm-test", "--filter", "maps"]).is_ok());
+    }
+
+    /// A piece is one of a plan's, never beside a filter or --jobs; a plan's hash needs a
+    /// piece; a bad piece is named with the form it takes.
+    #[test]
+    fn a_piece_is_refused_beside_a_filter_and_a_plan_without_a_piece() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from([&["xtask", "vm-test"], args].concat())
+                .err()
+                .map(|e| e.to_string())
+        };
+        assert_eq!(
+            parse(&["--piece", "1/2", "--plan", "19d50610346cae1a"]),
+            None
+        );
+        assert_eq!(parse(&["--jobs", "2"]), None);
+        let e = parse(&["--piece", "1/2", "--filter", "bloom"]).unwrap();
+        assert!(e.contains("cannot be used with"), "{e}");
+        let e = parse(&["--jobs", "2", "--piece", "1/2"]).unwrap();
+        assert!(e.contains("cannot be used with"), "{e}");
+        let e = parse(&["--plan", "19d50610346cae1a"]).unwrap();
+        assert!(e.contains("--piece"), "{e}");
+        let e = parse(&["--piece", "3/2"]).unwrap();
+        assert!(e.contains("give I/N with 1 <= I <= N"), "{e}");
+        assert!(parse(&["--jobs", "0"]).is_some());
+        for cmd in ["plan", "merge"] {
+            let e = Cli::try_parse_from(["xtask", cmd, "--for", "tests", "--pieces", "2", "d"])
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                e.contains("suite (vm-test), crate (bpfvm test) or selftests"),
+                "{e}"
+            );
+        }
     }
 
     /// CI's smoke run never builds the kernel's selftests, and its reference has no bench rows.

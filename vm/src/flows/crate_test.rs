@@ -19,6 +19,7 @@ use crate::machine::guest::{self, CrateBinary, VerifierRun};
 use crate::machine::provision::tail_lines;
 use crate::results::health::{self, allow::Allowlist};
 use crate::results::inventory::{self, Inventory};
+use crate::results::plan::{self, Assigned, PieceId};
 use crate::results::report::{self, Report};
 use crate::support::output::{Events, StepClock};
 use crate::support::shell;
@@ -39,6 +40,9 @@ pub struct CrateTestOptions {
     /// guest loads for the verifier's statistics (empty: those found in the crate's build
     /// output, [`find_objects`]).
     pub verifier_stats: Option<Vec<PathBuf>>,
+    /// Run only this piece of the crate's plan (`results::plan`, cut from its
+    /// `bpfvm-inventory.txt`), with the plan's hash the matrix was made from, if given.
+    pub piece: Option<(PieceId, Option<String>)>,
 }
 
 /// What every kernel's run shares: the test binaries, the verifier statistics step, and the
@@ -66,6 +70,16 @@ pub fn crate_test(opts: &CrateTestOptions, events: &Events) -> Result<(Vec<Repor
     let allow = health::allow::load(&health::allow::path())?;
     let dirs = cargo_dirs(events)?;
     let inventory = user_inventory(&dirs.workspace_root)?;
+    if matches!(&opts.piece, Some((_, Some(_)))) && opts.kernels.len() > 1 {
+        bail!("--plan names one kernel's plan: give one --kernel (each kernel's pieces are cut by its own costs)");
+    }
+    if opts.piece.is_some() && inventory.is_none() {
+        bail!(
+            "--piece deals out the tests of {}, which this workspace has not: `{}` writes it",
+            inventory::CRATE_FILE,
+            inventory::CRATE_BLESS
+        );
+    }
     // One build per architecture the kernels have, before the first boot.
     let mut builds: Vec<(Arch, Built)> = Vec::new();
     for choice in &opts.kernels {
@@ -102,7 +116,16 @@ pub fn crate_test(opts: &CrateTestOptions, events: &Events) -> Result<(Vec<Repor
             .find(|(a, _)| *a == choice.arch())
             .expect("built for every kernel's architecture")
             .1;
-        match test_on(choice, opts, built, &allow, &out, events) {
+        let piece = match &opts.piece {
+            Some((id, expected)) => {
+                let kvm = opts.vm.accel == crate::domain::options::Choice::Kvm;
+                let inputs =
+                    plan::Inputs::of(plan::Kind::Crate, &dirs.workspace_root, choice, kvm)?;
+                Some(Assigned::of(&inputs, *id, expected.as_deref())?)
+            }
+            None => None,
+        };
+        match test_on(choice, opts, built, piece.as_ref(), &allow, &out, events) {
             Ok(r) => reports.push(r),
             Err(e) if crate::support::proc::interrupted() => return Err(e),
             Err(e) => {
@@ -266,12 +289,14 @@ pub fn crate_binaries(arts: &[Artifact]) -> Vec<CrateBinary> {
     out
 }
 
-/// One kernel: boot, run every binary, judge the tests (against the inventory, if the crate has
-/// one) and the kernel log, write `<out>/<kernel>/{report.json,junit.xml,kernel.log}`.
+/// One kernel: boot, run every binary (or the tests of `piece`), judge the tests (against the
+/// inventory, if the crate has one) and the kernel log, write
+/// `<out>/<kernel>/{report.json,junit.xml,kernel.log}` (`<kernel>.piece-I-of-N/` for a piece).
 fn test_on(
     kernel: &KernelChoice,
     opts: &CrateTestOptions,
     built: &Built,
+    piece: Option<&Assigned>,
     allow: &Allowlist,
     out: &Path,
     events: &Events,
@@ -282,7 +307,17 @@ fn test_on(
     let vm = &opts.vm;
     let mut p = prepare_any_arch(kernel, vm, events)?;
     let prepared = clock.started().elapsed();
-    let dir = out.join(&p.kernel.label);
+    let dir = out.join(match piece {
+        Some(a) => a.dir_name(&p.kernel.label),
+        None => p.kernel.label.clone(),
+    });
+    let args = |binary: &str| {
+        let mut args = opts.test_args.clone();
+        if let Some(a) = piece {
+            args.extend(a.piece.libtest_args(binary));
+        }
+        args
+    };
     let files = run_dir_reading(&mut p, guest_reads(built), &dir)?;
     guest::write(
         &files.script,
@@ -290,7 +325,7 @@ fn test_on(
             &files.shared,
             &opts.env,
             binaries,
-            &opts.test_args,
+            &args,
             built.verifier.as_ref(),
         ),
     )?;
@@ -313,7 +348,8 @@ fn test_on(
         // Test arguments select tests in ways the inventory cannot replay: then only tests
         // it does not list are named.
         let full = opts.test_args.is_empty();
-        let diff = inv.compare(&inventory::read_lists(&shared, &names), None, full);
+        let selected = |binary: &str, test: &str| piece.is_none_or(|a| a.piece.holds(binary, test));
+        let diff = inv.compare_selected(&inventory::read_lists(&shared, &names), &selected, full);
         tests.extend(diff.entry(inventory::CRATE_FILE, inventory::CRATE_BLESS));
     }
     let rules = TestRun {
@@ -324,7 +360,9 @@ fn test_on(
         timings: (prepared, built.time),
         clock: &clock,
     };
-    conclude(&p, booted, tests, &rules, allow, events, |_| {})
+    conclude(&p, booted, tests, &rules, allow, events, |report| {
+        report.piece = piece.map(Assigned::info);
+    })
 }
 
 /// What a guest with its own root reads of the host: each test binary and the package it

@@ -3,6 +3,7 @@ pub mod bench;
 pub mod crate_test;
 pub mod exec;
 pub mod interactive;
+pub mod pieces;
 pub mod run;
 pub mod selftests;
 #[cfg(test)]

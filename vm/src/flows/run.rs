@@ -18,6 +18,7 @@ use crate::machine::provision::Tools;
 use crate::machine::vng::{self, Ending, RunOutcome, VmSpec};
 use crate::results::health::{self, allow::Allowlist, Health, Judged};
 use crate::results::inventory;
+use crate::results::plan::{self, Assigned, PieceId};
 use crate::results::report::{
     self, AccelInfo, KernelInfo, Outcome, Report, Span, TestResult, Timings, VmInfo,
 };
@@ -315,6 +316,20 @@ pub struct TestOptions {
     pub vm: VmOptions,
     /// libtest's name filter (a substring of the test name).
     pub filter: Option<String>,
+    /// Run only this piece of the suite's plan (`results::plan`), with the plan's hash the
+    /// matrix was made from, if given (another plan cut here is an error).
+    pub piece: Option<(PieceId, Option<String>)>,
+}
+
+/// The piece of the suite's plan `opts` asks for on its kernel.
+fn suite_piece(opts: &TestOptions) -> Result<Option<Assigned>> {
+    let Some((id, expected)) = &opts.piece else {
+        return Ok(None);
+    };
+    let root = crate::support::paths::workspace_root();
+    let kvm = opts.vm.accel == options::Choice::Kvm;
+    let inputs = plan::Inputs::of(plan::Kind::Suite, &root, &opts.kernel, kvm)?;
+    Ok(Some(Assigned::of(&inputs, *id, expected.as_deref())?))
 }
 
 /// `vm-test`: builds the BPF objects and the guest tests, boots once, runs every test binary,
@@ -324,6 +339,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     let events = &clock.watch(events);
     let start = clock.started();
     let allow = health::allow::load(&health::allow::path())?;
+    let piece = suite_piece(opts)?;
     let mut p = prepare_any_arch(&opts.kernel, &opts.vm, events)?;
     let prepared = start.elapsed();
     let ebpf_dir = build::build_ebpf(&p.tools.ebpf, events)?;
@@ -339,7 +355,14 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         objects: build::list_objects(&ebpf_dir)?,
     };
 
-    let out_dir = target_dir().join("vm-test").join(&p.kernel.label);
+    let out_dir = target_dir().join("vm-test").join(match &piece {
+        Some(a) => a.dir_name(&p.kernel.label),
+        None => p.kernel.label.clone(),
+    });
+    let args = |binary: &str| match &piece {
+        Some(a) => a.piece.libtest_args(binary),
+        None => opts.filter.iter().cloned().collect(),
+    };
     let files = RunDir::new(&out_dir)?;
     let vm = with_offline_cpus(&opts.vm);
     let facts = KnownFacts::find(&p, &vm, &probe, &verifier, &files.shared, events)?;
@@ -351,7 +374,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
             (!facts.reused(Step::Probe)).then_some(probe.as_path()),
             (!facts.reused(Step::Verifier)).then_some(&verifier),
             &binaries,
-            opts.filter.as_deref(),
+            &args,
         ),
     )?;
     let built = start.elapsed() - prepared;
@@ -371,7 +394,11 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         None if !booted.vm_ok() => vec![report::never_started(&ending)],
         _ => verdict.tests,
     };
-    inventory::check_suite(&mut tests, &shared, &names, opts.filter.as_deref());
+    let selected = |binary: &str, test: &str| match &piece {
+        Some(a) => a.piece.holds(binary, test),
+        None => opts.filter.as_deref().is_none_or(|f| test.contains(f)),
+    };
+    inventory::check_suite(&mut tests, &shared, &names, &selected);
     let rules = TestRun {
         report_name: report::display_name,
         verifier: true,
@@ -389,6 +416,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         report.expected_features = Some(p.kernel.expected.clone());
         report.feature_mismatches = verdict.mismatches;
         report.reused = facts.reused_names();
+        report.piece = piece.as_ref().map(Assigned::info);
     })?;
     if report.status == Some(Status::Good) {
         facts.keep(&out_dir.join("guest").join("shared"), events);
@@ -782,6 +810,7 @@ pub(crate) fn report_of(
         selftests: None,
         status: None,
         reused: vec![],
+        piece: None,
     }
 }
 

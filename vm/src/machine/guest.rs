@@ -159,14 +159,15 @@ const TEST_THREADS: &str = "export RUST_TEST_THREADS=$(( $(nproc) * 2 ))\n";
 /// The `vm-test` script: probe features, then run every test binary with libtest's JSON
 /// output (unstable, hence RUSTC_BOOTSTRAP), echoing events to stdout for live progress.
 /// `probe` and `verifier` are `None` when the host put their answers into `out` already
-/// (`results::reuse`): the tests then read the probe's answers from there.
+/// (`results::reuse`): the tests then read the probe's answers from there. `args` gives each
+/// binary's libtest arguments (a filter, a piece's exact names).
 pub fn test_script(
     out: &Path,
     release: &str,
     probe: Option<&Path>,
     verifier: Option<&VerifierRun>,
     binaries: &[TestBinary],
-    filter: Option<&str>,
+    args: &dyn Fn(&str) -> Vec<String>,
 ) -> String {
     let mut s = preamble(out);
     writeln!(s, "export BPFVM_EXPECT_RELEASE={}", quote(release)).unwrap();
@@ -199,9 +200,15 @@ pub fn test_script(
     }
     s.push_str(MARK_TESTS);
     s.push_str("bpfvm_mark phase tests\n");
-    let args: Vec<String> = filter.map(str::to_string).into_iter().collect();
     for b in binaries {
-        run_test_binary(&mut s, &b.name, &b.path, &args, "with_kernel_btf_once ", "");
+        run_test_binary(
+            &mut s,
+            &b.name,
+            &b.path,
+            &args(&b.name),
+            "with_kernel_btf_once ",
+            "",
+        );
     }
     s.push_str("bpfvm_mark phase shutdown\n");
     epilogue(&mut s, "0");
@@ -353,12 +360,12 @@ pub struct CrateBinary {
 /// directory, with `env` and the libtest arguments `args`, as `vm-test` runs its own (no
 /// probes; the kernel's BTF stays as it is, for the user's CO-RE loads), after the verifier
 /// statistics of the user's objects when asked (`--verifier-stats`). Each test's markers name
-/// it `<binary>::<libtest name>`.
+/// it `<binary>::<libtest name>`; `args` gives each binary's libtest arguments.
 pub fn crate_test_script(
     out: &Path,
     env: &[(String, String)],
     binaries: &[CrateBinary],
-    args: &[String],
+    args: &dyn Fn(&str) -> Vec<String>,
     verifier: Option<&VerifierRun>,
 ) -> String {
     let mut s = preamble(out);
@@ -372,7 +379,15 @@ pub fn crate_test_script(
     s.push_str("bpfvm_mark phase tests\n");
     for b in binaries {
         writeln!(s, "cd {} || exit 1", quote(&b.dir.display().to_string())).unwrap();
-        run_test_binary(&mut s, &b.name, &b.path, args, "", &format!("{}::", b.name));
+        let args = args(&b.name);
+        run_test_binary(
+            &mut s,
+            &b.name,
+            &b.path,
+            &args,
+            "",
+            &format!("{}::", b.name),
+        );
     }
     s.push_str("bpfvm_mark phase shutdown\n");
     epilogue(&mut s, "0");
@@ -423,7 +438,7 @@ mod tests {
                 name: "bpfvm_tests".into(),
                 path: "/t/deps/bpfvm_tests-abc".into(),
             }],
-            Some("bloom"),
+            &|_| vec!["bloom".into()],
         );
         assert!(s.contains("export BPFVM_EXPECT_RELEASE=6.1.0-57-cloud-amd64"));
         assert!(s.contains("export RUST_TEST_THREADS=$(( $(nproc) * 2 ))\n"));
@@ -469,7 +484,7 @@ mod tests {
             None,
             None,
             &bins,
-            None,
+            &|_| vec![],
         );
         assert!(!s.contains("phase probe") && !s.contains("phase verifier"));
         assert!(!s.contains("features.rc") && !s.contains("verifier.json"));
@@ -669,7 +684,7 @@ mod tests {
             Path::new("/o"),
             &env,
             &bins,
-            &["--test-threads".into(), "1".into()],
+            &|_| vec!["--test-threads".into(), "1".into()],
             None,
         );
         // The user's RUST_BACKTRACE overrides the default set before it.
@@ -692,7 +707,7 @@ mod tests {
             bin: "/b/verifier".into(),
             objects: vec!["/u/obj".into()],
         };
-        let s = crate_test_script(Path::new("/o"), &env, &bins, &[], Some(&v));
+        let s = crate_test_script(Path::new("/o"), &env, &bins, &|_| vec![], Some(&v));
         let step = s
             .find("/b/verifier /u/obj > \"$OUT/verifier.json\"")
             .unwrap();

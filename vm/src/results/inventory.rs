@@ -119,7 +119,17 @@ impl Inventory {
         filter: Option<&str>,
         full: bool,
     ) -> Difference {
-        let selected = |t: &String| filter.is_none_or(|f| t.contains(f));
+        self.compare_selected(listed, &|_, t| filter.is_none_or(|f| t.contains(f)), full)
+    }
+
+    /// [`Inventory::compare`] with the tests `selected(binary, test)` picks out as those that
+    /// must run (a piece's, `results::plan`).
+    pub fn compare_selected(
+        &self,
+        listed: &BTreeMap<String, Option<Vec<String>>>,
+        selected: &dyn Fn(&str, &str) -> bool,
+        full: bool,
+    ) -> Difference {
         let mut d = Difference::default();
         let empty = BTreeSet::new();
         for (binary, tests) in &self.tests {
@@ -128,13 +138,13 @@ impl Inventory {
                 Some(Some(names)) if full => d.missing.extend(
                     tests
                         .iter()
-                        .filter(|t| selected(t) && !names.contains(t))
+                        .filter(|t| selected(binary, t) && !names.contains(t))
                         .map(|t| format!("{binary} {t}")),
                 ),
                 None if full => d.missing.extend(
                     tests
                         .iter()
-                        .filter(|t| selected(t))
+                        .filter(|t| selected(binary, t))
                         .map(|t| format!("{binary} {t}")),
                 ),
                 _ => {}
@@ -280,14 +290,14 @@ pub const CRATE_FILE: &str = "bpfvm-inventory.txt";
 /// The command that writes it.
 pub const CRATE_BLESS: &str = "bpfvm inventory --bless";
 
-/// `vm-test`'s inventory check: a failing entry when the run's lists and
-/// `tests/inventory.txt` differ (or the file cannot be read), and each ignored test it does not
+/// `vm-test`'s inventory check: a failing entry when the run's lists and the tests of
+/// `tests/inventory.txt` that `selected(binary, test)` picks (a filter's, a piece's) differ (or the file cannot be read), and each ignored test it does not
 /// record as ignored failed ([`judge_ignored`]).
 pub fn check_suite(
     tests: &mut Vec<TestResult>,
     shared: &Path,
     binaries: &[String],
-    filter: Option<&str>,
+    selected: &dyn Fn(&str, &str) -> bool,
 ) {
     let path = crate::support::paths::workspace_root().join(SUITE_FILE);
     let inv = Inventory::load(&path);
@@ -301,7 +311,7 @@ pub fn check_suite(
     );
     tests.extend(match inv {
         Ok(inv) => inv
-            .compare(&read_lists(shared, binaries), filter, true)
+            .compare_selected(&read_lists(shared, binaries), selected, true)
             .entry(SUITE_FILE, SUITE_BLESS),
         Err(e) => Some(failed(
             "guest:inventory".into(),

@@ -1,10 +1,13 @@
 //! Results: the guest's files and kernel log turned into verdicts (`report`, `health`), and the report rendered;
 //! the verifier's statistics per program (`verifier`); the kernel's own BPF selftests' output
-//! (`upstream`).
+//! (`upstream`); each test's measured cost (`costs`), a run cut into pieces by it (`plan`) and
+//! the pieces' reports merged (`merge`).
 pub mod costs;
 pub mod denylist;
 pub mod health;
 pub mod inventory;
+pub mod merge;
+pub mod plan;
 pub mod report;
 pub mod reuse;
 pub mod upstream;

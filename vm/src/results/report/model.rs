@@ -132,6 +132,23 @@ pub struct Report {
     /// binaries on the same kernel gave (`results::reuse`) rather than this boot.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reused: Vec<String>,
+    /// The piece of a plan this run was (`--piece`, `results::plan`): absent for a whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub piece: Option<PieceInfo>,
+}
+
+/// Which plan and piece a run was, and the inputs the merge checks every piece agrees on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PieceInfo {
+    /// The plan's hash (`results::plan::KernelPlan::hash`).
+    pub plan: String,
+    /// `I/N`.
+    pub piece: String,
+    /// The checkout's commit (`git rev-parse HEAD`, `-dirty` when it has changes), if a
+    /// checkout.
+    pub commit: Option<String>,
+    /// The report names of the tests the piece was given.
+    pub tests: Vec<String>,
 }
 
 /// How `selftests` built the kernel's BPF selftests.
@@ -368,6 +385,7 @@ impl Report {
             selftests: None,
             status: None,
             reused: vec![],
+            piece: None,
         }
     }
 

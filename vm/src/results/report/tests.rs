@@ -350,6 +350,7 @@ fn report(tests: Vec<TestResult>) -> Report {
         selftests: None,
         status: None,
         reused: vec![],
+        piece: None,
     }
 }
 

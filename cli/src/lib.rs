@@ -547,8 +547,15 @@ pub struct SelftestsArgs {
     pub clang: Option<u32>,
     /// Write the pin's inventory (kernels/selftests/<pin>.inventory) from this build's
     /// `test_progs -l` instead of checking it.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "piece")]
     pub bless: bool,
+    /// Run only piece I of the selftests' plan in N pieces (`plan --for selftests`,
+    /// docs/pieces.md); piece 1 also runs test_verifier (and test_maps with --maps).
+    #[arg(long, value_name = "I/N", conflicts_with = "pattern")]
+    pub piece: Option<bpfvm_host::results::plan::PieceId>,
+    /// The plan's hash the matrix gave this piece: a plan cut otherwise here is an error.
+    #[arg(long, value_name = "HASH", requires = "piece")]
+    pub plan: Option<String>,
 }
 
 /// `selftests`: one run, its table and report, the run's exit status.
@@ -560,6 +567,7 @@ pub fn selftests(args: SelftestsArgs, events: &Events) -> anyhow::Result<ExitCod
         maps: args.maps,
         clang: args.clang,
         bless: args.bless,
+        piece: args.piece.map(|id| (id, args.plan)),
     };
     let (report, dir) = bpfvm_host::flows::selftests::selftests(&opts, events)?;
     bpfvm_host::ui::print_stdout(&report::summary_table(&report));

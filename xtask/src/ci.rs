@@ -187,6 +187,7 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
                 maps: false,
                 clang: None,
                 bless: false,
+                piece: None,
             };
             let (report, dir) = bpfvm_host::flows::selftests::selftests(&opts, events)?;
             events.note(bpfvm_host::results::report::summary_table(&report));

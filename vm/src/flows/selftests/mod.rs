@@ -21,6 +21,7 @@ use crate::machine::provision;
 use crate::results::costs::Costs;
 use crate::results::denylist;
 use crate::results::health;
+use crate::results::plan::{self, Assigned, PieceId};
 use crate::results::report::{self, Report, SelftestsInfo, TestResult};
 use crate::results::upstream::{self, Known};
 use crate::support::output::{Events, StepClock};
@@ -39,6 +40,9 @@ pub struct Options {
     pub clang: Option<u32>,
     /// Write the pin's inventory from this build's `test_progs -l` instead of checking it.
     pub bless: bool,
+    /// Run only this piece of the selftests' plan (`results::plan`), with the plan's hash the
+    /// matrix was made from, if given; piece 1 also runs `test_verifier` (and `test_maps`).
+    pub piece: Option<(PieceId, Option<String>)>,
 }
 
 /// Where a pin's inventory and known failures are: `kernels/selftests/<pin>.inventory` and
@@ -230,6 +234,7 @@ pub(crate) fn bench_binary(
         maps: false,
         clang: None,
         bless: false,
+        piece: None,
     };
     let target = match check(&opts) {
         Ok(found) => found,
@@ -272,6 +277,15 @@ fn list(dir: &Path, pattern: Option<&str>) -> Result<String> {
 pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     let target = check(opts)?;
     let plan = boots::Plan::for_timeout(opts.vm.timeout)?;
+    let piece = match &opts.piece {
+        Some((id, expected)) => {
+            let kvm = opts.vm.accel == crate::domain::options::Choice::Kvm;
+            let inputs =
+                plan::Inputs::of(plan::Kind::Selftests, &workspace_root(), &opts.kernel, kvm)?;
+            Some(Assigned::of(&inputs, *id, expected.as_deref())?)
+        }
+        None => None,
+    };
     let clock = StepClock::start();
     let events = &clock.watch(events);
     let start = clock.started();
@@ -300,18 +314,29 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     let build_time = start.elapsed() - prepared;
 
     let all = list(&built.dir, None)?;
-    let selected: Vec<String> = match &opts.pattern {
-        Some(pat) => upstream::listed(&list(&built.dir, Some(pat))?)
+    let selected: Vec<String> = match (&piece, &opts.pattern) {
+        (Some(a), _) => a.piece.tests.iter().map(|u| u.test.clone()).collect(),
+        (None, Some(pat)) => upstream::listed(&list(&built.dir, Some(pat))?)
             .map(str::to_string)
             .collect(),
-        None => upstream::listed(&all).map(str::to_string).collect(),
+        (None, None) => upstream::listed(&all).map(str::to_string).collect(),
     };
     let denied = match &target {
         Target::Tree { .. } => denylist::load(&built.dir, p.kernel.arch.name()),
         Target::Pin { .. } => vec![],
     };
-    let (units, mut first_rows) =
-        units::units(&selected, opts.pattern.as_deref(), &denied, opts.maps);
+    // test_verifier and test_maps are one unit each and in no plan: piece 1 runs them.
+    let whole = match &piece {
+        Some(a) => a.piece.id.index == 1,
+        None => opts.pattern.is_none(),
+    };
+    let (units, mut first_rows) = units::units(
+        &selected,
+        opts.pattern.as_deref(),
+        &denied,
+        whole,
+        opts.maps && (piece.is_none() || whole),
+    );
     if units.is_empty() {
         first_rows.push(report::no_test_ran(opts.pattern.as_deref()));
     }
@@ -351,7 +376,11 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
             String::new()
         }
     };
-    let costs = run_costs(&root, &p)?;
+    let out_dir = target_dir().join("selftests").join(match &piece {
+        Some(a) => a.dir_name(&p.kernel.label),
+        None => p.kernel.label.clone(),
+    });
+    let costs = run_costs(&root, &p, &out_dir)?;
     events.note(format!(
         "{} units; each boot starts them until {} s of tests, a unit runs at most {} s (its \
          watchdog)",
@@ -360,7 +389,6 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
         plan.cap.as_secs()
     ));
 
-    let out_dir = target_dir().join("selftests").join(&p.kernel.label);
     let json = build::has_json_summary(&source.tree);
     let script =
         |shared: &Path| script::script(shared, &built.dir, &config, plan.budget.as_secs(), json);
@@ -395,44 +423,30 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
         build_cached: built.cached,
         build_s: built.seconds,
     });
+    report.piece = piece.as_ref().map(Assigned::info);
     report.timings.wall_s = Some(clock.started().elapsed().as_secs_f64());
     report::write(&report, &out_dir)?;
     Ok((report, out_dir))
 }
 
 /// The measured costs a run plans its boots from: the committed file of its kernel, arch and
-/// accelerator, updated by the last run's report of the same kernel here.
-fn run_costs(root: &Path, p: &Prepared) -> Result<Costs> {
+/// accelerator, updated by the last run's report in `out_dir`.
+fn run_costs(root: &Path, p: &Prepared, out_dir: &Path) -> Result<Costs> {
     let mut costs = Costs::load(&Costs::path(
         root,
         &p.kernel.label,
         p.kernel.arch,
         p.accel.kind.name(),
     ))?;
-    let last = target_dir()
-        .join("selftests")
-        .join(&p.kernel.label)
-        .join("report.json");
-    let last: Option<Report> = std::fs::read_to_string(last)
+    let last: Option<Report> = std::fs::read_to_string(out_dir.join("report.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
     if let Some(r) = last {
-        costs.update(&Costs::of_rows(&r.tests, unit_of));
+        costs.update(&Costs::of_rows(&r.tests, |row| {
+            plan::cost_unit(plan::Kind::Selftests, row)
+        }));
     }
     Ok(costs)
-}
-
-/// The unit a report row belongs to: `test_progs/NAME` for the test and its subtests,
-/// `test_verifier` and `test_maps` for theirs; none for the run's own rows.
-pub(crate) fn unit_of(row: &str) -> Option<String> {
-    if let Some(rest) = row.strip_prefix(&format!("{}/", upstream::TEST_PROGS)) {
-        let test = rest.split('/').next().unwrap_or(rest);
-        return Some(format!("{}/{test}", upstream::TEST_PROGS));
-    }
-    [upstream::TEST_VERIFIER, upstream::TEST_MAPS]
-        .into_iter()
-        .find(|u| row == *u)
-        .map(str::to_string)
 }
 
 #[cfg(test)]
@@ -462,6 +476,7 @@ mod tests {
             maps: false,
             clang: None,
             bless: false,
+            piece: None,
         };
         let e = check(&opts).err().unwrap().to_string();
         assert!(e.contains("give a pin (--kernel 6.1) or a tree"), "{e}");
@@ -501,6 +516,7 @@ mod tests {
             maps: false,
             clang: None,
             bless: false,
+            piece: None,
         };
         let e = format!("{:#}", check(&opts).err().unwrap());
         assert!(

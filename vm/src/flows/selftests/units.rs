@@ -16,13 +16,14 @@ pub(crate) struct Unit {
 pub(crate) const TEST_VERIFIER: &str = "test_verifier";
 
 /// The units of a run: each test of `selected` (test_progs' `-l` for the run's `-t
-/// pattern`, in its order) not denied as a whole, then `test_verifier` when no pattern narrowed
-/// the run, then `test_maps` with `maps`; and a skip row, with its reason, for each test or
+/// pattern`, in its order, or a piece's) not denied as a whole, then `test_verifier` with
+/// `verifier`, then `test_maps` with `maps`; and a skip row, with its reason, for each test or
 /// subtest `denied` names.
 pub(crate) fn units(
     selected: &[String],
     pattern: Option<&str>,
     denied: &[Denied],
+    verifier: bool,
     maps: bool,
 ) -> (Vec<Unit>, Vec<TestResult>) {
     let mut units = Vec::new();
@@ -45,7 +46,7 @@ pub(crate) fn units(
         }
         units.push(Unit { name, args });
     }
-    if pattern.is_none() {
+    if verifier {
         units.push(Unit {
             name: TEST_VERIFIER.into(),
             args: vec![],
@@ -111,7 +112,7 @@ mod tests {
     #[test]
     fn every_listed_test_is_a_unit_then_the_verifier_and_the_maps() {
         let listed = ["bpf_loop".to_string(), "xdp".to_string()];
-        let (u, skipped) = units(&listed, None, &[], true);
+        let (u, skipped) = units(&listed, None, &[], true, true);
         assert_eq!(
             names(&u),
             [
@@ -123,7 +124,7 @@ mod tests {
         );
         assert_eq!(u[0].args, ["-a", "bpf_loop"]);
         assert!(skipped.is_empty());
-        let (u, _) = units(&listed, Some("bpf_loop"), &[], false);
+        let (u, _) = units(&listed, Some("bpf_loop"), &[], false, false);
         assert_eq!(names(&u), ["test_progs/bpf_loop", "test_progs/xdp"]);
     }
 
@@ -156,7 +157,7 @@ mod tests {
             "verif_scale_pyperf600".to_string(),
             "tc_redirect".to_string(),
         ];
-        let (u, skipped) = units(&listed, None, &denied, false);
+        let (u, skipped) = units(&listed, None, &denied, true, false);
         assert_eq!(names(&u), ["test_progs/tc_redirect", "test_verifier"]);
         assert_eq!(
             u[0].args,

@@ -550,7 +550,7 @@ pub struct SelftestsArgs {
     #[arg(long, conflicts_with = "piece")]
     pub bless: bool,
     /// Run only piece I of the selftests' plan in N pieces (`plan --for selftests`,
-    /// docs/pieces.md); piece 1 also runs test_verifier (and test_maps with --maps).
+    /// docs/pieces.md); the piece that holds test_verifier also runs test_maps with --maps.
     #[arg(long, value_name = "I/N", conflicts_with = "pattern")]
     pub piece: Option<bpfvm_host::results::plan::PieceId>,
     /// The plan's hash the matrix gave this piece: a plan cut otherwise here is an error.

@@ -606,15 +606,12 @@ pub(crate) fn conclude(
     let mut report = report_of(p, shared, release, &outcome, tests, health.splats, timings);
     report.verifier = verifier_stats;
     fill(&mut report);
-    // A filter no test name contains judged nothing (a typo in a bisect's command must not
-    // mark every commit bad).
-    let nothing_matched =
-        run.filter.is_some() && report.tests.iter().any(|t| t.name == "guest:tests");
-    // So did a run whose only failures are tests that could not judge the kernel.
-    report.status = Some(match nothing_matched || report.only_not_judged() {
-        true => Status::Stopped,
-        false => run_status(&outcome.ending, report.ok(), kernel_blamed),
-    });
+    report.status = Some(test_run_status(
+        &report,
+        &outcome.ending,
+        kernel_blamed,
+        run.filter.is_some(),
+    ));
     report.timings.report_s = Some(ended.elapsed().as_secs_f64());
     report.timings.wall_s = Some(run.clock.started().elapsed().as_secs_f64());
     report::write(&report, &out_dir)?;
@@ -632,6 +629,24 @@ pub(crate) fn conclude(
         events.warn(format!("{why} ({}; the run fails)", t.name));
     }
     Ok(report)
+}
+
+/// A test run's status from its `report` (every verdict in), how its VM ended, whether the
+/// kernel log blames the kernel and whether a filter chose its tests.
+pub(crate) fn test_run_status(
+    report: &Report,
+    ending: &Ending,
+    kernel_blamed: bool,
+    filtered: bool,
+) -> Status {
+    // A filter no test name contains judged nothing (a typo in a bisect's command must not
+    // mark every commit bad).
+    let nothing_matched = filtered && report.tests.iter().any(|t| t.name == "guest:tests");
+    // So did a run whose only failures are tests that could not judge the kernel.
+    match nothing_matched || report.only_not_judged() {
+        true => Status::Stopped,
+        false => run_status(ending, report.ok(), kernel_blamed),
+    }
 }
 
 /// What a boot that ended as `ending` established about its kernel, given whether every

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::flows::bench::{self, ab, compare, model::BenchReport};
-use crate::flows::run::run_status;
+use crate::flows::run::test_run_status;
 use crate::machine::vng::{Ending, RunOutcome};
 use crate::results::health;
 use crate::results::report::{self, BinaryOutput, Outcome, Report, TestResult, VmInfo};
@@ -45,8 +45,8 @@ fn outcome(ending: Ending) -> RunOutcome {
 }
 
 /// A booted run's status as `run::conclude` decides it for every command that runs tests
-/// (`vm-test`, `bpfvm test`, `selftests`): the kernel log's rules applied to the tests, the
-/// report's verdict, and how the VM ended (`run_status`).
+/// (`vm-test`, `bpfvm test`, `selftests`): the kernel log's rules applied to the tests, then
+/// `run::test_run_status`.
 fn concluded(mut tests: Vec<TestResult>, log: &str, ending: Ending) -> Report {
     let mut health = health::judge(log, &Default::default(), "6.1", None);
     let blamed = health.blames_the_kernel();
@@ -56,10 +56,7 @@ fn concluded(mut tests: Vec<TestResult>, log: &str, ending: Ending) -> Report {
     r.vm = VmInfo::of(&outcome(ending.clone()));
     r.summary = report::summarize(&tests);
     r.tests = tests;
-    r.status = Some(match r.only_not_judged() {
-        true => Status::Stopped,
-        false => run_status(&ending, r.ok(), blamed),
-    });
+    r.status = Some(test_run_status(&r, &ending, blamed, false));
     r
 }
 

@@ -239,7 +239,11 @@ fn check_tests(kernel: &str, plan: &KernelPlan, pieces: &[Found]) -> Vec<String>
         .iter()
         .filter_map(|f| f.report.piece.as_ref().map(|p| p.piece.clone()))
         .collect();
-    let planned = |unit: &str| plan.kind != Kind::Selftests || unit.starts_with("test_progs/");
+    let planned = |unit: &str| {
+        plan.kind != Kind::Selftests
+            || unit.starts_with("test_progs/")
+            || unit == crate::results::plan::TEST_VERIFIER
+    };
     for f in pieces {
         let id = f.report.piece.as_ref().map_or("", |p| p.piece.as_str());
         let units: BTreeSet<String> = f

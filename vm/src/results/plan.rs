@@ -146,6 +146,9 @@ impl Piece {
     }
 }
 
+/// The selftests' unit that is no `test_progs` test (`results::upstream`).
+pub const TEST_VERIFIER: &str = crate::results::upstream::TEST_VERIFIER;
+
 /// A libtest name that selects no test.
 const NO_TEST: &str = "bpfvm:no-test-of-this-piece";
 
@@ -245,7 +248,7 @@ impl KernelPlan {
             )
         })?;
         let costs = inputs.costs()?;
-        let units = inv
+        let mut units: Vec<Unit> = inv
             .tests
             .iter()
             .flat_map(|(b, tests)| {
@@ -256,6 +259,14 @@ impl KernelPlan {
                 })
             })
             .collect();
+        // A whole selftests run also runs test_verifier, one unit of its own.
+        if inputs.kind == Kind::Selftests {
+            units.push(Unit {
+                binary: TEST_VERIFIER.into(),
+                test: TEST_VERIFIER.into(),
+                name: TEST_VERIFIER.into(),
+            });
+        }
         Self::cut(inputs, units, &costs, count)
             .with_context(|| format!("cutting {} into {count} pieces", path.display()))
     }
@@ -390,32 +401,6 @@ impl Assigned {
             self.piece.id.index, self.piece.id.count
         )
     }
-}
-
-/// The tests of piece `id` of the kernel's `test_progs` (`selftests --piece`): the names
-/// `test_progs -t` takes, cut from the pin's inventory and `kernels/costs/`.
-pub fn selftests_piece(
-    root: &Path,
-    pin: &str,
-    arch: Arch,
-    accel: &str,
-    id: PieceId,
-) -> Result<(String, Vec<String>)> {
-    let inputs = Inputs {
-        kind: Kind::Selftests,
-        root: root.to_path_buf(),
-        kernel: pin.to_string(),
-        arch,
-        accel: accel.to_string(),
-    };
-    let plan = KernelPlan::of(&inputs, id.count)?;
-    let tests = plan
-        .piece(id)?
-        .tests
-        .iter()
-        .map(|u| u.test.clone())
-        .collect();
-    Ok((plan.hash, tests))
 }
 
 /// The cost file a plan cuts by for the accelerator the run asks for: `kvm`'s when it asks
@@ -643,19 +628,30 @@ mod tests {
             all.sort();
             all.dedup();
             assert_eq!(all.len(), n, "a test in two pieces");
-            assert_eq!(n, inv.tests.values().map(|t| t.len()).sum::<usize>());
+            let verifier = usize::from(kind == Kind::Selftests);
+            assert_eq!(
+                n,
+                inv.tests.values().map(|t| t.len()).sum::<usize>() + verifier
+            );
             let m = matrix(std::slice::from_ref(&plan));
             assert_eq!(m["include"].as_array().unwrap().len(), 4);
             assert_eq!(m["include"][3]["piece"], "4/4");
             assert_eq!(m["include"][0]["plan"], plan.hash.as_str());
         }
-        let (hash, tests) =
-            selftests_piece(&root, "6.1", Arch::X86_64, "tcg", "1/8".parse().unwrap()).unwrap();
-        assert_eq!(hash.len(), 16);
-        assert!(
-            !tests.is_empty() && tests.iter().all(|t| !t.contains('/')),
-            "{tests:?}"
-        );
+        let inputs = Inputs {
+            kind: Kind::Selftests,
+            root: root.clone(),
+            kernel: "6.1".into(),
+            arch: Arch::X86_64,
+            accel: "tcg".into(),
+        };
+        let plan = KernelPlan::of(&inputs, 8).unwrap();
+        let holding: Vec<&Piece> = plan
+            .pieces
+            .iter()
+            .filter(|p| p.holds(TEST_VERIFIER, TEST_VERIFIER))
+            .collect();
+        assert_eq!(holding.len(), 1, "test_verifier is in exactly one piece");
     }
 
     /// A suite's 0 ms pass is a test that ran in under 1 ms; a `test_progs` subtest counts in

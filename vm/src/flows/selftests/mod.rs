@@ -41,7 +41,8 @@ pub struct Options {
     /// Write the pin's inventory from this build's `test_progs -l` instead of checking it.
     pub bless: bool,
     /// Run only this piece of the selftests' plan (`results::plan`), with the plan's hash the
-    /// matrix was made from, if given; piece 1 also runs `test_verifier` (and `test_maps`).
+    /// matrix was made from, if given; the piece that holds `test_verifier` also runs
+    /// `test_maps` with `maps`.
     pub piece: Option<(PieceId, Option<String>)>,
 }
 
@@ -315,7 +316,13 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
 
     let all = list(&built.dir, None)?;
     let selected: Vec<String> = match (&piece, &opts.pattern) {
-        (Some(a), _) => a.piece.tests.iter().map(|u| u.test.clone()).collect(),
+        (Some(a), _) => a
+            .piece
+            .tests
+            .iter()
+            .filter(|u| u.binary == upstream::TEST_PROGS)
+            .map(|u| u.test.clone())
+            .collect(),
         (None, Some(pat)) => upstream::listed(&list(&built.dir, Some(pat))?)
             .map(str::to_string)
             .collect(),
@@ -325,9 +332,12 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
         Target::Tree { .. } => denylist::load(&built.dir, p.kernel.arch.name()),
         Target::Pin { .. } => vec![],
     };
-    // test_verifier and test_maps are one unit each and in no plan: piece 1 runs them.
+    // test_verifier is a unit of the plan; test_maps (in no plan: it runs only with --maps)
+    // runs beside it.
     let whole = match &piece {
-        Some(a) => a.piece.id.index == 1,
+        Some(a) => a
+            .piece
+            .holds(upstream::TEST_VERIFIER, upstream::TEST_VERIFIER),
         None => opts.pattern.is_none(),
     };
     let (units, mut first_rows) = units::units(

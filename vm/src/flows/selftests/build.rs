@@ -436,7 +436,8 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
         })?;
     }
     events.step(format!(
-        "building test_progs, test_maps and bench with {clang} (several minutes the first time)"
+        "building {} with {clang} (several minutes the first time)",
+        TARGETS.join(", ")
     ));
     let path = format!(
         "PATH={}:{}",

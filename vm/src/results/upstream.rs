@@ -469,9 +469,18 @@ pub fn judge_test_verifier(run: &TestRun) -> Vec<TestResult> {
             rows.push(failed(name, format!("test_verifier: {}", verdict.trim())));
             failing = Some(rows.len() - 1);
         } else if verdict.trim_end().ends_with("SKIP") || verdict.contains("SKIP (") {
+            // A bare SKIP is an unprivileged case test_verifier would not run: `do_test` skips
+            // them while `unpriv_disabled` (kernel.unprivileged_bpf_disabled not 0; Debian's
+            // CONFIG_BPF_UNPRIV_DEFAULT_OFF makes it 2).
+            let why = match verdict.trim() {
+                "SKIP" => "test_verifier skips unprivileged cases while \
+                           kernel.unprivileged_bpf_disabled is set (CONFIG_BPF_UNPRIV_DEFAULT_OFF)"
+                    .to_string(),
+                v => format!("test_verifier: {v}"),
+            };
             rows.push(TestResult {
                 outcome: Outcome::Skip,
-                reason: Some(format!("test_verifier: {}", verdict.trim())),
+                reason: Some(why),
                 ..pass(name)
             });
         } else if verdict.contains("OK") {
@@ -949,6 +958,11 @@ Summary: 4 PASSED, 1 SKIPPED, 1 FAILED
         let top = judge_test_verifier(&ok).pop().unwrap();
         assert_eq!(top.outcome, Outcome::Pass);
         assert!(top.reason.unwrap().starts_with("5 cases passed"));
+        assert!(rows[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("unprivileged_bpf_disabled"));
     }
 
     #[test]

@@ -231,11 +231,23 @@ pub(crate) fn combine(boots: Vec<Report>, not_run: Vec<TestResult>) -> Report {
     report
 }
 
-/// Rows that are not a unit's (`guest:`, `kernel:`) get their boot's number.
+/// Rows that are not a unit's (`guest:inventory`, `kernel:warning`) get their boot's number.
 fn name_boot_rows(tests: &mut [TestResult], boot: usize) {
-    for t in tests.iter_mut().filter(|t| t.name.contains(':')) {
+    for t in tests.iter_mut().filter(|t| !is_unit_row(&t.name)) {
         t.name = format!("{} (boot {boot})", t.name);
     }
+}
+
+/// A row of a unit: `test_progs/...`, `test_verifier[/...]`, `test_maps[/...]` (a name may
+/// hold `:`, as `test_progs/btf/dedup: enum fwd resolution` does).
+fn is_unit_row(name: &str) -> bool {
+    let head = name.split('/').next().unwrap_or(name);
+    [
+        upstream::TEST_PROGS,
+        upstream::TEST_VERIFIER,
+        upstream::TEST_MAPS,
+    ]
+    .contains(&head)
 }
 
 #[cfg(test)]
@@ -321,7 +333,10 @@ mod tests {
         let second = boot_report(
             vec![
                 row("test_progs/b", Outcome::Pass),
+                row("test_progs/btf/dedup: enum fwd resolution", Outcome::Pass),
+                row("test_verifier/#1/u unpriv: return pointer", Outcome::Skip),
                 row("test_verifier", Outcome::Pass),
+                row("kernel:warning", Outcome::Fail),
             ],
             Status::Good,
             report::VmEnding::Exited,
@@ -336,13 +351,16 @@ mod tests {
                 "test_progs/hang",
                 "guest:inventory (boot 1)",
                 "test_progs/b",
+                "test_progs/btf/dedup: enum fwd resolution",
+                "test_verifier/#1/u unpriv: return pointer",
                 "test_verifier",
+                "kernel:warning (boot 2)",
                 "test_maps",
             ]
         );
         assert_eq!(r.status, Some(Status::Bad));
         assert_eq!(r.vm.ending, hung);
-        assert_eq!(r.summary.failed, 2);
+        assert_eq!(r.summary.failed, 3);
         let one = combine(
             vec![boot_report(
                 vec![row("guest:inventory", Outcome::Pass)],

@@ -91,7 +91,14 @@ fn result_line(line: &str) -> Option<(&str, &str)> {
     {
         return None;
     }
-    let (name, result) = rest.trim_start().rsplit_once(':')?;
+    // 6.x passes a test with some subtests skipped as `NAME:OK (SKIP: N/M)`
+    // (`print_test_result` in test_progs.c).
+    let rest = rest.trim_start();
+    let rest = match rest.rsplit_once(" (SKIP: ") {
+        Some((head, counts)) if counts.ends_with(')') && head.ends_with(":OK") => head,
+        _ => rest,
+    };
+    let (name, result) = rest.rsplit_once(':')?;
     ["OK", "SKIP", "FAIL"]
         .contains(&result)
         .then_some((name, result))
@@ -759,6 +766,34 @@ bpfvm-selftest end test_progs/prog_tests_framework 0
             .replace("framework 0", "framework 1");
         let rows = judge_run(&split_runs(&failing)[0]);
         assert_eq!(rows[3].outcome, Outcome::Fail);
+    }
+
+    /// 6.12's verifier_and as its guest printed it: a test with skipped subtests is OK.
+    #[test]
+    fn a_test_that_passed_with_skipped_subtests_is_a_pass() {
+        let out = "\
+bpfvm-selftest start test_progs/verifier_and
+#458/1   verifier_and/invalid verifier context:OK
+#458/2   verifier_and/invalid verifier context @unpriv:SKIP
+#458     verifier_and:OK (SKIP: 1/2)
+Summary: 1/1 PASSED, 1 SKIPPED, 0 FAILED
+bpfvm-selftest end test_progs/verifier_and 0
+";
+        let rows = judge_run(&split_runs(out)[0]);
+        assert_eq!(
+            outcomes(&rows),
+            [
+                (
+                    "test_progs/verifier_and/invalid verifier context".into(),
+                    Outcome::Pass
+                ),
+                (
+                    "test_progs/verifier_and/invalid verifier context @unpriv".into(),
+                    Outcome::Skip
+                ),
+                ("test_progs/verifier_and".into(), Outcome::Pass),
+            ]
+        );
     }
 
     #[test]

@@ -117,10 +117,7 @@ pub fn error_status(e: &anyhow::Error) -> ExitCode {
 /// Unwinding (not `exit` from a panic hook) drops what kills a running VM first.
 pub fn main_status(run: impl FnOnce() -> anyhow::Result<ExitCode>) -> ExitCode {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
-    if let Some(status) = bpfvm_host::support::proc::interrupt_status() {
-        return ExitCode::from(status);
-    }
-    match result {
+    let code = match result {
         Ok(Ok(code)) => code,
         Ok(Err(e)) => {
             bpfvm_host::ui::print_stderr(&format!("error: {e:#}"));
@@ -133,6 +130,12 @@ pub fn main_status(run: impl FnOnce() -> anyhow::Result<ExitCode>) -> ExitCode {
             ));
             ExitCode::from(Status::Stopped.code())
         }
+    };
+    // Interrupted, the run ends as the shell would report the signal, whatever it returned
+    // (its error, printed above, says what was stopped).
+    match bpfvm_host::support::proc::interrupt_status() {
+        Some(status) => ExitCode::from(status),
+        None => code,
     }
 }
 

@@ -242,7 +242,7 @@ fn check_tests(kernel: &str, plan: &KernelPlan, pieces: &[Found]) -> Vec<String>
     let planned = |unit: &str| {
         plan.kind != Kind::Selftests
             || unit.starts_with("test_progs/")
-            || unit == crate::results::plan::TEST_VERIFIER
+            || unit == crate::results::upstream::TEST_VERIFIER
     };
     for f in pieces {
         let id = f.report.piece.as_ref().map_or("", |p| p.piece.as_str());

@@ -17,6 +17,7 @@ use crate::kernel::choice::KernelChoice;
 use crate::results::costs::Costs;
 use crate::results::inventory::{self, Inventory};
 use crate::results::report::{display_name, Outcome, PieceInfo, Report, TestResult};
+use crate::results::upstream::TEST_VERIFIER;
 
 /// What a plan runs, which says where its inventory is and how its report names a test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,9 +146,6 @@ impl Piece {
         self.tests.iter().map(|u| u.name.clone()).collect()
     }
 }
-
-/// The selftests' unit that is no `test_progs` test (`results::upstream`).
-pub const TEST_VERIFIER: &str = crate::results::upstream::TEST_VERIFIER;
 
 /// A libtest name that selects no test.
 const NO_TEST: &str = "bpfvm:no-test-of-this-piece";

@@ -3,7 +3,7 @@
 //! select exactly what the run asked for), `test_verifier`, `test_maps`.
 use crate::results::denylist::{glob_match, Denied};
 use crate::results::report::{Outcome, TestResult};
-use crate::results::upstream::TEST_PROGS;
+use crate::results::upstream::{TEST_PROGS, TEST_VERIFIER};
 
 /// One unit: its report name and, for a `test_progs` test, test_progs' arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -11,9 +11,6 @@ pub(crate) struct Unit {
     pub name: String,
     pub args: Vec<String>,
 }
-
-/// `test_verifier` runs every case of the tree's `verifier/*.c` in one process.
-pub(crate) const TEST_VERIFIER: &str = "test_verifier";
 
 /// The units of a run: each test of `selected` (test_progs' `-l` for the run's `-t
 /// pattern`, in its order, or a piece's) not denied as a whole, then `test_verifier` with

@@ -4,8 +4,9 @@
 //! `KCONFIG_ALLCONFIG`), in this order, later values winning:
 //!
 //! 1. `kernels/tree/boot.config`: what virtme-ng needs to boot a kernel without modules;
-//! 2. the tree's `tools/testing/selftests/bpf/config` (what the kernel's BPF selftests need),
-//!    without its module lines: bpfvm builds everything in;
+//! 2. the tree's `tools/testing/selftests/bpf/config`, `config.vm` and `config.<arch>` (what the
+//!    kernel's BPF selftests need, the files and the order vmtest.sh merges), without their
+//!    module lines: bpfvm builds everything in;
 //! 3. `kernels/tree/suite.config`: what this suite needs;
 //! 4. the user's `--kconfig` fragments.
 //!
@@ -21,8 +22,17 @@ pub(crate) const BOOT: &str = include_str!("../../../../kernels/tree/boot.config
 pub(crate) const SUITE: &str = include_str!("../../../../kernels/tree/suite.config");
 pub(crate) const SELFTESTS_EXTRA: &str = include_str!("../../../../kernels/tree/selftests.config");
 
-/// Where the selftests keep the options they need, relative to the tree.
-pub(crate) const SELFTESTS: &str = "tools/testing/selftests/bpf/config";
+/// The fragments the selftests keep the options they need in, relative to the tree, in the
+/// order vmtest.sh concatenates them: the common one, the VM's (6.8 and later) and the host
+/// architecture's (`config.x86_64`, `config.aarch64`: a tree is built for the host's).
+pub(crate) fn selftests_fragments() -> [String; 3] {
+    let dir = "tools/testing/selftests/bpf";
+    [
+        format!("{dir}/config"),
+        format!("{dir}/config.vm"),
+        format!("{dir}/config.{}", std::env::consts::ARCH),
+    ]
+}
 
 /// One requested value: `CONFIG_X=v`, or `# CONFIG_X is not set` (value `n`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -165,10 +165,15 @@ fn fragments(checked: &Checked, symbols: &Symbols) -> Result<Fragments> {
     let boot = parse(config::BOOT, "kernels/tree/boot.config")?;
     let extra = parse(config::SELFTESTS_EXTRA, "kernels/tree/selftests.config")?;
     let suite = parse(config::SUITE, "kernels/tree/suite.config")?;
-    let selftests_text = std::fs::read_to_string(tree.join(config::SELFTESTS))
-        .map(|t| config::selftests_built_in(&t))
-        .unwrap_or_default();
-    let selftests = parse(&selftests_text, config::SELFTESTS)?;
+    let mut selftests_lines = Vec::new();
+    for rel in config::selftests_fragments() {
+        // A tree older than a file has none of its options to want.
+        if let Ok(text) = std::fs::read_to_string(tree.join(&rel)) {
+            let name = rel.rsplit('/').next().unwrap_or(&rel);
+            let lines = parse(&config::selftests_built_in(&text), &rel)?;
+            selftests_lines.push((format!("2-selftests-{name}"), lines));
+        }
+    }
     let mut files = Vec::new();
     let mut add = |name: &str, lines: &[Line]| {
         let wants = config::resolve(lines, symbols);
@@ -176,16 +181,22 @@ fn fragments(checked: &Checked, symbols: &Symbols) -> Result<Fragments> {
         wants
     };
     let mut required = add("1-boot.config", &boot);
-    let selftests = add("2-selftests.config", &selftests);
+    let selftests: Vec<_> = (selftests_lines.iter())
+        .flat_map(|(name, lines)| add(name, lines))
+        .collect();
     required.extend(add("3-selftests-extra.config", &extra));
     required.extend(add("4-suite.config", &suite));
     for (i, (_, lines)) in checked.user.iter().enumerate() {
         required.extend(add(&format!("{}-user.config", 5 + i), lines));
     }
-    // A selftests option a later fragment sets otherwise (the lockup panics) is not lost.
-    let selftests = selftests
-        .into_iter()
-        .filter(|(w, _)| !required.iter().any(|(r, _)| r.name == w.name))
+    // A selftests option a later fragment sets otherwise (the lockup panics, or `config.x86_64`
+    // over `config`) is not lost: merge_config.sh takes the last value.
+    let later = |i: usize, name: &str| {
+        (selftests[i + 1..].iter().chain(&required)).any(|(r, _)| r.name == name)
+    };
+    let selftests = (0..selftests.len())
+        .filter(|&i| !later(i, &selftests[i].0.name))
+        .map(|i| selftests[i].clone())
         .collect();
     Ok(Fragments {
         files,
@@ -293,7 +304,7 @@ fn configure(
 
 /// Every line of the boot, suite and user fragments must hold in `config`; a lost one makes
 /// this commit untestable (its sources cannot have what the suite needs, whatever the
-/// verdict would be). Lost lines of the selftests' fragment are listed only.
+/// verdict would be). Lost lines of the selftests' fragments are listed only.
 fn check_config(config: &str, frags: &Fragments, symbols: &Symbols, events: &Events) -> Result<()> {
     let got = config::parse_config(config);
     let lost = config::lost(&frags.required, &got);
@@ -306,7 +317,7 @@ fn check_config(config: &str, frags: &Fragments, symbols: &Symbols, events: &Eve
         .collect();
     if !dropped.is_empty() {
         events.note(format!(
-            "{} options of the selftests fragment did not survive (their dependencies are not \
+            "{} options of the selftests' fragments did not survive (their dependencies are not \
              in the suite's config; the suite does not need them): {}",
             dropped.len(),
             dropped.join(" ")
@@ -641,6 +652,68 @@ mod tests {
         assert!(err.downcast_ref::<Untestable>().is_some(), "{err:#}");
         assert!(format!("{err:#}").contains("CONFIG_BPF_JIT=y"), "{err:#}");
         assert!(format!("{err:#}").contains("exit status 125"), "{err:#}");
+    }
+
+    /// The selftests' `config`, `config.vm` and `config.<arch>` are merged in vmtest.sh's order
+    /// (a later file's value wins, and the earlier one is not reported lost), their `=m` lines
+    /// left out, and the suite's own fragments after them.
+    #[test]
+    fn the_selftests_config_files_are_merged_in_vmtest_order() {
+        let d = tempfile::tempdir().unwrap();
+        let tree = d.path().join("linux");
+        fake_tree(&tree, "BPF_SYSCALL=y\n");
+        let sel = tree.join("tools/testing/selftests/bpf");
+        std::fs::create_dir_all(&sel).unwrap();
+        std::fs::write(
+            sel.join("config"),
+            "CONFIG_SEL_A=y\nCONFIG_SEL_B=y\nCONFIG_SEL_M=m\n",
+        )
+        .unwrap();
+        std::fs::write(sel.join("config.vm"), "CONFIG_SEL_VM=y\n").unwrap();
+        let arch = format!("config.{}", std::env::consts::ARCH);
+        std::fs::write(
+            sel.join(&arch),
+            "# CONFIG_SEL_B is not set\nCONFIG_SEL_ARCH=y\n",
+        )
+        .unwrap();
+        std::fs::write(sel.join("config.s390x"), "CONFIG_SEL_S390=y\n").unwrap();
+        let checked = check(&tree, &[]).unwrap();
+        let frags = fragments(&checked, &Symbols::read(&tree).unwrap()).unwrap();
+        let names: Vec<String> = frags.files.iter().map(|(n, _)| n.clone()).collect();
+        let arch_file = format!("2-selftests-{arch}");
+        assert_eq!(
+            names[..5],
+            [
+                "1-boot.config",
+                "2-selftests-config",
+                "2-selftests-config.vm",
+                &arch_file,
+                "3-selftests-extra.config"
+            ]
+        );
+        let wants: Vec<String> = frags.selftests.iter().map(|(w, _)| w.line()).collect();
+        assert_eq!(
+            wants,
+            [
+                "CONFIG_SEL_A=y",
+                "CONFIG_SEL_VM=y",
+                "# CONFIG_SEL_B is not set",
+                "CONFIG_SEL_ARCH=y"
+            ]
+        );
+        let built = build_in(&d.path().join("slots"), &checked, &Events::silent()).unwrap();
+        let config = config_of(&built);
+        for line in [
+            "CONFIG_SEL_ARCH=y",
+            "CONFIG_SEL_VM=y",
+            "# CONFIG_SEL_B is not set",
+        ] {
+            assert!(config.lines().any(|l| l == line), "{line} in\n{config}");
+        }
+        assert!(
+            !config.contains("SEL_M") && !config.contains("SEL_S390"),
+            "{config}"
+        );
     }
 
     /// What `make headers` leaves (arch/x86/include/generated) makes kbuild refuse an `O=`

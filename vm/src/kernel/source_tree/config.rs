@@ -167,11 +167,15 @@ pub(crate) fn parse_config(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The selftests fragment without its `=m` lines: bpfvm builds no in-tree module, and such an
-/// option (`TEST_BPF`) built in instead would run at every boot.
-pub(crate) fn selftests_built_in(text: &str) -> String {
+/// A selftests fragment without the lines that mean otherwise over allnoconfig than over the
+/// defconfig vmtest.sh starts from: its `=m` lines (bpfvm builds no in-tree module, and such an
+/// option, `TEST_BPF`, built in instead would run at every boot), and `CONFIG_EXPERT=y`
+/// (`config.x86_64`), which makes every `if EXPERT` prompt visible, so that allnoconfig turns
+/// off what olddefconfig leaves at its default `y`: MULTIUSER and with it NAMESPACES
+/// (init/Kconfig), FUTEX, EPOLL, PRINTK...
+pub(crate) fn selftests_kept(text: &str) -> String {
     text.lines()
-        .filter(|l| !l.trim().ends_with("=m"))
+        .filter(|l| !l.trim().ends_with("=m") && l.trim() != "CONFIG_EXPERT=y")
         .map(|l| format!("{l}\n"))
         .collect()
 }
@@ -429,10 +433,10 @@ CONFIG_DEBUG_KERNEL=y
     }
 
     #[test]
-    fn module_lines_leave_the_selftests_fragment() {
-        let text = "CONFIG_BPF=y\nCONFIG_MODULES=y\nCONFIG_MODULE_SIG=y\nCONFIG_TEST_BPF=m\nCONFIG_XDP_SOCKETS=y\n";
+    fn module_and_expert_lines_leave_the_selftests_fragment() {
+        let text = "CONFIG_BPF=y\nCONFIG_MODULES=y\nCONFIG_EXPERT=y\nCONFIG_MODULE_SIG=y\nCONFIG_TEST_BPF=m\nCONFIG_XDP_SOCKETS=y\n";
         assert_eq!(
-            selftests_built_in(text),
+            selftests_kept(text),
             "CONFIG_BPF=y\nCONFIG_MODULES=y\nCONFIG_MODULE_SIG=y\nCONFIG_XDP_SOCKETS=y\n"
         );
     }

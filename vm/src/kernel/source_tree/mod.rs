@@ -170,7 +170,7 @@ fn fragments(checked: &Checked, symbols: &Symbols) -> Result<Fragments> {
         // A tree older than a file has none of its options to want.
         if let Ok(text) = std::fs::read_to_string(tree.join(&rel)) {
             let name = rel.rsplit('/').next().unwrap_or(&rel);
-            let lines = parse(&config::selftests_built_in(&text), &rel)?;
+            let lines = parse(&config::selftests_kept(&text), &rel)?;
             selftests_lines.push((format!("2-selftests-{name}"), lines));
         }
     }

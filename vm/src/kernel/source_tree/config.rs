@@ -353,7 +353,8 @@ mod tests {
                 "MODULE_UNLOAD",
                 "NAMESPACES",
                 "NET_NS",
-                "KALLSYMS_ALL"
+                "KALLSYMS_ALL",
+                "INTEGRITY"
             ]
         );
         let suite = parse_fragment(SUITE, "suite.config").unwrap();

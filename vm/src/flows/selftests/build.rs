@@ -473,24 +473,7 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
         let mut cmd;
         (cmd, shown) = match &inputs.kdir {
-            Kdir::Headers(_) => {
-                cmd = Command::new(argv[0]);
-                cmd.args(&argv[1..]);
-                // What a calling make or kbuild would pass on and steer this build with.
-                for k in [
-                    "MAKEFLAGS",
-                    "MFLAGS",
-                    "MAKELEVEL",
-                    "LLVM",
-                    "CC",
-                    "CFLAGS",
-                    "O",
-                    "ARCH",
-                ] {
-                    cmd.env_remove(k);
-                }
-                (cmd, argv.join(" "))
-            }
+            Kdir::Headers(_) => (in_clean_env(&argv), argv.join(" ")),
             // The tree build's clean environment, which keeps none of those.
             Kdir::Tree { tree, build } => source_tree::command_in_build(tree, build, &argv),
         };
@@ -506,6 +489,17 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
         cached: false,
         seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// `argv` in the tree build's clean environment: the selftests' Makefile reads `VMLINUX_H`,
+/// `OUTPUT`, `EXTRA_CFLAGS`, `BPF_GCC`, `CROSS_COMPILE`, a calling make's `MAKEFLAGS`..., none of
+/// which is in a cached build's key.
+fn in_clean_env(argv: &[&str]) -> Command {
+    let mut cmd = Command::new(argv[0]);
+    cmd.args(&argv[1..])
+        .env_clear()
+        .envs(source_tree::clean_env());
+    cmd
 }
 
 /// The error of a selftests build that failed with `e`: a pin's (its source is pinned) and a
@@ -530,6 +524,22 @@ fn not_built(kdir: &Kdir, describe: &str, e: anyhow::Error) -> anyhow::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pin's selftests build sees only the clean environment: none of the test process's
+    /// own variables (cargo's, and whatever a user's shell would add) reaches make.
+    #[test]
+    fn a_pins_selftests_make_sees_only_the_clean_environment() {
+        let out = in_clean_env(&["env"]).output().unwrap();
+        let seen: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| Some(l.split_once('=')?.0.to_string()))
+            .collect();
+        assert!(seen.iter().any(|k| k == "PATH"), "{seen:?}");
+        assert!(std::env::vars().any(|(k, _)| k.starts_with("CARGO")));
+        let allowed =
+            |k: &str| ["PATH", "HOME", "TMPDIR", "LC_ALL"].contains(&k) || k.starts_with("CCACHE_");
+        assert!(seen.iter().all(|k| allowed(k)), "{seen:?}");
+    }
 
     #[test]
     fn the_patterns_git_applies_in_every_directory_are_kept() {

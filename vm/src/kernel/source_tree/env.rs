@@ -111,6 +111,11 @@ pub(crate) fn check() -> Result<()> {
     Ok(())
 }
 
+/// The clean environment make runs in, from this process's variables.
+pub(crate) fn clean() -> Vec<(String, String)> {
+    kept(std::env::vars())
+}
+
 /// The clean environment make runs in, from the variables `vars`.
 fn kept(vars: impl IntoIterator<Item = (String, String)>) -> Vec<(String, String)> {
     let mut kept: Vec<(String, String)> = vars
@@ -203,7 +208,7 @@ impl Mapped {
     pub(crate) fn command(&self, argv: &[&str]) -> Command {
         let mut cmd = Command::new("env");
         cmd.arg("-i");
-        for (k, v) in kept(std::env::vars()) {
+        for (k, v) in clean() {
             cmd.arg(format!("{k}={v}"));
         }
         let argv: Vec<String> = argv.iter().map(|a| self.arg(a)).collect();

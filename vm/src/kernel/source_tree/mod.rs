@@ -358,6 +358,12 @@ pub fn command_in_build(
     (m.command(argv), m.shown(argv))
 }
 
+/// The clean environment a tree's make runs in (where the tools are, `HOME`, `TMPDIR`, C
+/// messages): nothing of the user's shell reaches a build whose result is cached.
+pub fn clean_env() -> Vec<(String, String)> {
+    env::clean()
+}
+
 /// Where [`command_in_build`]'s command sees the build directory.
 pub const BUILD_DIR: &str = OUT;
 

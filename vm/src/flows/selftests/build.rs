@@ -252,16 +252,18 @@ impl Kdir {
 /// the cache: kbuild gives a module its own BTF only where `vmlinux` is there to be its base
 /// (`cmd_btf_ko` in scripts/Makefile.modfinal; pahole and resolve_btfids read raw BTF as
 /// well as an ELF), and Debian's headers package has none. Each entry of `headers` is linked
-/// by its real path (its `scripts` and `tools` are relative links into linux-kbuild).
-pub(crate) fn headers_with_btf(headers: &Path, btf: &Path) -> Result<PathBuf> {
+/// by its real path (its `scripts` and `tools` are relative links into linux-kbuild). Its
+/// `version` is the installed package's.
+pub(crate) fn headers_with_btf(headers: &Path, version: &str, btf: &Path) -> Result<PathBuf> {
     use sha2::{Digest, Sha256};
     let btf_bytes = std::fs::read(btf).with_context(|| format!("read {}", btf.display()))?;
     let name = headers
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // The package's version in the name, and so in the build's key.
     let dir = root().join("kdir").join(format!(
-        "{name}-{}",
+        "{name}_{version}-{}",
         &hex::encode(Sha256::digest(&btf_bytes))[..12]
     ));
     if dir.join("vmlinux").is_file() {

@@ -165,6 +165,29 @@ fn pin_btf(p: &Prepared, pin: &pins::Pin, vm: &VmOptions, events: &Events) -> Re
     Ok(dest)
 }
 
+/// The installed version of a pin's headers package, which must be its kernel's: the package
+/// is installed by name from the host's apt, and a name can outlive a version (Debian's ABI
+/// name stays across some uploads), so `bpf_testmod.ko` would build against other headers.
+fn headers_version(pin: &pins::Pin, sel: &pins::Selftests, got: Option<String>) -> Result<String> {
+    let want = (pin.packages.iter())
+        .find(|p| p.name.starts_with("linux-image-"))
+        .map(|p| p.version.clone())
+        .with_context(|| format!("{}: no linux-image package", pin.path.display()))?;
+    match got {
+        Some(v) if v == want => Ok(v),
+        got => Err(anyhow::anyhow!(
+            "{} is {} on this host, and pin {} needs version {want}, its kernel's, for              bpf_testmod.ko; install it: {}",
+            sel.headers,
+            got.map_or("not installed".into(), |v| format!("version {v}")),
+            pin.version,
+            provision::apt_install_command(
+                &[&format!("{}={want}", sel.headers)],
+                provision::is_root()
+            )
+        )),
+    }
+}
+
 /// Builds (or reuses) the selftests of `target`: the packages they need, the source and the
 /// kernel's BTF, then make. A pin's BTF is dumped from its guest (one boot with `vm`, the first
 /// time) and `bpf_testmod.ko` builds against its headers package; a tree's BTF is its build's
@@ -184,10 +207,11 @@ fn build_for(
     provision::ensure_packages(&pkgs, events)?;
     let (source, btf, kdir) = match *target {
         Target::Pin { pin, sel, .. } => {
+            let version = headers_version(pin, sel, provision::installed_version(&sel.headers))?;
             let btf = pin_btf(p, pin, vm, events)?;
             // Debian's headers package installs its kbuild tree under its own name.
             let headers = Path::new("/usr/src").join(&sel.headers);
-            let kdir = build::Kdir::Headers(build::headers_with_btf(&headers, &btf)?);
+            let kdir = build::Kdir::Headers(build::headers_with_btf(&headers, &version, &btf)?);
             (build::pin_source(pin, sel, events)?, btf, kdir)
         }
         Target::Tree { dir, .. } => {
@@ -512,6 +536,30 @@ mod tests {
         };
         let e = check(&bless).err().unwrap().to_string();
         assert!(e.contains("leave --bless out"), "{e}");
+    }
+
+    /// The headers bpf_testmod.ko builds against are the pin kernel's version, or the run
+    /// stops naming the package, both versions and the install command.
+    #[test]
+    fn a_pins_headers_must_be_its_kernels_version() {
+        let pin = pins::resolve("6.1").unwrap();
+        let sel = pin.selftests.as_deref().unwrap();
+        let want = pin.packages[0].version.clone();
+        assert!(pin.packages[0].name.starts_with("linux-image-"));
+        assert_eq!(
+            headers_version(&pin, sel, Some(want.clone())).unwrap(),
+            want
+        );
+        let e = format!(
+            "{:#}",
+            headers_version(&pin, sel, Some("6.1.0-0".into())).unwrap_err()
+        );
+        assert!(
+            e.contains("version 6.1.0-0") && e.contains(&format!("{}={want}", sel.headers)),
+            "{e}"
+        );
+        let e = format!("{:#}", headers_version(&pin, sel, None).unwrap_err());
+        assert!(e.contains("not installed"), "{e}");
     }
 
     /// bench-vm --upstream skips its bench rows with this reason on such a pin.

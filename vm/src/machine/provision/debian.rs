@@ -154,6 +154,18 @@ pub fn apt_install_command(pkgs: &[&str], root: bool) -> String {
     )
 }
 
+/// The version dpkg has of `pkg` installed, if it has.
+pub fn installed_version(pkg: &str) -> Option<String> {
+    let out = Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}\t${Version}", pkg])
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (status, version) = text.split_once('\t')?;
+    (status.split_whitespace().nth(2) == Some("installed")).then(|| version.trim().to_string())
+}
+
 /// Which of `pkgs` dpkg reports installed.
 pub(super) fn dpkg_installed(pkgs: &[&str]) -> BTreeMap<String, bool> {
     let out = Command::new("dpkg-query")

@@ -30,8 +30,8 @@ use crate::support::paths::cache_dir;
 
 pub use cargo_tools::{bpf_linker_install_args, crates_toml_has, virtiofsd_install_args};
 pub use debian::{
-    apt_install_command, arch_packages, needs_apt_update, parse_dpkg_status, required_packages,
-    selftests_packages,
+    apt_install_command, arch_packages, installed_version, needs_apt_update, parse_dpkg_status,
+    required_packages, selftests_packages,
 };
 pub use distro::{host_distro, package_hint, parse_os_release, Distro};
 pub use toolchain::{

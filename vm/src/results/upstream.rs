@@ -1000,6 +1000,21 @@ Summary: 4 PASSED, 1 SKIPPED, 1 FAILED
             .contains("unprivileged_bpf_disabled"));
     }
 
+    /// Every pin's committed list loads: its entries name known units, and each option an
+    /// entry blames is named in its reason.
+    #[test]
+    fn the_committed_known_lists_load() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels/selftests");
+        for pin in ["6.1", "6.12"] {
+            let known = Known::load(&dir.join(format!("{pin}.known.toml"))).unwrap();
+            assert!(known.known.len() >= 14, "{pin}");
+            assert!(known
+                .known
+                .iter()
+                .all(|k| k.test.starts_with("test_progs/")));
+        }
+    }
+
     #[test]
     fn a_known_entry_that_blames_an_option_the_config_sets_fails() {
         let known: Known = toml::from_str(

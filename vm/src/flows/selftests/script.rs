@@ -11,7 +11,15 @@ use crate::support::shell::quote;
 use super::units::Unit;
 
 /// The modules the script loads (see [`script`]).
-pub(crate) const GUEST_MODULES: [&str; 4] = ["tun", "nf_conntrack", "nf_nat", "loop"];
+pub(crate) const GUEST_MODULES: [&str; 7] = [
+    "tun",
+    "nf_conntrack",
+    "nf_nat",
+    "loop",
+    "tcp_bbr",
+    "tcp_dctcp",
+    "fou",
+];
 /// What `modprobe` said.
 const MODPROBE: &str = "modprobe.out";
 
@@ -74,8 +82,10 @@ pub(crate) fn script(out: &Path, build: &Path, config: &Path, budget_s: u64, jso
     s.push_str("case $OUT/ in /tmp/*) ;; *) mount -t tmpfs tmpfs /tmp ;; esac\n");
     // The modules vmtest.sh's config builds in and Debian's has as modules (`=m`): tun
     // (`/dev/net/tun`: flow_dissector, tc_redirect), nf_conntrack and nf_nat (the `bpf_ct_*`
-    // kfuncs of bpf_nf live in their BTF), loop (test_ima's `losetup`). Loaded before the
-    // first marker, as bpf_testmod.
+    // kfuncs of bpf_nf live in their BTF), loop (test_ima's `losetup`), tcp_bbr and tcp_dctcp
+    // (bpf_tcp_ca's tcp_ca_kfunc calls their kfuncs), fou (tunnel's `bpf_skb_get_fou_encap`;
+    // `ip fou` cannot autoload it: it declares no generic-netlink family alias). Loaded before
+    // the first marker, as bpf_testmod.
     writeln!(
         s,
         "modprobe -a {} > \"$OUT/{MODPROBE}\" 2>&1",

@@ -56,7 +56,8 @@ const DEBIAN_RUST_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src"
 /// Debian 13 lacks `xz`). And the programs the tests run in the guest, which shares the
 /// host's root (`SYS(...)` in prog_tests/): ping (iputils-ping: cgroup_attach_*, cgroup_link,
 /// netcnt), iptables (xdp_synproxy), keyctl (keyutils: verify_pkcs7_sig's
-/// verify_sig_setup.sh); `ip` and `tc` are iproute2's, already there.
+/// verify_sig_setup.sh), ethtool (xdp_do_redirect, xdp_synproxy: a minimal Debian 13 lacks it);
+/// `ip` and `tc` are iproute2's, already there.
 pub fn selftests_packages(clang: u32) -> Vec<String> {
     let mut p: Vec<String> = ["clang", "llvm", "lld"]
         .iter()
@@ -77,6 +78,7 @@ pub fn selftests_packages(clang: u32) -> Vec<String> {
             "iputils-ping",
             "iptables",
             "keyutils",
+            "ethtool",
         ]
         .map(String::from),
     );

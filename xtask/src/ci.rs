@@ -160,6 +160,7 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
             vm: VmOptions::new(Duration::from_secs(defaults::TEST_TIMEOUT_S)),
             filter: None,
             piece: None,
+            fresh: true,
         };
         let (report, dir) = run::vm_test(&opts, events)?;
         events.note(bpfvm_host::results::report::summary_table(&report));
@@ -264,6 +265,7 @@ fn kernel_tree_steps(dir: &Path, events: &Events) -> Vec<StepResult> {
             vm: VmOptions::new(Duration::from_secs(defaults::TEST_TIMEOUT_S)),
             filter: None,
             piece: None,
+            fresh: true,
         };
         let (report, out) = run::vm_test(&opts, events)?;
         events.note(bpfvm_host::results::report::summary_table(&report));

@@ -16,8 +16,9 @@
 //! - `bpffs`: every file and directory under `/sys/fs/bpf` (pinned objects);
 //! - `prog`, `map`, `link`, `btf`: the id of every BPF object the kernel holds
 //!   (`BPF_*_GET_NEXT_ID`);
-//! - `tmp`: every entry of `/tmp`;
-//! - `process`: the name of every user-space process (kernel threads left out);
+//! - `tmp`: every entry the guest wrote into `/tmp` (the host's files there are not the guest's);
+//! - `process`: the name of every user-space process (kernel threads left out); one that a run
+//!   started and left counts, one that ended does not, and udev's workers never do;
 //! - `end`: the record is whole.
 //!
 //! The kernel log since the last check (the records after it, up to this check's marker)
@@ -30,6 +31,9 @@ use crate::results::health::{self, log::Marker};
 /// The guest's running copy of its kernel log past this many bytes: boot afresh rather than
 /// let it reach its bound (`guest_files::MAX_FILE`) during a run.
 pub const LOG_LIMIT: u64 = crate::support::guest_files::MAX_FILE / 2;
+
+/// The name (`comm`) of udev's short-lived workers.
+const UDEV_WORKER: &str = "(udev-worker)";
 
 /// What the guest recorded, read back: kind -> values, each kind's values sorted (a process
 /// name may appear more than once).
@@ -120,6 +124,16 @@ impl GuestState {
                             (Some(a), None) => why.push(format!("sysctl {name} ({a}) is gone")),
                             (None, Some(b)) => why.push(format!("sysctl {name} appeared ({b})")),
                             (None, None) => {}
+                        }
+                    }
+                }
+                // A process a run left is a reason; one that ended is not (udev's workers
+                // end a few seconds after the boot's coldplug), nor is one of udev's
+                // workers, which come and go with udev's events.
+                "process" => {
+                    for v in difference(now, was) {
+                        if v != UDEV_WORKER {
+                            why.push(format!("{} left: {v}", describe(kind)));
                         }
                     }
                 }
@@ -234,7 +248,7 @@ mod tests {
 
     const BOOT: &str = "release 6.1.0-57-cloud-amd64\ntainted 0\nmodule virtiofs\n\
         sysctl /proc/sys/kernel/bpf_stats_enabled 0\nsysctl /proc/sys/kernel/unprivileged_bpf_disabled 2\n\
-        mount /sys/fs/bpf bpf\nbtf 1\ntmp /tmp/bpfvm-vmlinux.btf\nprocess virtme-ng-init\n\
+        mount /sys/fs/bpf bpf\nbtf 1\ntmp bpfvm-vmlinux.btf\nprocess virtme-ng-init\n\
         process sh\nprocess dd\nend\n";
     const LOG: &str =
         "6,100,9000000,-;virtio_net: something\n12,101,9000001,-;bpfvm: warm check 0\n";
@@ -294,9 +308,9 @@ mod tests {
                 "a process left: sh",
             ),
             (
-                "tmp /tmp/bpfvm-vmlinux.btf\n",
-                "tmp /tmp/bpfvm-vmlinux.btf\ntmp /tmp/x\n",
-                "a file in /tmp left: /tmp/x",
+                "tmp bpfvm-vmlinux.btf\n",
+                "tmp bpfvm-vmlinux.btf\ntmp x\n",
+                "a file in /tmp left: x",
             ),
             (
                 "module virtiofs\n",
@@ -321,6 +335,19 @@ mod tests {
                 "a BPF program (id) left: 3"
             ]
         );
+    }
+
+    #[test]
+    fn a_process_that_ended_or_a_udev_worker_is_no_reason() {
+        let ended = BOOT.replace("process dd\n", "");
+        assert_eq!(judge(&evidence(&ended, LOG)), Vec::<String>::new());
+        let udev = BOOT.replace("process dd\n", "process dd\nprocess (udev-worker)\n");
+        assert_eq!(judge(&evidence(&udev, LOG)), Vec::<String>::new());
+        let left = BOOT.replace(
+            "process dd\n",
+            "process dd\nprocess (udev-worker)\nprocess x\n",
+        );
+        assert_eq!(judge(&evidence(&left, LOG)), ["a process left: x"]);
     }
 
     /// A WARN since the last check (a run's, or one while the guest was idle), a lost record,

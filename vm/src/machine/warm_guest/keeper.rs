@@ -220,6 +220,11 @@ fn route(shared: Arc<Shared>, events: Events) -> Events {
                 let mut g = shared.lock();
                 if said == "ready" {
                     g.ready = true;
+                    events.note(format!(
+                        "the kept guest is up (boot {}, {:.1} s)",
+                        g.boot,
+                        g.up_since.map_or(0.0, |t| t.elapsed().as_secs_f64())
+                    ));
                 }
                 g.says.push_back(said);
                 shared.changed.notify_all();

@@ -44,7 +44,8 @@ pub fn check_marker(n: u64) -> String {
 /// every BPF program, map, link and BTF object (`bpf(2)`, syscall 321 on x86-64:
 /// `BPF_PROG_GET_NEXT_ID` 11, `BPF_MAP_GET_NEXT_ID` 12, `BPF_BTF_GET_NEXT_ID` 23,
 /// `BPF_LINK_GET_NEXT_ID` 31, each taking `start_id` and returning `next_id`, include/uapi/
-/// linux/bpf.h). A process is named by its `comm`; kernel threads (kthreadd's children) and
+/// linux/bpf.h). `/tmp` is virtme-ng's overlay of the host's: only what the guest wrote there
+/// (its upper directory) counts. A process is named by its `comm`; kernel threads (kthreadd's children) and
 /// the loop's own shell are left out.
 const STATE: &str = r#"bpfvm_state() {
   local f line pid rest ppid comm
@@ -57,7 +58,11 @@ const STATE: &str = r#"bpfvm_state() {
     read -r line < "$f" 2>/dev/null && echo "sysctl $f $line"
   done
   while read -r _ line f _; do echo "mount $line $f"; done < /proc/self/mounts
-  for f in /tmp/* /tmp/.[!.]*; do [ -e "$f" ] || [ -L "$f" ] && echo "tmp $f"; done
+  while read -r _ line f rest _; do
+    [ "$line $f" = "/tmp overlay" ] || continue
+    rest=${rest#*upperdir=}
+    for f in "${rest%%,*}"/* "${rest%%,*}"/.[!.]*; do [ -e "$f" ] || [ -L "$f" ] && echo "tmp ${f##*/}"; done
+  done < /proc/self/mounts
   for f in /proc/[0-9]*/stat; do
     read -r line < "$f" 2>/dev/null || continue
     pid=${line%% *}

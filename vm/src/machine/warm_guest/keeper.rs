@@ -51,6 +51,9 @@ pub struct Keeper {
     pub judge: Judge,
 }
 
+/// The kept guest's key, as JSON, in its directory.
+pub const KEY_FILE: &str = "key.json";
+
 /// How long a guest may take to answer a check.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a run waits for a guest that is booting.
@@ -136,6 +139,8 @@ pub fn serve(mut k: Keeper, dir: &Path, events: &Events) -> Result<()> {
         changed: Condvar::new(),
         stop,
     });
+    // What the guest boots, for a reader (and a hand-made run: docs/warm-guest.md).
+    crate::support::fs::write_atomic(&dir.join(KEY_FILE), wire::line(&k.key).as_bytes())?;
     let k = Arc::new(k);
     let server = {
         let (shared, k, events) = (shared.clone(), k.clone(), events.clone());
@@ -201,10 +206,18 @@ fn keep(k: &Keeper, shared: &Arc<Shared>, events: &Events) -> Result<()> {
                 outcome.diagnosis()
             );
         }
+        let why = match shared.stop.load(Ordering::SeqCst) {
+            true => "stopped by its keeper".to_string(),
+            false => outcome
+                .diagnosis()
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+        };
         events.note(format!(
-            "the kept guest stopped after {:.0} s: {}",
+            "the kept guest stopped after {:.0} s: {why}",
             started.elapsed().as_secs_f64(),
-            outcome.diagnosis().lines().next().unwrap_or_default()
         ));
     }
     unreachable!("the loop ends by returning")

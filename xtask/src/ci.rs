@@ -154,6 +154,23 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
             )
         },
     );
+    step(
+        "a kept guest: reused, refused after a pin, gone with its keeper",
+        &mut || {
+            cargo(
+                &[
+                    "test",
+                    "-p",
+                    "xtask",
+                    "--test",
+                    "warm_guest",
+                    "--",
+                    "--ignored",
+                ],
+                None,
+            )
+        },
+    );
     step("vm-test", &mut || {
         let opts = TestOptions {
             kernel: pin(kernel)?,

@@ -368,7 +368,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     };
     // A kept guest (`cargo xtask vm-guest`) may take the run: its files then go where that
     // guest sees them, its binaries staged there (`kept_guest`).
-    let kept = kept_guest::share(opts, &p);
+    let kept = kept_guest::share(opts.fresh, &p);
     let files = RunDir::new(kept.as_deref().unwrap_or(&out_dir))?;
     let (probe, verifier, binaries) = kept_guest::stage(&kept, &files, probe, verifier, binaries)?;
     let vm = with_offline_cpus(&opts.vm);
@@ -387,7 +387,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     let built = start.elapsed() - prepared;
 
     let (booted, guest_use, _hold) =
-        kept_guest::boot_tests(&p, &vm, opts, kept, files, &out_dir, events)?;
+        kept_guest::boot_tests(&p, &vm, opts.fresh, kept, files, &out_dir, events)?;
     let shared = booted.files.shared.clone();
     let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
     let ending = booted.ending();
@@ -880,7 +880,7 @@ mod kept_guest {
     use anyhow::Result;
 
     use super::{boot_tests as boot, vm_spec, with_test_progress};
-    use super::{Booted, Prepared, RunDir, TestOptions, BOOT_TIMEOUT};
+    use super::{Booted, Prepared, RunDir, BOOT_TIMEOUT};
     use crate::machine::build::TestBinary;
     use crate::machine::guest::VerifierRun;
     use crate::machine::vng::Ending;
@@ -892,9 +892,9 @@ mod kept_guest {
     pub(super) const REUSED: &str = "reused";
 
     /// The kept guest's share when a keeper listens in this checkout and the run may use it
-    /// (not `--fresh`, not a guest with a root of its own).
-    pub(super) fn share(opts: &TestOptions, p: &Prepared) -> Option<PathBuf> {
-        if opts.fresh || p.kernel.guest_root.is_some() {
+    /// (not `fresh`, not a guest with a root of its own).
+    pub(super) fn share(fresh: bool, p: &Prepared) -> Option<PathBuf> {
+        if fresh || p.kernel.guest_root.is_some() {
             return None;
         }
         client::share(&wire::dir(&target_dir()))
@@ -936,7 +936,7 @@ mod kept_guest {
     pub(super) fn boot_tests(
         p: &Prepared,
         vm: &crate::domain::options::VmOptions,
-        opts: &TestOptions,
+        fresh: bool,
         kept: Option<PathBuf>,
         files: RunDir,
         out_dir: &Path,
@@ -947,7 +947,7 @@ mod kept_guest {
             why,
         };
         let why = match kept {
-            None if opts.fresh => "--fresh".to_string(),
+            None if fresh => "--fresh".to_string(),
             None => "no kept guest in this checkout (`cargo xtask vm-guest` keeps one)".into(),
             Some(share) => {
                 let spec = vm_spec(p, vm, &files.shared, &files.script, BOOT_TIMEOUT);
@@ -961,7 +961,7 @@ mod kept_guest {
                     )?,
                     script: files.script.clone(),
                     shared: files.shared.clone(),
-                    timeout_s: opts.vm.timeout.as_secs(),
+                    timeout_s: vm.timeout.as_secs(),
                 };
                 let live = with_test_progress(
                     events.clone(),

@@ -154,12 +154,30 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
             )
         },
     );
+    step(
+        "a kept guest: reused, refused after a pin, gone with its keeper",
+        &mut || {
+            cargo(
+                &[
+                    "test",
+                    "-p",
+                    "xtask",
+                    "--test",
+                    "warm_guest",
+                    "--",
+                    "--ignored",
+                ],
+                None,
+            )
+        },
+    );
     step("vm-test", &mut || {
         let opts = TestOptions {
             kernel: pin(kernel)?,
             vm: VmOptions::new(Duration::from_secs(defaults::TEST_TIMEOUT_S)),
             filter: None,
             piece: None,
+            fresh: true,
         };
         let (report, dir) = run::vm_test(&opts, events)?;
         events.note(bpfvm_host::results::report::summary_table(&report));
@@ -264,6 +282,7 @@ fn kernel_tree_steps(dir: &Path, events: &Events) -> Vec<StepResult> {
             vm: VmOptions::new(Duration::from_secs(defaults::TEST_TIMEOUT_S)),
             filter: None,
             piece: None,
+            fresh: true,
         };
         let (report, out) = run::vm_test(&opts, events)?;
         events.note(bpfvm_host::results::report::summary_table(&report));

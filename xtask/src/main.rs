@@ -31,6 +31,7 @@ mod lint;
 mod mutants;
 mod soak;
 mod verifier;
+mod vm_guest;
 mod vm_run;
 mod vm_test;
 
@@ -58,6 +59,7 @@ enum Cmd {
     VmRun(vm_run::Options),
     Ci(ci::Options),
     VmTest(vm_test::Options),
+    VmGuest(vm_guest::Options),
     Inventory(inventory::Options),
     /// Build the kernel's own BPF selftests (test_progs, test_maps, bench) from its source and
     /// run them to the end in as many boots as it takes, each upstream test judged like the
@@ -97,6 +99,7 @@ fn run(cmd: Cmd, events: &bpfvm_host::support::output::Events) -> Result<ExitCod
         Cmd::VmRun(opts) => vm_run::run(opts, events),
         Cmd::Ci(opts) => ci::run(opts, events),
         Cmd::VmTest(opts) => vm_test::run(opts, events),
+        Cmd::VmGuest(opts) => vm_guest::run(opts, events),
         Cmd::Inventory(opts) => inventory::run(opts, events),
         Cmd::Selftests(args) => bpfvm::selftests(args, events),
         Cmd::BenchVm(opts) => bench_vm::run(opts, events),

@@ -37,6 +37,10 @@ pub(crate) struct Options {
     #[arg(long, value_name = "N", conflicts_with_all = ["filter", "piece"],
           value_parser = clap::value_parser!(u16).range(1..))]
     jobs: Option<u16>,
+    /// Boot, even when `cargo xtask vm-guest` keeps a guest this run could use
+    /// (docs/warm-guest.md).
+    #[arg(long)]
+    fresh: bool,
 }
 
 pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
@@ -53,6 +57,7 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         vm: opts.vm.options(opts.timeout),
         filter: opts.filter,
         piece: opts.piece.map(|id| (id, opts.plan)),
+        fresh: opts.fresh,
     };
     if kernels.len() > 1 {
         let reports = bpfvm_host::flows::run::vm_test_all(&kernels, &opts, events)?;

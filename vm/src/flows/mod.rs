@@ -8,3 +8,4 @@ pub mod run;
 pub mod selftests;
 #[cfg(test)]
 mod status_table;
+pub mod vm_guest;

@@ -26,6 +26,8 @@ pub fn vm_test_jobs(opts: &TestOptions, jobs: usize, events: &Events) -> Result<
             .map(|index| {
                 let one = TestOptions {
                     piece: Some((PieceId { index, count: jobs }, Some(cut.hash.clone()))),
+                    // Pieces boot at once: one kept guest cannot take them all.
+                    fresh: true,
                     ..opts.clone()
                 };
                 s.spawn(move || run::vm_test(&one, events))

@@ -33,7 +33,7 @@ use crate::support::status::Status;
 /// qemu's `-smp N,maxcpus=M` is not enough: 6.12 and 7.2 count no hotplug CPU from it
 /// ("Allowing 2 present CPUs plus 0 hotplug CPUs"), nor does `possible_cpus=` raise it there.
 /// The CPUs never brought up cost nothing under TCG.
-fn with_offline_cpus(opts: &VmOptions) -> VmOptions {
+pub(crate) fn with_offline_cpus(opts: &VmOptions) -> VmOptions {
     let mut vm = opts.clone();
     vm.append.push(format!("maxcpus={}", opts.cpus));
     vm.cpus = opts.cpus * 2;
@@ -198,6 +198,7 @@ pub(crate) fn vm_spec(
             reads: own_root::outermost(&p.guest_reads),
         }),
         watchdog: p.watchdog.clone(),
+        stop: None,
     }
 }
 
@@ -319,6 +320,8 @@ pub struct TestOptions {
     /// Run only this piece of the suite's plan (`results::plan`), with the plan's hash the
     /// matrix was made from, if given (another plan cut here is an error).
     pub piece: Option<(PieceId, Option<String>)>,
+    /// Boot even when the checkout keeps a guest that could take the run (`--fresh`).
+    pub fresh: bool,
 }
 
 /// The piece of the suite's plan `opts` asks for on its kernel.
@@ -363,7 +366,11 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         Some(a) => a.piece.libtest_args(binary),
         None => opts.filter.iter().cloned().collect(),
     };
-    let files = RunDir::new(&out_dir)?;
+    // A kept guest (`cargo xtask vm-guest`) may take the run: its files then go where that
+    // guest sees them, its binaries staged there (`kept_guest`).
+    let kept = kept_guest::share(opts.fresh, &p);
+    let files = RunDir::new(kept.as_deref().unwrap_or(&out_dir))?;
+    let (probe, verifier, binaries) = kept_guest::stage(&kept, &files, probe, verifier, binaries)?;
     let vm = with_offline_cpus(&opts.vm);
     let facts = KnownFacts::find(&p, &vm, &probe, &verifier, &files.shared, events)?;
     guest::write(
@@ -379,7 +386,8 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     )?;
     let built = start.elapsed() - prepared;
 
-    let booted = boot_tests(&p, &vm, files, &out_dir, events)?;
+    let (booted, guest_use, _hold) =
+        kept_guest::boot_tests(&p, &vm, opts.fresh, kept, files, &out_dir, events)?;
     let shared = booted.files.shared.clone();
     let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
     let ending = booted.ending();
@@ -417,6 +425,14 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         report.feature_mismatches = verdict.mismatches;
         report.reused = facts.reused_names();
         report.piece = piece.as_ref().map(Assigned::info);
+        if guest_use.how == kept_guest::REUSED {
+            // The guest's kernel started long before this run: its boot is not this run's.
+            report
+                .timings
+                .guest_phases
+                .retain(|s| s.name != "kernel boot");
+        }
+        report.vm.guest = Some(guest_use);
     })?;
     if report.status == Some(Status::Good) {
         facts.keep(&out_dir.join("guest").join("shared"), events);
@@ -852,6 +868,142 @@ pub(crate) fn with_test_progress(events: Events, shared: PathBuf, expected: Expe
         },
         other => events.emit(other),
     })
+}
+
+/// `vm-test`'s use of a kept guest (`machine::warm_guest`, docs/warm-guest.md): where the
+/// run's files go, its binaries staged, and its boot, or the kept guest's run instead.
+mod kept_guest {
+    use std::os::unix::net::UnixStream;
+    use std::path::{Path, PathBuf};
+    use std::time::Instant;
+
+    use anyhow::Result;
+
+    use super::{boot_tests as boot, vm_spec, with_test_progress};
+    use super::{Booted, Prepared, RunDir, BOOT_TIMEOUT};
+    use crate::machine::build::TestBinary;
+    use crate::machine::guest::VerifierRun;
+    use crate::machine::vng::Ending;
+    use crate::machine::warm_guest::{client, key::Key, script, wire};
+    use crate::results::report::GuestUse;
+    use crate::support::output::Events;
+    use crate::support::paths::target_dir;
+
+    pub(super) const REUSED: &str = "reused";
+
+    /// The kept guest's share when a keeper listens in this checkout and the run may use it
+    /// (not `fresh`, not a guest with a root of its own).
+    pub(super) fn share(fresh: bool, p: &Prepared) -> Option<PathBuf> {
+        if fresh || p.kernel.guest_root.is_some() {
+            return None;
+        }
+        client::share(&wire::dir(&target_dir()))
+    }
+
+    /// The run's binaries and objects at paths in its own directory when a kept guest may
+    /// run it (`client::stage`), else as they are.
+    pub(super) fn stage(
+        kept: &Option<PathBuf>,
+        files: &RunDir,
+        probe: PathBuf,
+        verifier: VerifierRun,
+        binaries: Vec<TestBinary>,
+    ) -> Result<(PathBuf, VerifierRun, Vec<TestBinary>)> {
+        if kept.is_none() {
+            return Ok((probe, verifier, binaries));
+        }
+        let mut all = vec![probe, verifier.bin];
+        all.extend(verifier.objects);
+        all.extend(binaries.iter().map(|b| b.path.clone()));
+        let bin = files.script.parent().unwrap_or(Path::new("/")).join("bin");
+        let mut staged = client::stage(&all, &bin)?.into_iter();
+        let probe = staged.next().expect("staged");
+        let bin = staged.next().expect("staged");
+        let objects = staged
+            .by_ref()
+            .take(all.len() - 2 - binaries.len())
+            .collect();
+        let binaries = binaries
+            .into_iter()
+            .zip(staged)
+            .map(|(b, path)| TestBinary { path, ..b })
+            .collect();
+        Ok((probe, VerifierRun { bin, objects }, binaries))
+    }
+
+    /// The run in the kept guest when it takes it, else a boot of its own ([`boot`]); how the
+    /// run got its guest and why; the refusing keeper's socket, to hold until the run ends.
+    pub(super) fn boot_tests(
+        p: &Prepared,
+        vm: &crate::domain::options::VmOptions,
+        fresh: bool,
+        kept: Option<PathBuf>,
+        files: RunDir,
+        out_dir: &Path,
+        events: &Events,
+    ) -> Result<(Booted, GuestUse, Option<UnixStream>)> {
+        let use_of = |how: &str, why: String| GuestUse {
+            how: how.into(),
+            why,
+        };
+        let why = match kept {
+            None if fresh => "--fresh".to_string(),
+            None => "no kept guest in this checkout (`cargo xtask vm-guest` keeps one)".into(),
+            Some(share) => {
+                let spec = vm_spec(p, vm, &files.shared, &files.script, BOOT_TIMEOUT);
+                let loop_script = script::loop_script(&share);
+                let req = wire::Request {
+                    key: Key::of(
+                        &spec,
+                        &p.kernel.bootable.release,
+                        &p.tools.vng,
+                        &loop_script,
+                    )?,
+                    script: files.script.clone(),
+                    shared: files.shared.clone(),
+                    timeout_s: vm.timeout.as_secs(),
+                };
+                let live = with_test_progress(
+                    events.clone(),
+                    files.shared.clone(),
+                    p.kernel.expected.clone(),
+                );
+                let started = Instant::now();
+                match client::run(&wire::dir(&target_dir()), &req, &live)? {
+                    client::Attempt::Ran { why, outcome, .. } => {
+                        if outcome.ending == Ending::Interrupted {
+                            anyhow::bail!(
+                                "interrupted (Ctrl-C); the kept guest is stopped ({} left as it was)",
+                                out_dir.join("report.json").display()
+                            );
+                        }
+                        events.note(format!(
+                            "the kept guest ran the tests in {:.1} s",
+                            outcome.elapsed.as_secs_f64()
+                        ));
+                        let booted = Booted {
+                            files,
+                            outcome,
+                            out_dir: out_dir.to_path_buf(),
+                            started,
+                            ended: Instant::now(),
+                        };
+                        return Ok((booted, use_of(REUSED, why), None));
+                    }
+                    client::Attempt::Boot { why, hold } => {
+                        events.note(format!("booting: {why}"));
+                        let booted = boot(p, vm, files, out_dir, events)?;
+                        return Ok((booted, use_of("booted", why), hold));
+                    }
+                }
+            }
+        };
+        Ok((
+            boot(p, vm, files, out_dir, events)?,
+            use_of("booted", why),
+            None,
+        ))
+    }
 }
 
 #[cfg(test)]

@@ -7,3 +7,4 @@ pub mod provision;
 pub mod qemu;
 pub mod tcg_thread;
 pub mod vng;
+pub mod warm_guest;

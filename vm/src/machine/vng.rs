@@ -48,6 +48,9 @@ pub struct VmSpec {
     pub own_root: Option<OwnRoot>,
     /// Stops a guest whose test runs longer than its limit (the kernel's selftests).
     pub watchdog: Option<Watchdog>,
+    /// Set by another thread to stop the VM at the next poll, which then ends as
+    /// [`Ending::Interrupted`] (a kept guest's keeper, `warm_guest::keeper`).
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// A per-test watchdog on the host: the guest prints a line starting with `start` and the
@@ -267,6 +270,11 @@ pub fn run(
         }
         if proc::interrupted() {
             break Ending::Interrupted;
+        }
+        if let Some(stop) = &spec.stop {
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                break Ending::Interrupted;
+            }
         }
         if start.elapsed() > spec.timeout {
             break Ending::Timeout(spec.timeout);
@@ -571,6 +579,7 @@ mod tests {
             qemu_opts: vec![],
             own_root: None,
             watchdog: None,
+            stop: None,
         }
     }
 

@@ -4,6 +4,7 @@
 //! the pieces' reports merged (`merge`).
 pub mod costs;
 pub mod denylist;
+pub mod freshness;
 pub mod health;
 pub mod inventory;
 pub mod merge;

@@ -28,6 +28,10 @@ pub enum Marker {
     TestEnd(String),
     /// `/proc/sys/kernel/tainted` as read right after the previous marker.
     Tainted(u64),
+    /// The copy starts after this `/dev/kmsg` record on purpose: a kept guest's run
+    /// (`machine::warm_guest`) copies only its own records, the earlier ones having been
+    /// judged by the check before it. The first line of such a copy, written by the guest.
+    Continues(u64),
 }
 
 /// Every marker starts with this.
@@ -41,6 +45,7 @@ impl Marker {
             Marker::TestStart(t) => format!("{MARKER_PREFIX}test start {t}"),
             Marker::TestEnd(t) => format!("{MARKER_PREFIX}test end {t}"),
             Marker::Tainted(m) => format!("{MARKER_PREFIX}tainted {m}"),
+            Marker::Continues(s) => format!("{MARKER_PREFIX}continues after seq {s}"),
         }
     }
 
@@ -55,6 +60,9 @@ impl Marker {
         }
         if let Some(t) = rest.strip_prefix("test end ") {
             return Some(Marker::TestEnd(t.to_string()));
+        }
+        if let Some(s) = rest.strip_prefix("continues after seq ") {
+            return s.trim().parse().ok().map(Marker::Continues);
         }
         let mask = rest.strip_prefix("tainted ")?;
         mask.trim().parse().ok().map(Marker::Tainted)

@@ -121,10 +121,13 @@ pub fn scan(kernel_log: &str) -> Scan {
         let Some(m) = Marker::parse(&r.text) else {
             continue;
         };
-        if !matches!(m, Marker::Tainted(_)) {
+        if !matches!(m, Marker::Tainted(_) | Marker::Continues(_)) {
             before_marker = running.clone();
         }
         match m {
+            // Only as the copy's first record: later, a jump in seq is a loss all the same.
+            Marker::Continues(s) if last_seq.is_none() => last_seq = Some(s),
+            Marker::Continues(_) => {}
             Marker::Phase(p) => phase = p,
             Marker::TestStart(t) => {
                 out.marked.insert(t.clone());

@@ -293,3 +293,28 @@ fn only_a_splat_before_the_scripts_first_phase_spoiled_the_boot() {
     let clean = "12,0,0,-;bpfvm: phase bench\n12,1,1,-;bpfvm: phase end\n";
     assert!(!judge(clean, &none, "6.1", None).spoiled_at_boot());
 }
+
+/// A kept guest's run copies only its own records, after the first line that says where they
+/// continue: no loss is counted before them, and a jump after them still is.
+#[test]
+fn a_copy_that_continues_after_a_seq_loses_nothing_before_it() {
+    let head = Marker::Continues(41).line();
+    assert_eq!(Marker::parse(&head), Some(Marker::Continues(41)));
+    let own = format!("{head}\n12,42,9000000,-;bpfvm: phase tests\n12,43,9000001,-;x\n");
+    assert_eq!(scan(&own).lost, []);
+    let late = format!("{head}\n12,44,9000000,-;bpfvm: phase tests\n");
+    let lost = scan(&late).lost;
+    assert_eq!(lost.len(), 1, "{lost:#?}");
+    assert_eq!(
+        lost[0].gap.describe(),
+        "2 records lost between seq 41 and 44"
+    );
+    let without = "12,42,9000000,-;bpfvm: phase tests\n";
+    assert_eq!(
+        scan(without).lost.len(),
+        1,
+        "a copy that says nothing starts at seq 0"
+    );
+    let again = format!("12,0,0,-;a\n{head}\n12,43,1,-;b\n");
+    assert_eq!(scan(&again).lost.len(), 1, "only as the first record");
+}

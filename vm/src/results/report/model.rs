@@ -316,6 +316,16 @@ pub struct VmInfo {
     /// Boots that failed before the guest script started and were retried (TCG only).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub retries: Vec<FailedBoot>,
+    /// Whether `vm-test` booted its guest or used a kept one (`cargo xtask vm-guest`), and why.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub guest: Option<GuestUse>,
+}
+
+/// How a run got its guest: `booted` or `reused` (a kept guest, docs/warm-guest.md), and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuestUse {
+    pub how: String,
+    pub why: String,
 }
 
 impl VmInfo {
@@ -332,6 +342,7 @@ impl VmInfo {
             wall_time_s: vm.elapsed.as_secs_f64(),
             console_tail: if ok { vec![] } else { vm.console_tail.clone() },
             retries: vm.retries.clone(),
+            guest: None,
         }
     }
 }
@@ -377,6 +388,7 @@ impl Report {
                 wall_time_s: 0.0,
                 console_tail: vec![],
                 retries: vec![],
+                guest: None,
             },
             timings: Timings::default(),
             tests: vec![],

@@ -338,6 +338,7 @@ fn report(tests: Vec<TestResult>) -> Report {
             wall_time_s: 1.0,
             console_tail: vec![],
             retries: vec![],
+            guest: None,
         },
         timings: Timings {
             build_s: Some(12.04),

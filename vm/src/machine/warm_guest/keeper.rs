@@ -1,0 +1,663 @@
+//! The host's side of a kept guest: boots the loop (`script`) through virtiofs as any boot
+//! (`vng::run`, on this thread, so that the VM dies with this process even by SIGKILL,
+//! `support::proc`), and serves the runs that ask on the checkout's socket (`wire`), one at a
+//! time, on another thread.
+//!
+//! A run is let in only after a check: the guest records its state, the keeper reads it and the
+//! kernel log since the last check, and the judgement it was handed (`results::freshness`)
+//! finds nothing. Anything else refuses the run (it boots afresh and says why) and stops the
+//! guest, which boots again once that run has let go of the socket. So does a run that ends
+//! any other way than its script's end (its command killed, its time limit, the VM's death).
+//! The keeper ends on Ctrl-C, when no run asked for `idle`, or when its guest fails to boot.
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::machine::vng::{self, RunOutcome, VmSpec, STATUS_FILE};
+use crate::machine::warm_guest::key::Key;
+use crate::machine::warm_guest::script::{self, BOOT_STATE, CTL, KMSG_LOG, SAYS};
+use crate::machine::warm_guest::wire::{self, Ended, Reply, Request, Stream, WireEnding};
+use crate::support::output::{Events, Output};
+use crate::support::proc;
+
+/// What one check gives the judgement: the guest's records and its kernel log since the last
+/// check (`results::freshness::Evidence` reads the same).
+pub struct Check<'a> {
+    pub boot: &'a str,
+    pub now: &'a str,
+    pub log: &'a str,
+    pub after: Option<u64>,
+    pub log_bytes: u64,
+}
+
+/// The judgement of a check: the reasons to boot afresh, none to use the guest.
+pub type Judge = Box<dyn Fn(&Check) -> Vec<String> + Send + Sync>;
+
+/// A keeper's VM and rules.
+pub struct Keeper {
+    /// The loop's VM: its `rwdir` is the share, its `script` the loop (written here).
+    pub spec: VmSpec,
+    pub vng: PathBuf,
+    pub path_prefix: Vec<PathBuf>,
+    pub key: Key,
+    /// Stop after this long without a run.
+    pub idle: Duration,
+    pub judge: Judge,
+}
+
+/// The kept guest's key, as JSON, in its directory.
+pub const KEY_FILE: &str = "key.json";
+
+/// How long a guest may take to answer a check.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a run waits for a guest that is booting.
+const BOOT_WAIT: Duration = Duration::from_secs(180);
+/// Console lines kept for a run's diagnosis.
+const TAIL: usize = 60;
+
+#[derive(Default)]
+struct Guest {
+    /// The guest said `ready`: its boot's record is written.
+    ready: bool,
+    /// vng returned: how the VM ended.
+    down: Option<RunOutcome>,
+    /// The guest's `bpfvm-warm:` lines not yet taken.
+    says: VecDeque<String>,
+    /// Where the guest's other output goes while a run uses it.
+    sink: Option<UnixStream>,
+    tail: VecDeque<String>,
+    /// A run is connected: the guest is not booted again until it lets go.
+    busy: bool,
+    /// The keeper is ending.
+    quit: bool,
+    last_run: Option<Instant>,
+    /// Which boot this is (from 1), and since when it runs.
+    boot: u64,
+    up_since: Option<Instant>,
+}
+
+struct Shared {
+    guest: Mutex<Guest>,
+    changed: Condvar,
+    stop: Arc<AtomicBool>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Guest> {
+        self.guest.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until `done` holds or `limit` passed; returns the guard and whether it holds.
+    fn wait_for<'a>(
+        &'a self,
+        limit: Duration,
+        mut done: impl FnMut(&mut Guest) -> bool,
+    ) -> (MutexGuard<'a, Guest>, bool) {
+        let deadline = Instant::now() + limit;
+        let mut g = self.lock();
+        loop {
+            if done(&mut g) {
+                return (g, true);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return (g, false);
+            }
+            g = self
+                .changed
+                .wait_timeout(g, left.min(Duration::from_millis(100)))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    fn stop_vm(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Runs the keeper until Ctrl-C, `idle` without a run, or a boot that fails (an error).
+/// `dir` is the checkout's kept-guest directory (`wire::dir`), locked for the keeper's life.
+pub fn serve(mut k: Keeper, dir: &Path, events: &Events) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    let _lock = lock(&dir.join(wire::LOCK))?;
+    let socket = dir.join(wire::SOCKET);
+    let _ = std::fs::remove_file(&socket);
+    let listener =
+        UnixListener::bind(&socket).with_context(|| format!("listen on {}", socket.display()))?;
+    listener.set_nonblocking(true)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    k.spec.stop = Some(stop.clone());
+    let shared = Arc::new(Shared {
+        guest: Mutex::new(Guest::default()),
+        changed: Condvar::new(),
+        stop,
+    });
+    // What the guest boots, for a reader (and a hand-made run: docs/warm-guest.md).
+    crate::support::fs::write_atomic(&dir.join(KEY_FILE), wire::line(&k.key).as_bytes())?;
+    let k = Arc::new(k);
+    let server = {
+        let (shared, k, events) = (shared.clone(), k.clone(), events.clone());
+        std::thread::spawn(move || accept(listener, &shared, &k, &events))
+    };
+    let result = keep(&k, &shared, events);
+    shared.lock().quit = true;
+    shared.changed.notify_all();
+    let _ = server.join();
+    let _ = std::fs::remove_file(&socket);
+    result
+}
+
+/// Boots the guest, again after each stop, until the keeper ends.
+fn keep(k: &Keeper, shared: &Arc<Shared>, events: &Events) -> Result<()> {
+    let share = k.spec.rwdir.clone();
+    for boot in 1.. {
+        {
+            // A run that is still connected (refused, booting its own VM) goes first.
+            let mut g = loop {
+                let (g, free) = shared.wait_for(Duration::from_secs(3600), |g| !g.busy || g.quit);
+                if free {
+                    break g;
+                }
+            };
+            if g.quit || proc::interrupted() {
+                return Ok(());
+            }
+            *g = Guest {
+                last_run: g.last_run,
+                boot,
+                up_since: Some(Instant::now()),
+                ..Guest::default()
+            };
+        }
+        shared.stop.store(false, Ordering::SeqCst);
+        fresh_share(&share)?;
+        std::fs::write(&k.spec.script, script::loop_script(&share))
+            .with_context(|| format!("write {}", k.spec.script.display()))?;
+        events.step(format!("booting the kept guest (boot {boot})"));
+        let started = Instant::now();
+        let route = route(shared.clone(), events.clone());
+        let outcome = vng::run(&k.spec, &k.vng, &k.path_prefix, &route)?;
+        let was_ready;
+        {
+            let mut g = shared.lock();
+            was_ready = g.ready;
+            g.ready = false;
+            g.down = Some(outcome.clone());
+            if proc::interrupted() {
+                g.quit = true;
+            }
+            shared.changed.notify_all();
+        }
+        if shared.lock().quit {
+            events.note("the kept guest is stopped");
+            return Ok(());
+        }
+        if !was_ready {
+            bail!(
+                "the kept guest did not come up ({:.1} s): {}",
+                started.elapsed().as_secs_f64(),
+                outcome.diagnosis()
+            );
+        }
+        let why = match shared.stop.load(Ordering::SeqCst) {
+            true => "stopped by its keeper".to_string(),
+            false => outcome
+                .diagnosis()
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+        };
+        events.note(format!(
+            "the kept guest stopped after {:.0} s: {why}",
+            started.elapsed().as_secs_f64(),
+        ));
+    }
+    unreachable!("the loop ends by returning")
+}
+
+/// The guest's output during a boot: its `bpfvm-warm:` lines to the run being served, the
+/// rest to the run using the guest if any, else to the keeper's own events.
+fn route(shared: Arc<Shared>, events: Events) -> Events {
+    Events::new(move |o| {
+        let (stream, text) = match &o {
+            Output::GuestStdout(l) if l.starts_with(SAYS) => {
+                let said = l[SAYS.len()..].to_string();
+                let mut g = shared.lock();
+                if said == "ready" {
+                    g.ready = true;
+                    events.note(format!(
+                        "the kept guest is up (boot {}, {:.1} s)",
+                        g.boot,
+                        g.up_since.map_or(0.0, |t| t.elapsed().as_secs_f64())
+                    ));
+                }
+                g.says.push_back(said);
+                shared.changed.notify_all();
+                return;
+            }
+            Output::GuestStdout(l) => (Stream::Stdout, l.clone()),
+            Output::GuestStderr(l) => (Stream::Stderr, l.clone()),
+            Output::Console(l) => (Stream::Console, l.clone()),
+            _ => return events.emit(o),
+        };
+        let mut g = shared.lock();
+        if stream == Stream::Console {
+            if g.tail.len() == TAIL {
+                g.tail.pop_front();
+            }
+            g.tail.push_back(text.clone());
+        }
+        let sent = match &mut g.sink {
+            Some(s) => s
+                .write_all(wire::line(&Reply::Line { stream, text }).as_bytes())
+                .is_ok(),
+            None => {
+                drop(g);
+                return events.emit(o);
+            }
+        };
+        if !sent {
+            g.sink = None;
+        }
+    })
+}
+
+/// Empties the share for a new boot: the last boot's records and words, runs left behind.
+fn fresh_share(share: &Path) -> Result<()> {
+    if share.exists() {
+        std::fs::remove_dir_all(share).with_context(|| format!("empty {}", share.display()))?;
+    }
+    std::fs::create_dir_all(share.join(CTL)).with_context(|| format!("create {}", share.display()))
+}
+
+/// Takes the keeper's lock, or says another keeper holds it.
+fn lock(path: &Path) -> Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("open {}", path.display()))?;
+    // SAFETY: flock on a file we hold open.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        bail!(
+            "a kept guest already runs for this checkout ({} is locked); one a checkout",
+            path.display()
+        );
+    }
+    Ok(f)
+}
+
+/// Takes runs one at a time until the keeper ends; stops the guest after `idle` without one.
+fn accept(listener: UnixListener, shared: &Shared, k: &Keeper, events: &Events) {
+    let since = Instant::now();
+    let mut counter = Counter::default();
+    loop {
+        {
+            let g = shared.lock();
+            if g.quit {
+                return;
+            }
+            let last = g.last_run.unwrap_or(since);
+            if g.ready && last.elapsed() > k.idle {
+                drop(g);
+                events.note(format!(
+                    "no run for {} min: stopping the kept guest",
+                    k.idle.as_secs() / 60
+                ));
+                shared.lock().quit = true;
+                shared.stop_vm();
+                return;
+            }
+        }
+        if proc::interrupted() {
+            shared.stop_vm();
+            return;
+        }
+        match listener.accept() {
+            Ok((stream, _)) => {
+                shared.lock().busy = true;
+                let _ = stream.set_nonblocking(false);
+                if let Err(e) = serve_run(stream, shared, k, &mut counter, events) {
+                    events.warn(format!("a run of the kept guest: {e:#}"));
+                }
+                let mut g = shared.lock();
+                g.busy = false;
+                g.sink = None;
+                g.last_run = Some(Instant::now());
+                shared.changed.notify_all();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => {
+                events.warn(format!("the kept guest's socket: {e}"));
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+}
+
+/// Where the checks of the current boot are: the next check's number, the byte of the kernel
+/// log copy after the last check and the seq of its marker, and the runs served since the boot.
+#[derive(Default)]
+struct Counter {
+    boot: u64,
+    up_since: Option<Instant>,
+    next: u64,
+    from: u64,
+    after: Option<u64>,
+    runs: u64,
+}
+
+fn send(stream: &mut UnixStream, reply: &Reply) -> Result<()> {
+    stream
+        .write_all(wire::line(reply).as_bytes())
+        .context("write to the run")
+}
+
+/// Serves one run: its question, the check, the run itself.
+fn serve_run(
+    mut stream: UnixStream,
+    shared: &Shared,
+    k: &Keeper,
+    counter: &mut Counter,
+    events: &Events,
+) -> Result<()> {
+    let asked = Instant::now();
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(30)))?;
+    let mut line = String::new();
+    BufReader::new(stream.try_clone()?)
+        .take(1 << 20)
+        .read_line(&mut line)
+        .context("read the run's question")?;
+    let req: Request = serde_json::from_str(&line).context("read the run's question")?;
+    let refuse = |stream: &mut UnixStream, why: String, stop: bool| -> Result<()> {
+        events.note(format!("a run refused: {why}"));
+        if stop {
+            shared.stop_vm();
+        }
+        send(stream, &Reply::Refused(why))?;
+        // The refused run boots its own VM now: this guest boots again once it let go.
+        stream.set_read_timeout(None)?;
+        let _ = stream.read(&mut [0u8; 1]);
+        Ok(())
+    };
+    let differs = req.key.differences(&k.key);
+    if !differs.is_empty() {
+        let why = format!("the kept guest boots another VM: {}", differs.join("; "));
+        return refuse(&mut stream, why, false);
+    }
+    let (g, _) = shared.wait_for(BOOT_WAIT, |g| g.ready || g.down.is_some() || g.quit);
+    if !g.ready {
+        drop(g);
+        return refuse(&mut stream, "the kept guest is not up".into(), false);
+    }
+    if counter.boot != g.boot {
+        *counter = Counter {
+            boot: g.boot,
+            up_since: g.up_since,
+            ..Counter::default()
+        };
+    }
+    drop(g);
+    let share = k.spec.rwdir.clone();
+    let n = counter.next;
+    counter.next += 1;
+    say(&share, &format!("check.{n}"), "")?;
+    let checked = format!("checked {n}");
+    let (g, answered) = shared.wait_for(CHECK_TIMEOUT, |g| {
+        take(&mut g.says, &checked) || g.down.is_some()
+    });
+    if !answered || g.down.is_some() {
+        drop(g);
+        let why = format!(
+            "the kept guest did not answer its check in {} s",
+            CHECK_TIMEOUT.as_secs()
+        );
+        return refuse(&mut stream, why, true);
+    }
+    drop(g);
+    let (log, marker_seq, end) = match log_to_marker(&share.join(KMSG_LOG), counter.from, n) {
+        Ok(found) => found,
+        Err(e) => {
+            let why = format!("the kept guest's kernel log: {e:#}");
+            return refuse(&mut stream, why, true);
+        }
+    };
+    let read = |name: &str| std::fs::read_to_string(share.join(name)).unwrap_or_default();
+    let (boot_state, now_state) = (read(BOOT_STATE), read(&script::state_file(n)));
+    let log_bytes = std::fs::metadata(share.join(KMSG_LOG)).map_or(0, |m| m.len());
+    let why = (k.judge)(&Check {
+        boot: &boot_state,
+        now: &now_state,
+        log: &log,
+        after: counter.after,
+        log_bytes,
+    });
+    if !why.is_empty() {
+        let why = format!(
+            "the kept guest is not as its boot left it: {}",
+            why.join("; ")
+        );
+        return refuse(&mut stream, why, true);
+    }
+    counter.from = end;
+    counter.after = Some(marker_seq);
+    let because = format!(
+        "the kept guest (up {:.0} s, {} runs before this one) is as its boot left it: the \
+         same release and taint, no BPF object, pin, module, sysctl, mount, /tmp file or \
+         process left, no splat or lost record in its kernel log since the last check",
+        counter.up_since.map_or(0.0, |b| b.elapsed().as_secs_f64()),
+        counter.runs
+    );
+    counter.runs += 1;
+    {
+        let mut g = shared.lock();
+        g.tail.clear();
+        g.sink = Some(stream.try_clone()?);
+    }
+    send(
+        &mut stream,
+        &Reply::Using {
+            why: because,
+            after: marker_seq,
+        },
+    )?;
+    let go = format!("{marker_seq} {} {}\n", end + 1, req.script.display());
+    say(&share, &format!("go.{n}"), &go)?;
+    events.note(format!(
+        "run {} of boot {}: using the kept guest",
+        counter.runs, counter.boot
+    ));
+    // The run lets go of the socket only when it is done: an end of file before is its end.
+    let gone = Arc::new(AtomicBool::new(false));
+    {
+        let (mut r, gone) = (stream.try_clone()?, gone.clone());
+        r.set_read_timeout(None)?;
+        std::thread::spawn(move || {
+            let _ = r.read(&mut [0u8; 1]);
+            gone.store(true, Ordering::SeqCst);
+        });
+    }
+    let (started, ended) = (format!("started {n}"), format!("ended {n} "));
+    let mut start = None;
+    let limit = Duration::from_secs(req.timeout_s);
+    let ending = 'run: loop {
+        let (mut g, _) = shared.wait_for(Duration::from_millis(100), |g| {
+            !g.says.is_empty() || g.down.is_some()
+        });
+        while let Some(said) = g.says.pop_front() {
+            if said == started {
+                start = Some(Instant::now());
+            } else if said.starts_with(&ended) {
+                break 'run match read_status(&req.shared.join(STATUS_FILE)) {
+                    Some(code) => WireEnding::Exited(code),
+                    None => WireEnding::VmFailed(format!(
+                        "the run's guest script ended ({said}) without writing its exit status"
+                    )),
+                };
+            }
+        }
+        if let Some(down) = &g.down {
+            break WireEnding::from(&down.ending);
+        }
+        drop(g);
+        if gone.load(Ordering::SeqCst) {
+            events.warn("the run let go of the kept guest before its end: stopping the guest");
+            shared.stop_vm();
+            if req.shared.starts_with(&share) {
+                if let Some(run_dir) = req.shared.parent() {
+                    let _ = std::fs::remove_dir_all(run_dir);
+                }
+            }
+            return Ok(());
+        }
+        if asked.elapsed() > limit {
+            shared.stop_vm();
+            break WireEnding::Timeout(req.timeout_s);
+        }
+    };
+    let mut g = shared.lock();
+    g.sink = None;
+    let console_tail = match &g.down {
+        Some(down) => down.console_tail.clone(),
+        None => g.tail.iter().cloned().collect(),
+    };
+    drop(g);
+    if !matches!(ending, WireEnding::Exited(_)) {
+        // Whatever ended the run otherwise (a panic, its time limit) leaves no guest to reuse.
+        shared.stop_vm();
+    }
+    let now = Instant::now();
+    let ended = Ended {
+        ending,
+        console_tail,
+        elapsed_s: asked.elapsed().as_secs_f64(),
+        boot_s: start.map(|s| s.duration_since(asked).as_secs_f64()),
+        guest_s: start.map(|s| now.duration_since(s).as_secs_f64()),
+    };
+    send(&mut stream, &Reply::Ended(ended))
+}
+
+/// Whether `says` holds `word`; takes it (and what came before it) if so.
+fn take(says: &mut VecDeque<String>, word: &str) -> bool {
+    match says.iter().position(|s| s == word) {
+        Some(i) => {
+            says.drain(..=i);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The guest's exit status file, as `vng::run` reads it.
+fn read_status(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Says `word` to the guest: a file in the share's `ctl/`, written beside it and renamed in,
+/// so that the guest never lists a file cut short.
+fn say(share: &Path, word: &str, text: &str) -> Result<()> {
+    let tmp = share.join(format!(".{word}"));
+    std::fs::write(&tmp, text).with_context(|| format!("write {}", tmp.display()))?;
+    std::fs::rename(&tmp, share.join(CTL).join(word)).context("tell the kept guest")
+}
+
+/// The kernel log copy at `path` from byte `from` to the end of check `n`'s marker (waiting
+/// up to 10 s for it to be copied): that text, the marker's seq and the byte after it.
+fn log_to_marker(path: &Path, from: u64, n: u64) -> Result<(String, u64, u64)> {
+    let marker = script::check_marker(n);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let bytes = std::fs::read(path).with_context(|| format!("read {}", path.display()))?;
+        let rest = bytes
+            .get(from as usize..)
+            .context("the copy is shorter than before")?;
+        let text = String::from_utf8_lossy(rest);
+        if let Some(found) = find_marker(&text, &marker) {
+            return Ok(found_at(found, from));
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the marker of check {n} is not in {} after 10 s",
+                path.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// In a copy of `/dev/kmsg`, the record whose text is `marker`: the text up to and including
+/// its line, its seq, and the byte after its line.
+fn find_marker(text: &str, marker: &str) -> Option<(String, u64, u64)> {
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let end = at + line.len();
+        let l = line.trim_end_matches('\n');
+        if line.ends_with('\n') && l.split_once(';').is_some_and(|(_, t)| t == marker) {
+            let seq = l.split(',').nth(1)?.parse().ok()?;
+            return Some((text[..end].to_string(), seq, end as u64));
+        }
+        at = end;
+    }
+    None
+}
+
+fn found_at((text, seq, end): (String, u64, u64), from: u64) -> (String, u64, u64) {
+    (text, seq, from + end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_checks_marker_is_found_whole_with_its_seq() {
+        let log =
+            "6,7,1,-;x\n12,8,2,-;bpfvm: warm check 0\n6,9,3,-;y\n12,10,4,-;bpfvm: warm check 1";
+        let (text, seq, end) = find_marker(log, "bpfvm: warm check 0").unwrap();
+        assert_eq!(
+            (text.as_str(), seq),
+            ("6,7,1,-;x\n12,8,2,-;bpfvm: warm check 0\n", 8)
+        );
+        assert_eq!(&log[end as usize..end as usize + 9], "6,9,3,-;y");
+        assert_eq!(
+            find_marker(log, "bpfvm: warm check 1"),
+            None,
+            "not a whole line yet"
+        );
+        assert_eq!(
+            find_marker("12,8,2,-;bpfvm: warm check 10\n", "bpfvm: warm check 1"),
+            None
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kmsg.log");
+        std::fs::write(&path, log.to_string() + "\n").unwrap();
+        let (text, seq, end) = log_to_marker(&path, end, 1).unwrap();
+        assert_eq!(
+            (text.as_str(), seq),
+            ("6,9,3,-;y\n12,10,4,-;bpfvm: warm check 1\n", 10)
+        );
+        assert_eq!(end as usize, log.len() + 1);
+    }
+
+    #[test]
+    fn a_word_is_taken_with_what_came_before_it() {
+        let mut says: VecDeque<String> =
+            ["ready", "checked 0", "started 0"].map(String::from).into();
+        assert!(!take(&mut says, "checked 1"));
+        assert!(take(&mut says, "checked 0"));
+        assert_eq!(says, ["started 0"]);
+    }
+}

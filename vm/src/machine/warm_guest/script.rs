@@ -1,0 +1,192 @@
+//! The kept guest's side: the script virtme-ng runs instead of one run's, a loop that waits in
+//! the shared directory for the host's word, records its own state when asked (a check),
+//! then runs one run's guest script (unchanged but for its kernel log copy,
+//! `machine::guest`), and again.
+//!
+//! The host speaks by creating files in `ctl/` (`check.N`, `go.N`, `stop`), written elsewhere
+//! and renamed in; the guest finds them by listing the directory (`readdir` goes to virtiofsd
+//! every time, where a lookup of a name that was missing may be answered from the guest's
+//! cache for a second). The guest speaks on its stdout, one `bpfvm-warm: ` line per step,
+//! which the keeper reads as it comes. Each check also writes a marker into the kernel log,
+//! `bpfvm: warm check N`, so that the host knows which records it covers.
+//!
+//! The guest keeps one copy of `/dev/kmsg` running for its whole life (`kmsg.log` in the
+//! shared directory): a run's own copy is that file from the byte after its check, and the
+//! host reads the records between two checks there.
+use std::path::Path;
+
+use crate::machine::vng::START_MARKER;
+use crate::support::guest_files;
+use crate::support::shell::quote;
+
+/// The prefix of every line the loop prints for the keeper.
+pub const SAYS: &str = "bpfvm-warm: ";
+/// The guest's running copy of its kernel log, in the shared directory.
+pub const KMSG_LOG: &str = "kmsg.log";
+/// The record of the guest's state right after its boot, in the shared directory.
+pub const BOOT_STATE: &str = "state.boot";
+/// The directory the host's words appear in.
+pub const CTL: &str = "ctl";
+
+/// The record of check `n`, in the shared directory.
+pub fn state_file(n: u64) -> String {
+    format!("state.{n}")
+}
+
+/// The kernel log marker of check `n`.
+pub fn check_marker(n: u64) -> String {
+    format!("bpfvm: warm check {n}")
+}
+
+/// Writes the guest's state to stdout as `KIND VALUE` lines ending with `end`, as
+/// `results::freshness` reads them. Shell builtins but one `perl` (Essential in Debian, as
+/// `machine::guest`'s settle step uses), which lists bpffs and asks the kernel for the id of
+/// every BPF program, map, link and BTF object (`bpf(2)`, syscall 321 on x86-64:
+/// `BPF_PROG_GET_NEXT_ID` 11, `BPF_MAP_GET_NEXT_ID` 12, `BPF_BTF_GET_NEXT_ID` 23,
+/// `BPF_LINK_GET_NEXT_ID` 31, each taking `start_id` and returning `next_id`, include/uapi/
+/// linux/bpf.h). `/tmp` is virtme-ng's overlay of the host's: only what the guest wrote there
+/// (its upper directory) counts. A process is named by its `comm`; kernel threads (kthreadd's children) and
+/// the loop's own shell are left out.
+const STATE: &str = r#"bpfvm_state() {
+  local f line pid rest ppid comm
+  read -r line < /proc/sys/kernel/osrelease && echo "release $line"
+  read -r line < /proc/sys/kernel/tainted && echo "tainted $line"
+  while read -r line _; do echo "module $line"; done < /proc/modules
+  for f in /proc/sys/kernel/*bpf* /proc/sys/net/core/bpf_* /proc/sys/kernel/perf_event_paranoid \
+           /proc/sys/kernel/kptr_restrict /proc/sys/kernel/panic_on_warn \
+           /proc/sys/kernel/ftrace_enabled /proc/sys/kernel/printk_devkmsg; do
+    read -r line < "$f" 2>/dev/null && echo "sysctl $f $line"
+  done
+  while read -r _ line f _; do echo "mount $line $f"; done < /proc/self/mounts
+  while read -r _ line f rest _; do
+    [ "$line $f" = "/tmp overlay" ] || continue
+    rest=${rest#*upperdir=}
+    for f in "${rest%%,*}"/* "${rest%%,*}"/.[!.]*; do [ -e "$f" ] || [ -L "$f" ] && echo "tmp ${f##*/}"; done
+  done < /proc/self/mounts
+  for f in /proc/[0-9]*/stat; do
+    read -r line < "$f" 2>/dev/null || continue
+    pid=${line%% *}
+    rest=${line##*\) }
+    ppid=${rest#* }
+    ppid=${ppid%% *}
+    [ "$pid" = 2 ] || [ "$ppid" = 2 ] || [ "$pid" = $$ ] && continue
+    comm=${line#*\(}
+    echo "process ${comm%)*}"
+  done
+  perl -e '
+    sub walk { my ($d) = @_; opendir(my $h, $d) or return;
+      for my $e (sort readdir $h) { next if $e eq "." || $e eq ".."; my $p = "$d/$e";
+        print "bpffs $p\n"; walk($p) if -d $p && !-l $p; } }
+    walk("/sys/fs/bpf");
+    for my $c ([11, "prog"], [12, "map"], [23, "btf"], [31, "link"]) {
+      my $id = 0;
+      while (1) { my $a = pack("L3", $id, 0, 0);
+        last if syscall(321, $c->[0], $a, 12) != 0;
+        $id = (unpack("L3", $a))[1]; print "$c->[1] $id\n"; } }' || echo "perl failed"
+  echo end
+}
+"#;
+
+/// Waits until the host's word `NAME` (or `stop`) is in `ctl/`: 0 for NAME, 1 for stop.
+/// `read -t` on a FIFO nobody writes sleeps without starting a program (under TCG each costs
+/// about a tenth of a second, docs/boot-time.md).
+const WAIT: &str = r#"mkfifo /tmp/.bpfvm-warm-wait && exec 9<> /tmp/.bpfvm-warm-wait
+bpfvm_wait() {
+  local f
+  while :; do
+    for f in "$W"/ctl/*; do
+      case ${f##*/} in "$1") return 0 ;; stop) return 1 ;; esac
+    done
+    read -r -t 0.05 -u 9 _
+  done
+}
+"#;
+
+/// The loop, for a guest whose shared directory is `share`. As `machine::guest`'s scripts, it
+/// runs under bash, mounts bpffs and debugfs and copies the kernel's BTF to where each run
+/// puts it, so that its state before the first run is what each run's own preamble leaves.
+/// `go.N` holds the seq of the check's marker, the byte of the kernel log copy after it
+/// (1-based, as `tail -c +K`) and the run's script.
+pub fn loop_script(share: &Path) -> String {
+    let w = quote(&share.display().to_string());
+    let blocks = guest_files::MAX_FILE / 512;
+    format!(
+        r#"#!/bin/sh
+# Written by bpfvm: a kept guest's loop (cargo xtask vm-guest); runs inside the guest as root.
+[ -n "$BASH_VERSION" ] || exec bash "$0"
+echo '{START_MARKER}' >&2
+W={w}
+echo on > /proc/sys/kernel/printk_devkmsg 2>/dev/null
+(ulimit -f {blocks}; exec dd if=/dev/kmsg of="$W/{KMSG_LOG}" bs=8k conv=noerror status=none 2>/dev/null) &
+grep -q ' /sys/fs/bpf ' /proc/self/mounts || mount -t bpf bpf /sys/fs/bpf
+grep -q ' /sys/kernel/debug ' /proc/self/mounts || mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+cp /sys/kernel/btf/vmlinux /tmp/bpfvm-vmlinux.btf 2>/dev/null
+{WAIT}{STATE}bpfvm_state > "$W/{BOOT_STATE}"
+echo "{SAYS}ready"
+n=0
+while bpfvm_wait check.$n; do
+  bpfvm_state > "$W/state.$n"
+  echo "bpfvm: warm check $n" > /dev/kmsg
+  echo "{SAYS}checked $n"
+  bpfvm_wait go.$n || break
+  read -r bpfvm_after bpfvm_from bpfvm_script < "$W/ctl/go.$n"
+  echo "{SAYS}started $n"
+  BPFVM_WARM_KMSG="$W/{KMSG_LOG}" BPFVM_WARM_KMSG_FROM=$bpfvm_from BPFVM_WARM_AFTER=$bpfvm_after \
+    bash "$bpfvm_script" < /dev/null
+  echo "{SAYS}ended $n $?"
+  n=$((n + 1))
+done
+echo "{SAYS}stopped"
+"#
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The state record runs under the host's bash as it would in the guest: whole, every
+    /// kind the judgement needs, no kernel thread.
+    #[test]
+    fn the_state_record_is_whole_and_names_no_kernel_thread() {
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!("{STATE}bpfvm_state"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.ends_with("end\n"), "{text}");
+        for kind in [
+            "release ",
+            "tainted ",
+            "mount ",
+            "process ",
+            "sysctl /proc/sys/kernel/",
+        ] {
+            assert!(text.lines().any(|l| l.starts_with(kind)), "{kind}: {text}");
+        }
+        assert!(!text.contains("process kthreadd"), "{text}");
+        assert!(!text.contains("perl failed"), "{text}");
+    }
+
+    #[test]
+    fn the_loop_checks_then_runs_each_script_with_its_log_copy() {
+        let s = loop_script(Path::new("/t/vm-guest/share"));
+        assert!(s.contains("W=/t/vm-guest/share\n"));
+        let order: Vec<usize> = [
+            "bpfvm_state > \"$W/state.boot\"",
+            "echo \"bpfvm-warm: ready\"",
+            "while bpfvm_wait check.$n",
+            "bpfvm_state > \"$W/state.$n\"",
+            "echo \"bpfvm: warm check $n\" > /dev/kmsg",
+            "bpfvm_wait go.$n",
+            "BPFVM_WARM_KMSG=\"$W/kmsg.log\" BPFVM_WARM_KMSG_FROM=$bpfvm_from",
+            "echo \"bpfvm-warm: ended $n $?\"",
+        ]
+        .iter()
+        .map(|p| s.find(p).unwrap_or_else(|| panic!("{p}")))
+        .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+        assert_eq!(check_marker(3), "bpfvm: warm check 3");
+    }
+}

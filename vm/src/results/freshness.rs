@@ -1,0 +1,412 @@
+//! Whether a kept guest (`machine::warm_guest`) is still in the state its boot left it in, so
+//! that the next run may use it instead of booting: the judgement of what the guest recorded
+//! about itself right before that run, against what it recorded right after its boot, and of
+//! its kernel log since the last check. Pure: the guest's records in, the reasons to boot
+//! afresh out (none: reuse). When in doubt it refuses: an unreadable or incomplete record is a
+//! reason like any other.
+//!
+//! What a fresh boot gives, and so what must not have changed (each line of the guest's
+//! record is `KIND VALUE`; `machine::warm_guest::script` writes them):
+//! - `release`: the kernel running;
+//! - `tainted`: the taint mask;
+//! - `module`: every loaded module;
+//! - `sysctl`: the BPF, perf and printk sysctls (`/proc/sys/kernel/*bpf*`,
+//!   `/proc/sys/net/core/bpf_*`, ...) with their values;
+//! - `mount`: every mount point of the guest's own namespace, with its type;
+//! - `bpffs`: every file and directory under `/sys/fs/bpf` (pinned objects);
+//! - `prog`, `map`, `link`, `btf`: the id of every BPF object the kernel holds
+//!   (`BPF_*_GET_NEXT_ID`);
+//! - `tmp`: every entry the guest wrote into `/tmp` (the host's files there are not the guest's);
+//! - `process`: the name of every user-space process (kernel threads left out); one that a run
+//!   started and left counts, one that ended does not, and udev's workers never do;
+//! - `end`: the record is whole.
+//!
+//! The kernel log since the last check (the records after it, up to this check's marker)
+//! must hold no splat, allowed or not, and no gap; the guest's running copy of the log must
+//! be far from its bound.
+use std::collections::BTreeMap;
+
+use crate::results::health::{self, log::Marker};
+
+/// The guest's running copy of its kernel log past this many bytes: boot afresh rather than
+/// let it reach its bound (`guest_files::MAX_FILE`) during a run.
+pub const LOG_LIMIT: u64 = crate::support::guest_files::MAX_FILE / 2;
+
+/// The name (`comm`) of udev's short-lived workers.
+const UDEV_WORKER: &str = "(udev-worker)";
+
+/// What the guest recorded, read back: kind -> values, each kind's values sorted (a process
+/// name may appear more than once).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestState {
+    kinds: BTreeMap<String, Vec<String>>,
+}
+
+/// The kinds a record must hold at least once (a guest whose record lacks one of them did not
+/// write it whole, whatever its `end` says).
+const ALWAYS: [&str; 4] = ["release", "tainted", "mount", "process"];
+
+impl GuestState {
+    /// Reads a record; an `Err` says why it is not one (cut short, a line without a value).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut kinds: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut ended = false;
+        for line in text.lines() {
+            if ended {
+                return Err(format!("a line after its end: {line:?}"));
+            }
+            if line == "end" {
+                ended = true;
+                continue;
+            }
+            let Some((kind, value)) = line.split_once(' ') else {
+                return Err(format!("a line without a value: {line:?}"));
+            };
+            kinds
+                .entry(kind.to_string())
+                .or_default()
+                .push(value.to_string());
+        }
+        if !ended {
+            return Err("cut short (no `end` line)".into());
+        }
+        if let Some(k) = ALWAYS.iter().find(|k| !kinds.contains_key(**k)) {
+            return Err(format!("no `{k}` line"));
+        }
+        for values in kinds.values_mut() {
+            values.sort();
+        }
+        Ok(Self { kinds })
+    }
+
+    fn values(&self, kind: &str) -> &[String] {
+        self.kinds.get(kind).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every difference from `boot`, one line each, in the kinds' order.
+    pub fn changes_since(&self, boot: &GuestState) -> Vec<String> {
+        let mut why = Vec::new();
+        let kinds: std::collections::BTreeSet<&String> =
+            boot.kinds.keys().chain(self.kinds.keys()).collect();
+        for kind in kinds {
+            let (was, now) = (boot.values(kind), self.values(kind));
+            if was == now {
+                continue;
+            }
+            match kind.as_str() {
+                // One value each: say both.
+                "release" | "tainted" => why.push(format!(
+                    "{kind} {} at boot, {} now",
+                    was.join(" "),
+                    now.join(" ")
+                )),
+                // NAME VALUE: a changed value is one change, not a removal and an addition.
+                "sysctl" => {
+                    let map = |v: &[String]| -> BTreeMap<String, String> {
+                        v.iter()
+                            .map(|l| match l.split_once(' ') {
+                                Some((k, v)) => (k.to_string(), v.to_string()),
+                                None => (l.clone(), String::new()),
+                            })
+                            .collect()
+                    };
+                    let (was, now) = (map(was), map(now));
+                    for name in was
+                        .keys()
+                        .chain(now.keys())
+                        .collect::<std::collections::BTreeSet<_>>()
+                    {
+                        match (was.get(name), now.get(name)) {
+                            (a, b) if a == b => {}
+                            (Some(a), Some(b)) => {
+                                why.push(format!("sysctl {name} was {a} at boot, {b} now"))
+                            }
+                            (Some(a), None) => why.push(format!("sysctl {name} ({a}) is gone")),
+                            (None, Some(b)) => why.push(format!("sysctl {name} appeared ({b})")),
+                            (None, None) => {}
+                        }
+                    }
+                }
+                // A process a run left is a reason; one that ended is not (udev's workers
+                // end a few seconds after the boot's coldplug), nor is one of udev's
+                // workers, which come and go with udev's events.
+                "process" => {
+                    for v in difference(now, was) {
+                        if v != UDEV_WORKER {
+                            why.push(format!("{} left: {v}", describe(kind)));
+                        }
+                    }
+                }
+                _ => {
+                    for v in difference(now, was) {
+                        why.push(format!("{} left: {v}", describe(kind)));
+                    }
+                    for v in difference(was, now) {
+                        why.push(format!("{} gone since boot: {v}", describe(kind)));
+                    }
+                }
+            }
+        }
+        why
+    }
+}
+
+/// What a kind's value is, in a reason.
+fn describe(kind: &str) -> String {
+    match kind {
+        "module" => "a module".into(),
+        "mount" => "a mount".into(),
+        "bpffs" => "an object pinned in bpffs".into(),
+        "prog" => "a BPF program (id)".into(),
+        "map" => "a BPF map (id)".into(),
+        "link" => "a BPF link (id)".into(),
+        "btf" => "a BTF object (id)".into(),
+        "tmp" => "a file in /tmp".into(),
+        "process" => "a process".into(),
+        other => format!("a `{other}` line"),
+    }
+}
+
+/// The values of `a` not matched by one of `b` (both sorted; a repeated value counts each time).
+fn difference<'a>(a: &'a [String], b: &[String]) -> Vec<&'a String> {
+    let mut left: BTreeMap<&String, usize> = BTreeMap::new();
+    for v in b {
+        *left.entry(v).or_default() += 1;
+    }
+    let mut out = Vec::new();
+    for v in a {
+        match left.get_mut(v) {
+            Some(n) if *n > 0 => *n -= 1,
+            _ => out.push(v),
+        }
+    }
+    out
+}
+
+/// What the guest gave for one check.
+#[derive(Debug, Clone)]
+pub struct Evidence<'a> {
+    /// The record it wrote right after its boot, before any run.
+    pub boot: &'a str,
+    /// The record it wrote for this check.
+    pub now: &'a str,
+    /// Its kernel log from the last check (exclusive) to this check's marker (inclusive), as
+    /// `/dev/kmsg` records; `after` is the seq of the last record judged before (`None`: the
+    /// log from the boot on).
+    pub log: &'a str,
+    pub after: Option<u64>,
+    /// The size of its running copy of the kernel log.
+    pub log_bytes: u64,
+}
+
+/// The reasons to boot afresh rather than use the guest: empty when it is, as far as these
+/// records can tell, in the state its boot left it in.
+pub fn judge(e: &Evidence) -> Vec<String> {
+    let mut why = Vec::new();
+    match (GuestState::parse(e.boot), GuestState::parse(e.now)) {
+        (Ok(boot), Ok(now)) => why.extend(now.changes_since(&boot)),
+        (Err(b), _) => why.push(format!("the guest's record of its boot is unreadable: {b}")),
+        (_, Err(n)) => why.push(format!(
+            "the guest's record for this check is unreadable: {n}"
+        )),
+    }
+    let log = match e.after {
+        Some(s) => format!("{}\n{}", Marker::Continues(s).line(), e.log),
+        None => e.log.to_string(),
+    };
+    let scan = health::scan(&log);
+    for s in &scan.splats {
+        let mut lines = s.text.lines();
+        let first = lines
+            .find(|l| !l.contains("[ cut here ]"))
+            .unwrap_or_default();
+        why.push(format!(
+            "the kernel log since the last check holds a splat: {first}"
+        ));
+    }
+    for l in &scan.lost {
+        why.push(format!(
+            "the kernel log since the last check lost records: {}",
+            l.gap.describe()
+        ));
+    }
+    if !log.lines().any(|l| l.contains(";bpfvm: warm check ")) {
+        why.push("the kernel log lacks this check's marker".into());
+    }
+    if e.log_bytes > LOG_LIMIT {
+        why.push(format!(
+            "the guest's copy of its kernel log holds {} MiB (a fresh boot starts it again)",
+            e.log_bytes >> 20
+        ));
+    }
+    why
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOOT: &str = "release 6.1.0-57-cloud-amd64\ntainted 0\nmodule virtiofs\n\
+        sysctl /proc/sys/kernel/bpf_stats_enabled 0\nsysctl /proc/sys/kernel/unprivileged_bpf_disabled 2\n\
+        mount /sys/fs/bpf bpf\nbtf 1\ntmp bpfvm-vmlinux.btf\nprocess virtme-ng-init\n\
+        process sh\nprocess dd\nend\n";
+    const LOG: &str =
+        "6,100,9000000,-;virtio_net: something\n12,101,9000001,-;bpfvm: warm check 0\n";
+
+    fn evidence<'a>(now: &'a str, log: &'a str) -> Evidence<'a> {
+        Evidence {
+            boot: BOOT,
+            now,
+            log,
+            after: Some(99),
+            log_bytes: 1 << 20,
+        }
+    }
+
+    #[test]
+    fn the_same_state_and_a_clean_log_since_the_check_reuse() {
+        let reordered = BOOT.replace("process sh\nprocess dd\n", "process dd\nprocess sh\n");
+        assert_eq!(judge(&evidence(&reordered, LOG)), Vec::<String>::new());
+        let from_boot = format!("6,0,0,-;Linux version 6.1\n{LOG}")
+            .replace(",100,", ",1,")
+            .replace(",101,", ",2,");
+        let e = Evidence {
+            after: None,
+            ..evidence(BOOT, &from_boot)
+        };
+        assert_eq!(judge(&e), Vec::<String>::new());
+    }
+
+    /// Each thing a run can leave behind is a reason, named.
+    #[test]
+    fn what_a_run_leaves_behind_is_named() {
+        let cases = [
+            (
+                "mount /sys/fs/bpf bpf\n",
+                "mount /sys/fs/bpf bpf\nbpffs /sys/fs/bpf/my_map\n",
+                "an object pinned in bpffs left: /sys/fs/bpf/my_map",
+            ),
+            (
+                "module virtiofs\n",
+                "module virtiofs\nmodule dummy\n",
+                "a module left: dummy",
+            ),
+            (
+                "btf 1\n",
+                "btf 1\nmap 7\nprog 3\nlink 2\n",
+                "a BPF map (id) left: 7",
+            ),
+            (
+                "sysctl /proc/sys/kernel/bpf_stats_enabled 0\n",
+                "sysctl /proc/sys/kernel/bpf_stats_enabled 1\n",
+                "sysctl /proc/sys/kernel/bpf_stats_enabled was 0 at boot, 1 now",
+            ),
+            ("tainted 0\n", "tainted 512\n", "tainted 0 at boot, 512 now"),
+            (
+                "process dd\n",
+                "process dd\nprocess sleep\nprocess sh\n",
+                "a process left: sh",
+            ),
+            (
+                "tmp bpfvm-vmlinux.btf\n",
+                "tmp bpfvm-vmlinux.btf\ntmp x\n",
+                "a file in /tmp left: x",
+            ),
+            (
+                "module virtiofs\n",
+                "",
+                "a module gone since boot: virtiofs",
+            ),
+        ];
+        for (was, now, want) in cases {
+            let state = BOOT.replacen(was, now, 1);
+            let why = judge(&evidence(&state, LOG));
+            assert!(why.iter().any(|w| w == want), "{want}: {why:?}");
+        }
+        let why = judge(&evidence(
+            &BOOT.replace("btf 1\n", "btf 1\nmap 7\nprog 3\nlink 2\n"),
+            LOG,
+        ));
+        assert_eq!(
+            why,
+            [
+                "a BPF link (id) left: 2",
+                "a BPF map (id) left: 7",
+                "a BPF program (id) left: 3"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_process_that_ended_or_a_udev_worker_is_no_reason() {
+        let ended = BOOT.replace("process dd\n", "");
+        assert_eq!(judge(&evidence(&ended, LOG)), Vec::<String>::new());
+        let udev = BOOT.replace("process dd\n", "process dd\nprocess (udev-worker)\n");
+        assert_eq!(judge(&evidence(&udev, LOG)), Vec::<String>::new());
+        let left = BOOT.replace(
+            "process dd\n",
+            "process dd\nprocess (udev-worker)\nprocess x\n",
+        );
+        assert_eq!(judge(&evidence(&left, LOG)), ["a process left: x"]);
+    }
+
+    /// A WARN since the last check (a run's, or one while the guest was idle), a lost record,
+    /// a log without this check's marker or close to its bound: each boots afresh.
+    #[test]
+    fn a_splat_or_a_gap_since_the_last_check_or_a_full_log_boots_afresh() {
+        let warn = "4,100,9000000,-;------------[ cut here ]------------\n\
+                    4,101,9000001,-;WARNING: CPU: 0 PID: 9 at kernel/bpf/syscall.c:512 f+0x1/0x2\n\
+                    4,102,9000002,-;---[ end trace 0000000000000000 ]---\n\
+                    12,103,9000003,-;bpfvm: warm check 1\n";
+        let why = judge(&evidence(BOOT, warn));
+        assert_eq!(why.len(), 1, "{why:?}");
+        assert!(
+            why[0].starts_with("the kernel log since the last check holds a splat"),
+            "{why:?}"
+        );
+        assert!(
+            why[0].ends_with("WARNING: CPU: 0 PID: 9 at kernel/bpf/syscall.c:512 f+0x1/0x2"),
+            "{why:?}"
+        );
+        let gap = LOG.replace(",100,", ",104,").replace(",101,", ",105,");
+        assert_eq!(
+            judge(&evidence(BOOT, &gap)),
+            ["the kernel log since the last check lost records: 4 records lost between seq 99 and 104"]
+        );
+        assert_eq!(
+            judge(&evidence(BOOT, "6,100,9000000,-;x\n")),
+            ["the kernel log lacks this check's marker"]
+        );
+        let full = Evidence {
+            log_bytes: LOG_LIMIT + 1,
+            ..evidence(BOOT, LOG)
+        };
+        assert_eq!(judge(&full).len(), 1);
+    }
+
+    /// When in doubt, boot: a record cut short or odd is a reason, never a pass.
+    #[test]
+    fn a_record_cut_short_or_malformed_refuses() {
+        for (now, want) in [
+            (BOOT.trim_end_matches("end\n").to_string(), "cut short"),
+            (format!("{BOOT}module x\n"), "a line after its end"),
+            (
+                BOOT.replace("module virtiofs\n", "module\n"),
+                "a line without a value",
+            ),
+            (
+                BOOT.replace("release 6.1.0-57-cloud-amd64\n", ""),
+                "no `release` line",
+            ),
+            (String::new(), "cut short"),
+        ] {
+            let why = judge(&evidence(&now, LOG));
+            assert!(
+                why.iter().any(|w| w
+                    .starts_with("the guest's record for this check is unreadable")
+                    && w.contains(want)),
+                "{want}: {why:?}"
+            );
+        }
+    }
+}

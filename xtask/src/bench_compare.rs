@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use bpfvm_host::flows::bench::compare;
+use bpfvm_host::results::bench::compare;
 use clap::Args;
 
 use crate::exit_if;

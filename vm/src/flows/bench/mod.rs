@@ -3,17 +3,10 @@
 //! runs the guest benchmark binary (`tests/src/bin/bench.rs`) in each, and writes
 //! `target/bench-vm/<kernel>/{report.json,report.md,*.svg}` (`--smoke`: `<kernel>-smoke/`).
 //!
-//! Layers: `model` (the report and its figures) and `stats` know nothing of rendering;
-//! `markdown`, `plot` and `compare` read them; this module runs the boots and writes the files.
-pub mod ab;
-pub mod compare;
-pub mod markdown;
-pub mod model;
-pub mod plot;
-pub mod reference;
+//! This module runs the boots and writes the files; what a report holds and the figures,
+//! statistics, comparisons and renderings made from it are `results::bench`.
 mod script;
-pub mod stats;
-pub mod upstream;
+mod upstream_script;
 
 use std::path::{Path, PathBuf};
 
@@ -27,6 +20,7 @@ use crate::kernel::expect;
 use crate::machine::build;
 use crate::machine::guest;
 use crate::machine::vng::Ending;
+use crate::results::bench::{compare, markdown, model, plot, upstream};
 use crate::results::report::{read_fact, AccelInfo};
 use crate::support::output::{Events, Output};
 use crate::support::paths::target_dir;

@@ -6,8 +6,8 @@ use super::{
     calls, Call, BLOOM_LOOKUP, BLOOM_TABLE, BLOOM_UPDATE, BPF_LOOP, FALSE_POSITIVE, LOOP_TABLE,
     WITHOUT_BLOOM, WITH_BLOOM,
 };
-use crate::flows::bench::model::{BenchReport, Figure};
-use crate::flows::bench::stats::{self, median};
+use crate::results::bench::model::{BenchReport, Figure};
+use crate::results::bench::stats::{self, median};
 
 /// The suite's row that measures what `call` does, by its figure key; None for a call the
 /// suite has no row for.
@@ -174,7 +174,7 @@ fn false_positives(s: &mut String, r: &BenchReport, call: &Call) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flows::bench::model::{self, Size};
+    use crate::results::bench::model::{self, Size};
 
     #[test]
     fn the_table_puts_each_bench_row_beside_the_suites_with_both_costs() {

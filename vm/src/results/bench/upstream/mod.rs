@@ -8,16 +8,15 @@
 //! instructions, so each invocation costs (w + d + 1) * 10^9 of them, and `--quick` runs the
 //! least bench accepts, `-w1 -d1` (two measured iterations).
 pub mod parse;
-pub mod script;
 pub mod side;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::model::{self, BenchReport, Clock, Figure, Mode, Pair, Size, LATENCY, RATE};
 use super::stats::{median, Better};
-use super::Group;
+use bpfvm_common::bench::Group;
 
 /// One invocation of bench: the benchmark and its options (the timing apart).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -199,7 +198,16 @@ impl Outcome {
     }
 }
 
-/// Reads and parses what the guest wrote for each call of `plan` (`script::FILES`); returns
+/// The shared directory's folder for bench's output.
+pub const DIR: &str = "upstream-bench";
+
+/// Where call `i` of the plan leaves its output and its exit status.
+pub fn files(shared: &Path, i: usize) -> (PathBuf, PathBuf) {
+    let dir = shared.join(DIR);
+    (dir.join(format!("{i}.out")), dir.join(format!("{i}.rc")))
+}
+
+/// Reads and parses what the guest wrote for each call of `plan` (`files`); returns
 /// the outcomes and their problems.
 pub fn collect(shared: &Path, plan: &Plan) -> (Vec<Outcome>, Vec<String>) {
     let mut problems = Vec::new();
@@ -208,7 +216,7 @@ pub fn collect(shared: &Path, plan: &Plan) -> (Vec<Outcome>, Vec<String>) {
         .iter()
         .enumerate()
         .map(|(i, call)| {
-            let (out, rc) = script::files(shared, i);
+            let (out, rc) = files(shared, i);
             let text = crate::support::guest_files::read(&out).unwrap_or_default();
             let parsed = parse::output(&text, plan.warmup);
             let o = Outcome {
@@ -369,7 +377,7 @@ pub(crate) fn recorded_with_bench() -> BenchReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flows::bench::compare;
+    use crate::results::bench::compare;
 
     #[test]
     fn bench_rows_count_instructions_and_are_judged_both_ways() {

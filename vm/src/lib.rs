@@ -1,6 +1,7 @@
 #![warn(unreachable_pub)]
 //! Host side of bpfvm, in layers: each folder imports only from the folders below it, and
-//! `vm/tests/layers.rs` fails when an import runs upward or two modules import each other.
+//! `vm/tests/layers.rs` fails when an import runs upward or two modules, or two parts of one
+//! module's folder, import each other.
 //! Imports name their layer (`crate::kernel::pins`), so a reader sees the layers the test
 //! enforces. See `docs/architecture.md`.
 //!

@@ -1,7 +1,8 @@
 //! The host library's layers hold: every module imports only from its own layer or the layers
 //! below it (the folders of `vm/src`, bottom up: `support`, `domain`, `machine`, `kernel`,
-//! `results`, `flows`), and no two modules import each other, directly or through others. `ui`
-//! sits on top and nothing imports it. The table in `vm/src/lib.rs` and
+//! `results`, `flows`), and no two modules import each other, directly or through others; nor do
+//! two parts of one module's folder (`results/bench/model.rs` and `results/bench/upstream/`).
+//! `ui` sits on top and nothing imports it. The table in `vm/src/lib.rs` and
 //! `docs/architecture.md` say the same.
 //!
 //! Imports are read from the source (`crate::layer::name`), test modules included: a test that
@@ -188,6 +189,71 @@ fn graph(mods: &BTreeMap<String, Module>) -> BTreeMap<String, BTreeSet<String>> 
         .collect()
 }
 
+/// Inside every module's folder and the folders below it, which part imports which: a part is
+/// a file or folder of the folder (its `mod.rs` apart), named by its path
+/// (`results::bench::model`), and imports another when its files name it through `super::` or
+/// `crate::`.
+fn parts(src: &Path) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let mut folders: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for file in walkdir(src) {
+        let rel = file.strip_prefix(src).unwrap();
+        let mut at = path_parts(rel);
+        if at.last().is_some_and(|f| f == "mod") {
+            at.pop();
+        }
+        if at.len() < 3 {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        for line in text.lines() {
+            let code = line.split("//").next().unwrap();
+            for to in named_paths(code, &at) {
+                let common = at.iter().zip(&to).take_while(|(a, b)| a == b).count();
+                if common < 2 || common >= at.len() || common >= to.len() {
+                    continue;
+                }
+                let folder = src.join(at[..common].join("/"));
+                let child = &to[common];
+                if !folder.join(format!("{child}.rs")).exists() && !folder.join(child).is_dir() {
+                    continue;
+                }
+                let key = |p: &[String]| p.join("::");
+                folders
+                    .entry(key(&at[..common]))
+                    .or_default()
+                    .entry(key(&at[..=common]))
+                    .or_default()
+                    .insert(key(&to[..=common]));
+            }
+        }
+    }
+    folders
+}
+
+/// The module paths a line of the module at `at` names, from the crate root: `crate::a::b`, and
+/// `super::x` resolved from `at`.
+fn named_paths(code: &str, at: &[String]) -> Vec<Vec<String>> {
+    let mut paths = crate_paths(code);
+    for (i, rest) in paths_after(code, "super::") {
+        // Only the first `super::` of a run: `super::super::x` is one path.
+        if code[..i].ends_with("super::") {
+            continue;
+        }
+        let mut up = 1;
+        let mut rest = rest;
+        while rest.first().is_some_and(|s| s == "super") {
+            up += 1;
+            rest.remove(0);
+        }
+        if up <= at.len() {
+            let mut p = at[..at.len() - up].to_vec();
+            p.extend(rest);
+            paths.push(p);
+        }
+    }
+    paths
+}
+
 /// Each `crate::` path that does not name its layer first (`crate::kernel::pins`, not
 /// `crate::pins`): a reader sees the layers in the imports.
 fn unlayered(src: &Path) -> Vec<String> {
@@ -233,13 +299,26 @@ fn the_host_library_imports_only_downward_and_has_no_cycle() {
     let src = Path::new(&package).join("src");
     let mods = modules(&src);
     assert!(mods.len() > 20, "found only {:?}", mods.keys());
+    let folders = parts(&src);
+    assert!(
+        folders.contains_key("results::bench"),
+        "found only {:?}",
+        folders.keys()
+    );
     let mut problems = upward(&mods);
     problems.extend(cycles(&graph(&mods)));
+    for (folder, graph) in &folders {
+        problems.extend(
+            cycles(graph)
+                .into_iter()
+                .map(|c| format!("in {folder}: {c}")),
+        );
+    }
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
 
-/// The check itself bites: an upward import and a cycle inside one layer are both named; a
-/// module of the same name in two layers is two modules.
+/// The check itself bites: an upward import, a cycle inside one layer and a cycle inside one
+/// module's folder are each named; a module of the same name in two layers is two modules.
 #[test]
 fn an_upward_import_and_a_cycle_are_reported() {
     let d = tempfile::tempdir().unwrap();
@@ -262,7 +341,20 @@ fn an_upward_import_and_a_cycle_are_reported() {
     write("results/report.rs", "use crate::support::paths;\n");
     write("flows/run.rs", "pub(in crate::domain::a) fn f() {}\n");
     write("flows/bench/mod.rs", "use crate::results::bench::model;\n");
-    write("results/bench/model.rs", "use crate::support::paths;\n");
+    write(
+        "results/bench/mod.rs",
+        "pub mod model;\npub mod upstream;\n",
+    );
+    write(
+        "results/bench/model.rs",
+        "use super::stats::median;\nuse super::upstream::Outcome;\n",
+    );
+    write("results/bench/stats.rs", "pub fn median() {}\n");
+    write("results/bench/upstream/mod.rs", "pub mod side;\n");
+    write(
+        "results/bench/upstream/side.rs",
+        "use super::Outcome;\nfn f() { super::super::model::g() }\n",
+    );
     let mods = modules(d.path());
     assert_eq!(
         upward(&mods),
@@ -283,5 +375,15 @@ fn an_upward_import_and_a_cycle_are_reported() {
             "a cycle through domain::a, domain::b",
             "a cycle through results::report, support::paths"
         ]
+    );
+    let folders = parts(d.path());
+    assert_eq!(
+        cycles(&folders["results::bench"]),
+        ["a cycle through results::bench::model, results::bench::upstream"]
+    );
+    assert!(
+        folders["results::bench"]["results::bench::model"].contains("results::bench::stats"),
+        "{:?}",
+        folders["results::bench"]
     );
 }

@@ -1,7 +1,7 @@
 //! The suite's benchmark groups, each declared once here: the tables it fills, its headline
 //! rows and its figures, read from its field of the guest's results (`bench_results::Results`)
 //! with the threads' figures beside them (`reference`). A new group is one function here, a
-//! line in [`SUITE`], and its program and runner (docs/benchmarks.md, "Add a benchmark").
+//! line in [`SUITE`], and its program and runner (docs/writing-tests.md, "Add a benchmark").
 use super::model::{
     boot_relative, boot_value, dump_value, BenchReport, Figure, DUMP, ENTRY_DUMP_KEY, LATENCY, RATE,
 };

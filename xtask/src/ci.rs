@@ -35,7 +35,7 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         None => steps(&opts.kernel, events),
     };
     outln!("{}", summary(&results));
-    Ok(crate::exit_if(results.iter().all(|r| r.result.is_ok())))
+    Ok(bpfvm::exit_if(results.iter().all(|r| r.result.is_ok())))
 }
 
 /// The outcome of one step, for the closing summary.

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::flows::bench;
-use crate::flows::run::test_run_status;
+use crate::flows::run::conclude::test_run_status;
 use crate::machine::vng::{Ending, RunOutcome};
 use crate::results::bench::{ab, compare, model::BenchReport};
 use crate::results::health;

@@ -27,6 +27,9 @@ use crate::support::shell::quote;
 /// What to boot and what to run in it.
 #[derive(Debug, Clone)]
 pub struct VmSpec {
+    /// The kernel's architecture: the qemu that boots it, and vng's `--arch` for a guest with
+    /// a root of its own.
+    pub arch: Arch,
     pub vmlinuz: PathBuf,
     pub accel: Accel,
     pub cpus: u32,
@@ -193,8 +196,7 @@ pub fn run(
     let status_file = spec.rwdir.join(STATUS_FILE);
     let _ = std::fs::remove_file(&status_file);
     // qemu through the wrapper that says how it ended, written beside the guest script.
-    let arch = spec.own_root.as_ref().map_or(Arch::host(), |o| o.arch);
-    let wrapper = qemu::write_wrapper(spec.script.parent().unwrap_or(&spec.rwdir), arch)?;
+    let wrapper = qemu::write_wrapper(spec.script.parent().unwrap_or(&spec.rwdir), spec.arch)?;
     if let Some(own) = &spec.own_root {
         own_root::stage(own, &spec.rwdir, &spec.script)?;
     }
@@ -419,7 +421,7 @@ fn vng_args(spec: &VmSpec) -> Result<Vec<String>> {
             let root = own_root::staged_path(&spec.script);
             args.extend([
                 "--arch".to_string(),
-                own.arch.name().to_string(),
+                spec.arch.name().to_string(),
                 "--root".into(),
                 quote(vng_path(&root, "the guest's root")?),
                 format!("--rwdir={rwdir}={rwdir}"),
@@ -555,6 +557,7 @@ mod tests {
 
     fn spec(kind: crate::machine::accel::Kind) -> VmSpec {
         VmSpec {
+            arch: Arch::host(),
             vmlinuz: "/k/boot/vmlinuz-6.1".into(),
             accel: Accel {
                 kind,
@@ -577,8 +580,8 @@ mod tests {
     #[test]
     fn a_guest_with_its_own_root_mounts_each_directory_at_its_host_path() {
         let args = vng_args(&VmSpec {
+            arch: Arch::Arm64,
             own_root: Some(OwnRoot {
-                arch: crate::domain::arch::Arch::Arm64,
                 root: "/c/kernels/6.12-arm64-x".into(),
                 reads: vec!["/w/target/cross".into(), "/w/target/ebpf".into()],
             }),

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::domain::arch::Arch;
+use crate::domain::arch::{Arch, X86Only};
 use crate::domain::options::VmOptions;
 use crate::flows::run::{self, Prepared};
 use crate::kernel::choice::KernelChoice;
@@ -81,12 +81,8 @@ impl BenchOptions {
             ),
             _ => {}
         }
-        if self.upstream && self.kernel.arch() != Arch::X86_64 {
-            bail!(
-                "--upstream with an {} kernel: the kernel's selftests are built for x86_64 \
-                 only; leave --upstream out",
-                self.kernel.arch()
-            );
+        if self.upstream {
+            self.kernel.arch().refuse(X86Only::KernelBench)?;
         }
         if self.producers == 0 || self.producers > self.vm.cpus {
             bail!(

@@ -94,6 +94,7 @@ pub(crate) fn vm_spec(
     boot_timeout: Duration,
 ) -> VmSpec {
     VmSpec {
+        arch: p.kernel.arch,
         vmlinuz: p.kernel.bootable.vmlinuz.clone(),
         accel: p.accel.clone(),
         cpus: opts.cpus,
@@ -105,7 +106,6 @@ pub(crate) fn vm_spec(
         boot_timeout,
         qemu_opts: opts.qemu_opts.clone(),
         own_root: p.kernel.guest_root.as_ref().map(|root| OwnRoot {
-            arch: p.kernel.arch,
             root: root.clone(),
             reads: own_root::outermost(&p.guest_reads),
         }),

@@ -2,9 +2,9 @@
 //! accelerator chosen.
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
-use crate::domain::arch::Arch;
+use crate::domain::arch::X86Only;
 use crate::domain::options::{self, VmOptions};
 use crate::kernel::choice::KernelChoice;
 use crate::kernel::ready::{self, Ready};
@@ -33,14 +33,7 @@ pub(crate) fn prepare(
     events: &Events,
 ) -> Result<Prepared> {
     if let KernelChoice::Pin(pin) = choice {
-        if pin.arch != Arch::X86_64 {
-            bail!(
-                "--arch {}: this command does not boot {} kernels yet (docs/arm64.md lists \
-                 those that do)",
-                pin.arch,
-                pin.arch
-            );
-        }
+        pin.arch.refuse(X86Only::Command)?;
     }
     prepare_any_arch(choice, opts, events)
 }

@@ -436,19 +436,13 @@ fn vng_args(spec: &VmSpec) -> Result<Vec<String>> {
     if !spec.accel.is_kvm() {
         args.push("--disable-kvm".into());
     }
-    // loglevel=5: the console prints the messages of a level below 5, so warnings (4,
-    // KERN_WARNING) and worse: a WARN's `WARNING: CPU: ...` and its cut-here line are
-    // `pr_warn` (`__warn`, kernel/panic.c), and the console is where a run without a kernel.log
-    // looks for splats. loglevel=4 kept them off. vng's --verbose asks for everything, which
-    // slows a TCG boot; a whole vm-test boot of 6.1 logs 7 warnings (588 bytes).
-    // panic=-1 turns a panic into an immediate exit instead of a hang.
-    // cryptomgr.notests=1 skips the self-tests of the crypto drivers udev's coldplug loads
-    // (aesni_intel, ghash_clmulni_intel, sha*_ssse3; `alg_test`, crypto/testmgr.c), which nothing
-    // here uses: under TCG they took seconds of every boot (docs/boot-time.md), and under
-    // load one of them warned (`crypto_wait_for_test`, crypto/api.c), spoiling bench boots.
-    // log_buf_len=16M: the kernel's record ring (128 KiB in the 6.1 pin's config,
-    // CONFIG_LOG_BUF_SHIFT=17) holds a flood's records until the guest's copy of /dev/kmsg,
-    // slow under TCG, reads them; with 128 KiB it lost 7,830 of 20,000 lines written at once.
+    // loglevel=5: warnings and worse reach the console (a WARN is `pr_warn`), where a run
+    // without a kernel.log looks for splats, and not everything (--verbose's default slows TCG).
+    // panic=-1: a panic exits at once instead of hanging.
+    // cryptomgr.notests=1: the coldplugged crypto drivers' self-tests, which nothing here uses,
+    // cost seconds of every TCG boot and once warned under load, spoiling bench boots.
+    // log_buf_len=16M: the record ring holds a flood until the guest's slow copy of /dev/kmsg
+    // reads it (128 KiB lost records).
     // modprobe.blacklist: see UNUSED_HARDWARE_MODULES.
     let append = [
         "loglevel=5".to_string(),

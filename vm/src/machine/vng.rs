@@ -195,30 +195,7 @@ pub fn run(
 ) -> Result<RunOutcome> {
     let status_file = spec.rwdir.join(STATUS_FILE);
     let _ = std::fs::remove_file(&status_file);
-    // qemu through the wrapper that says how it ended, written beside the guest script.
-    let wrapper = qemu::write_wrapper(spec.script.parent().unwrap_or(&spec.rwdir), spec.arch)?;
-    if let Some(own) = &spec.own_root {
-        own_root::stage(own, &spec.rwdir, &spec.script)?;
-    }
-    let mut args = vec![
-        "--qemu".to_string(),
-        quote(vng_path(&wrapper, "the qemu wrapper")?),
-    ];
-    args.extend(vng_args(spec)?);
-    events.command(format!(
-        "{} {}",
-        vng.display(),
-        crate::support::shell::join(&args)
-    ));
-    let mut cmd = Command::new(vng);
-    cmd.args(&args).env("PATH", path_with(path_prefix));
-    let mut group = Group::spawn(&mut cmd).with_context(|| {
-        format!(
-            "cannot start {} (run `cargo xtask setup` to install virtme-ng)",
-            vng.display()
-        )
-    })?;
-
+    let mut group = start_vng(spec, vng, path_prefix, events)?;
     let start = Instant::now();
     let mut tail = VecDeque::new();
     let panicked = Cell::new(false);
@@ -267,29 +244,15 @@ pub fn run(
             // Both pipes closed while vng still runs: nothing to read, poll at the same pace.
             Err(RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(100)),
         }
-        if proc::interrupted() {
-            break Ending::Interrupted;
-        }
-        if start.elapsed() > spec.timeout {
-            break Ending::Timeout(spec.timeout);
-        }
-        if started.get().is_none() && start.elapsed() > spec.boot_timeout {
-            break Ending::BootHang(spec.boot_timeout);
-        }
-        if let (Some(w), Some((test, since))) = (&spec.watchdog, &*running.borrow()) {
-            let limit = w.limit(test);
-            if since.elapsed() > limit {
-                break Ending::TestHung {
-                    test: test.clone(),
-                    limit,
-                };
-            }
-        }
-        if Instant::now() >= next_usage_check {
-            next_usage_check = Instant::now() + USAGE_CHECK;
-            if let Err(why) = guest_files::check_usage(&spec.rwdir) {
-                break Ending::TooMuchOutput(why);
-            }
+        let booted = started.get().is_some();
+        if let Some(e) = stopped(
+            spec,
+            start,
+            booted,
+            &running.borrow(),
+            &mut next_usage_check,
+        ) {
+            break e;
         }
         if let Some(status) = group.try_wait()? {
             break match read_status(&status_file) {
@@ -304,16 +267,7 @@ pub fn run(
     if spec.own_root.is_some() {
         let _ = std::fs::remove_dir_all(own_root::staged_path(&spec.script));
     }
-    // qemu's own end, when it was not 0, is why the VM failed: the wrapper says which.
-    let ending = match (ending, qemu_end.borrow().end()) {
-        (Ending::VmFailed(_), Some(QemuEnd::Crashed(what))) => Ending::QemuCrashed(what),
-        (Ending::VmFailed(_), Some(QemuEnd::Failed(why))) => Ending::VmFailed(why),
-        // The panic line may arrive after the timeout or just before qemu exits.
-        (Ending::Timeout(_) | Ending::BootHang(_) | Ending::VmFailed(_), _) if panicked.get() => {
-            Ending::Panic
-        }
-        (e, _) => e,
-    };
+    let ending = explained(ending, qemu_end.borrow().end(), panicked.get());
     let (started, finished) = (started.get(), finished.get());
     Ok(RunOutcome {
         ending,
@@ -323,6 +277,84 @@ pub fn run(
         guest: started.zip(finished).and_then(|(s, f)| f.checked_sub(s)),
         retries: vec![],
     })
+}
+
+/// Starts vng on `spec`, qemu through the wrapper that says how it ended (written beside the
+/// guest script), a guest with a root of its own staged first.
+fn start_vng(spec: &VmSpec, vng: &Path, path_prefix: &[PathBuf], events: &Events) -> Result<Group> {
+    let wrapper = qemu::write_wrapper(spec.script.parent().unwrap_or(&spec.rwdir), spec.arch)?;
+    if let Some(own) = &spec.own_root {
+        own_root::stage(own, &spec.rwdir, &spec.script)?;
+    }
+    let mut args = vec![
+        "--qemu".to_string(),
+        quote(vng_path(&wrapper, "the qemu wrapper")?),
+    ];
+    args.extend(vng_args(spec)?);
+    events.command(format!(
+        "{} {}",
+        vng.display(),
+        crate::support::shell::join(&args)
+    ));
+    let mut cmd = Command::new(vng);
+    cmd.args(&args).env("PATH", path_with(path_prefix));
+    Group::spawn(&mut cmd).with_context(|| {
+        format!(
+            "cannot start {} (run `cargo xtask setup` to install virtme-ng)",
+            vng.display()
+        )
+    })
+}
+
+/// Why the VM must stop now, if it must: Ctrl-C, the timeout, a boot that has not reached the
+/// guest script (`booted`), a test past its watchdog's limit (`running`: the test and since
+/// when), or the guest's files grown too large (checked every [`USAGE_CHECK`]).
+fn stopped(
+    spec: &VmSpec,
+    start: Instant,
+    booted: bool,
+    running: &Option<(String, Instant)>,
+    next_usage_check: &mut Instant,
+) -> Option<Ending> {
+    if proc::interrupted() {
+        return Some(Ending::Interrupted);
+    }
+    if start.elapsed() > spec.timeout {
+        return Some(Ending::Timeout(spec.timeout));
+    }
+    if !booted && start.elapsed() > spec.boot_timeout {
+        return Some(Ending::BootHang(spec.boot_timeout));
+    }
+    if let (Some(w), Some((test, since))) = (&spec.watchdog, running) {
+        let limit = w.limit(test);
+        if since.elapsed() > limit {
+            return Some(Ending::TestHung {
+                test: test.clone(),
+                limit,
+            });
+        }
+    }
+    if Instant::now() >= *next_usage_check {
+        *next_usage_check = Instant::now() + USAGE_CHECK;
+        if let Err(why) = guest_files::check_usage(&spec.rwdir) {
+            return Some(Ending::TooMuchOutput(why));
+        }
+    }
+    None
+}
+
+/// `ending` with qemu's own end, when it was not 0, as why the VM failed (the wrapper says
+/// which), and a kernel panic seen on the console as the ending it explains.
+fn explained(ending: Ending, qemu_end: Option<QemuEnd>, panicked: bool) -> Ending {
+    match (ending, qemu_end) {
+        (Ending::VmFailed(_), Some(QemuEnd::Crashed(what))) => Ending::QemuCrashed(what),
+        (Ending::VmFailed(_), Some(QemuEnd::Failed(why))) => Ending::VmFailed(why),
+        // The panic line may arrive after the timeout or just before qemu exits.
+        (Ending::Timeout(_) | Ending::BootHang(_) | Ending::VmFailed(_), _) if panicked => {
+            Ending::Panic
+        }
+        (e, _) => e,
+    }
 }
 
 /// How an interactive shell ([`shell`]) ended.

@@ -56,6 +56,8 @@ fn modules(src: &Path) -> BTreeMap<String, Module> {
             let code = line.split("//").next().unwrap();
             for path in crate_paths(code) {
                 let to = match path.as_slice() {
+                    // `ui` is a layer of one module, the file `ui.rs`.
+                    [ui, ..] if ui == "ui" => ui.clone(),
                     [layer, module, ..] if LAYERS.contains(&layer.as_str()) => {
                         format!("{layer}::{module}")
                     }
@@ -340,6 +342,8 @@ fn an_upward_import_and_a_cycle_are_reported() {
     write("domain/b/mod.rs", "fn f() { crate::domain::a::g() }\n");
     write("results/report.rs", "use crate::support::paths;\n");
     write("flows/run.rs", "pub(in crate::domain::a) fn f() {}\n");
+    write("flows/exec.rs", "use crate::ui::terminal;\n");
+    write("ui.rs", "");
     write("flows/bench/mod.rs", "use crate::results::bench::model;\n");
     write(
         "results/bench/mod.rs",
@@ -358,7 +362,10 @@ fn an_upward_import_and_a_cycle_are_reported() {
     let mods = modules(d.path());
     assert_eq!(
         upward(&mods),
-        ["support/paths.rs:1: support::paths (support) imports results::report (results), a layer above it"]
+        [
+            "flows/exec.rs:1: flows::exec (flows) imports ui (ui), a layer above it",
+            "support/paths.rs:1: support::paths (support) imports results::report (results), a layer above it"
+        ]
     );
     assert!(
         mods["flows::run"].imports.contains_key("domain::a"),

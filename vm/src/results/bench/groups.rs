@@ -1,5 +1,5 @@
 //! The suite's benchmark groups, each declared once here: the tables it fills, its headline
-//! rows and its figures, read from its field of the guest's results (`bench_results::Results`)
+//! rows, the note on its method under each table, and its figures, read from its field of the guest's results (`bench_results::Results`)
 //! with the threads' figures beside them (`reference`). A new group is one function here, a
 //! line in [`SUITE`], and its program and runner (docs/writing-tests.md, "Add a benchmark").
 use super::model::{
@@ -37,6 +37,42 @@ pub(crate) fn headline(table: &str, key: (u32, u32, u32)) -> bool {
 /// bucket, so the timed path is retries and per-call overhead.
 pub fn comparable_to_thread(buffer: u32) -> bool {
     buffer > 2
+}
+
+/// What a suite table's note under it says: the method, the thread's figures, its plot.
+pub fn method(table: &str) -> &'static str {
+    match table {
+        BLOOM_UPDATE => {
+            "Method: tools/testing/selftests/bpf/progs/bloom_filter_bench.c (`bloom_lookup`, \
+             `bloom_update`: bpf_for_each_map_elem over an array of random values). Thread: \
+             see the false-positive table.\n\n![bloom throughput](bloom_throughput.svg)\n\n"
+        }
+        HASH_WITH => {
+            "Method: bloom_filter_bench.c `bloom_hashmap_lookup`: 1024 random keys per run, \
+             nearly all absent; with the filter, a key it rejects skips the hash lookup.\n\n"
+        }
+        BPF_LOOP => {
+            "Method: tools/testing/selftests/bpf/progs/bpf_loop_bench.c (hits counted with an \
+             atomic add, latency per producer as bench.c `ops_report_final`), twice: with \
+             constant zero flags, which the verifier inlines (kernel/bpf/verifier.c \
+             `update_loop_inline_state`, `loop_flag_is_zero`, `inline_bpf_loop`: no indirect \
+             call left), and with flags read from a map value, which it cannot, so the helper \
+             calls the callback through a pointer. The parameters say what the verified program \
+             kept (its xlated instructions). Thread column: the bpf_loop thread's qemu series, \
+             which measured the helper, beside the helper rows.\n\n\
+             ![bpf_loop ns/op](bpf_loop_ns.svg)\n\n"
+        }
+        ENTRY_DUMP => {
+            "Method: the batch thread's; a hash map with a fixed hash seed (the same buckets \
+             every boot), raw syscalls into preallocated buffers, the first method alternating, \
+             several repetitions per boot. Wall clock: one warm-up dump each, the boot's figure \
+             the median; instruction clock: no warm-up, the least count (other work on the \
+             vCPU only adds instructions). Buffers of 1 and 2 entries are not the thread's \
+             operation: most calls there hit ENOSPC and are retried, or copy one bucket (see \
+             calls per entry below), so no thread figure stands beside them.\n\n"
+        }
+        _ => "",
+    }
 }
 
 /// Bloom filter lookups and updates (`Results::bloom`), one row per hash count, size and

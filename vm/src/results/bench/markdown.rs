@@ -143,35 +143,6 @@ pub fn render(r: &BenchReport) -> String {
 /// Where a table's method and thread figures come from.
 fn sources(table: &str) -> &'static str {
     match table {
-        groups::BLOOM_UPDATE => {
-            "Method: tools/testing/selftests/bpf/progs/bloom_filter_bench.c (`bloom_lookup`, \
-             `bloom_update`: bpf_for_each_map_elem over an array of random values). Thread: \
-             see the false-positive table.\n\n![bloom throughput](bloom_throughput.svg)\n\n"
-        }
-        groups::HASH_WITH => {
-            "Method: bloom_filter_bench.c `bloom_hashmap_lookup`: 1024 random keys per run, \
-             nearly all absent; with the filter, a key it rejects skips the hash lookup.\n\n"
-        }
-        groups::BPF_LOOP => {
-            "Method: tools/testing/selftests/bpf/progs/bpf_loop_bench.c (hits counted with an \
-             atomic add, latency per producer as bench.c `ops_report_final`), twice: with \
-             constant zero flags, which the verifier inlines (kernel/bpf/verifier.c \
-             `update_loop_inline_state`, `loop_flag_is_zero`, `inline_bpf_loop`: no indirect \
-             call left), and with flags read from a map value, which it cannot, so the helper \
-             calls the callback through a pointer. The parameters say what the verified program \
-             kept (its xlated instructions). Thread column: the bpf_loop thread's qemu series, \
-             which measured the helper, beside the helper rows.\n\n\
-             ![bpf_loop ns/op](bpf_loop_ns.svg)\n\n"
-        }
-        groups::ENTRY_DUMP => {
-            "Method: the batch thread's; a hash map with a fixed hash seed (the same buckets \
-             every boot), raw syscalls into preallocated buffers, the first method alternating, \
-             several repetitions per boot. Wall clock: one warm-up dump each, the boot's figure \
-             the median; instruction clock: no warm-up, the least count (other work on the \
-             vCPU only adds instructions). Buffers of 1 and 2 entries are not the thread's \
-             operation: most calls there hit ENOSPC and are retried, or copy one bucket (see \
-             calls per entry below), so no thread figure stands beside them.\n\n"
-        }
         super::upstream::BLOOM_TABLE | super::upstream::LOOP_TABLE => {
             "Method: the kernel's own `bench` (tools/testing/selftests/bpf/bench.c, built from \
              the pin's source as `selftests` builds it), run after the suite's benchmarks in the \
@@ -181,7 +152,7 @@ fn sources(table: &str) -> &'static str {
              figure is its iterations after the warm-up: the fastest under the instruction \
              clock, their median by the wall clock.\n\n"
         }
-        _ => "",
+        table => groups::method(table),
     }
 }
 

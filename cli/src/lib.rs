@@ -1,18 +1,29 @@
-//! What the two command lines share: the VM options (`cargo xtask vm-run`, `bpfvm exec`, ...),
-//! the exit status of a command run in the guest, and the signal handlers that stop a VM on
-//! Ctrl-C. `bpfvm-host` stays free of clap.
+//! What the two command lines share: `main`'s body ([`run_main`]), the VM options (`cargo xtask
+//! vm-run`, `bpfvm exec`, ...), the exit status of a command run in the guest, and the signal
+//! handlers that stop a VM on Ctrl-C; then one module per command (its options and its `run`,
+//! as in aya's xtask): those of `bpfvm`, and those `cargo xtask` has too. `bpfvm-host` stays
+//! free of clap.
 #![warn(unreachable_pub)]
 
+pub mod build_ebpf;
+pub mod exec;
 pub mod github;
+pub mod github_summary;
+pub mod inventory;
+pub mod kernels;
 pub mod pieces;
+pub mod selftests;
+pub mod setup;
+pub mod shell;
+pub mod test;
+pub mod verifier_compare;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use bpfvm_host::domain::options::Choice;
-use bpfvm_host::domain::options::TcgThread;
 use bpfvm_host::domain::options::{defaults, VmOptions};
+use bpfvm_host::domain::options::{Choice, TcgThread};
 use bpfvm_host::kernel::choice::{KernelArgs, KernelChoice};
 use bpfvm_host::machine::vng::{Ending, RunOutcome};
 use bpfvm_host::results::health::Health;
@@ -22,85 +33,40 @@ use bpfvm_host::support::status::Status;
 use clap::Args;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
-/// `setup`'s options, the same for `bpfvm` and `cargo xtask`.
-#[derive(Args, Debug, Clone)]
-pub struct SetupArgs {
-    /// Only report what is present and what is missing.
-    #[arg(long)]
-    pub check: bool,
-}
-
-/// `setup`: installs what is missing, or with `--check` lists what is present and missing
-/// (non-zero exit when something is missing).
-pub fn setup(args: &SetupArgs, events: &Events) -> anyhow::Result<ExitCode> {
-    if !args.check {
-        bpfvm_host::machine::provision::ensure(events)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let items = bpfvm_host::machine::provision::check();
-    for i in &items {
-        let mark = if i.present { "ok     " } else { "MISSING" };
-        bpfvm_host::ui::print_stdout(&format!("{mark} {:<28} {}", i.name, i.detail));
-    }
-    Ok(if items.iter().all(|i| i.present) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+/// The body of both binaries' `main`: the signal handlers, the environment checked, the
+/// events shown on the terminal, then `run`; its exit status as [`main_status`] makes it.
+pub fn run_main(verbose: bool, run: impl FnOnce(&Events) -> anyhow::Result<ExitCode>) -> ExitCode {
+    main_status(|| {
+        install_signal_handlers()?;
+        bpfvm_host::support::paths::check_env()?;
+        run(&bpfvm_host::ui::terminal(verbose))
     })
 }
 
-/// `kernels list`: each pin and where it is cached, then each cached kernel tree build
-/// (`--kernel-tree`), most recently used first.
-pub fn kernels_list() -> anyhow::Result<Vec<String>> {
-    let mut lines = Vec::new();
-    for arch in bpfvm_host::domain::arch::Arch::EVERY {
-        for pin in bpfvm_host::kernel::pins::pins_for(arch)? {
-            let cached = bpfvm_host::kernel::pins::cached(&pin)
-                .map_or("not cached".to_string(), |t| {
-                    format!("cached at {}", t.root.display())
-                });
-            lines.push(format!(
-                "{:<6} {:<7} {:<28} {}  ({cached})",
-                pin.version,
-                pin.arch.name(),
-                pin.release,
-                pin.description
-            ));
+/// The exit code of a command whose checks passed (`ok`) or not.
+pub fn exit_if(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// What a run of several kernels prints after each kernel's table: the kernels' matrix, the
+/// verifier's (when programs were loaded) and each kernel that failed, with why.
+pub fn print_kernels(reports: &[report::Report]) {
+    if reports.len() > 1 {
+        bpfvm_host::ui::print_stdout(&report::matrix_table(reports));
+    }
+    let verifier = bpfvm_host::results::verifier::matrix::of_reports(reports);
+    if !verifier.is_empty() {
+        bpfvm_host::ui::print_stdout(&bpfvm_host::results::verifier::matrix::table(&verifier));
+    }
+    for r in reports {
+        if let Some(why) = r.why_failed() {
+            bpfvm_host::ui::print_stdout(&format!("kernel {} FAILED: {why}", r.kernel.version));
         }
     }
-    let trees =
-        bpfvm_host::kernel::source_tree::list(&bpfvm_host::kernel::source_tree::cache_root());
-    if !trees.is_empty() {
-        lines.push(format!(
-            "kernel tree builds in {} (least recently used removed past BPFVM_TREE_CACHE_GB, default 20):",
-            bpfvm_host::kernel::source_tree::cache_root().display()
-        ));
-    }
-    for t in trees {
-        let what = match &t.stamp {
-            Some(s) => format!(
-                "{} from {}{}, built in {} s",
-                s.release,
-                s.tree,
-                match &s.commit {
-                    Some(c) => format!(
-                        " at {}{}",
-                        &c[..c.len().min(12)],
-                        if s.dirty { " (dirty)" } else { "" }
-                    ),
-                    None => String::new(),
-                },
-                s.build_seconds
-            ),
-            None => "no complete build (a build failed or was interrupted)".into(),
-        };
-        lines.push(format!(
-            "  {:>6.1} GB  {what}  ({})",
-            t.bytes as f64 / 1e9,
-            t.slot.dir.display()
-        ));
-    }
-    Ok(lines)
 }
 
 /// The exit status of a command that failed with `e` before it judged anything: 125 when the
@@ -521,72 +487,4 @@ mod cache_key {
             assert!(hashed.contains(d), "{d} is not in the bin key: {line}");
         }
     }
-}
-
-/// `selftests`' options, the same for `bpfvm` and `cargo xtask`: build the kernel's own BPF
-/// selftests (`test_progs`, `test_maps`, `bench`) from its source with its Makefile and run
-/// them to the end in as many boots as it takes, each upstream test and subtest judged like the
-/// suite's tests; writes target/selftests/<kernel>/{report.json,junit.xml} and each boot's
-/// files in boots/N/. See docs/selftests.md.
-#[derive(Args, Debug, Clone)]
-pub struct SelftestsArgs {
-    #[command(flatten)]
-    pub vm: VmArgs,
-    /// Seconds before each boot's VM is killed: a run takes as many boots as it needs, each
-    /// starting tests for half the time after its boot, a test running at most the other half.
-    #[arg(long, default_value_t = defaults::TEST_TIMEOUT_S)]
-    pub timeout: u64,
-    /// test_progs' own selection (`-t`: comma-separated names, each matching a test whose name
-    /// contains it); every test when left out.
-    #[arg(short = 't', long = "tests", value_name = "PATTERN",
-          value_parser = clap::builder::NonEmptyStringValueParser::new())]
-    pub pattern: Option<String>,
-    /// Also run test_maps (every map test in one process).
-    #[arg(long)]
-    pub maps: bool,
-    /// The Debian clang to build with (16, 19 or 22); default: the one the kernel's series
-    /// takes (16 for 6.1).
-    #[arg(long, value_name = "VERSION")]
-    pub clang: Option<u32>,
-    /// Write the pin's inventory (kernels/selftests/<pin>.inventory) from this build's
-    /// `test_progs -l` instead of checking it.
-    #[arg(long, conflicts_with = "piece")]
-    pub bless: bool,
-    /// Run only piece I of the selftests' plan in N pieces (`plan --for selftests`,
-    /// docs/pieces.md); the piece that holds test_verifier also runs test_maps with --maps.
-    #[arg(long, value_name = "I/N", conflicts_with = "pattern")]
-    pub piece: Option<bpfvm_host::results::plan::PieceId>,
-    /// The plan's hash the matrix gave this piece: a plan cut otherwise here is an error.
-    #[arg(long, value_name = "HASH", requires = "piece")]
-    pub plan: Option<String>,
-}
-
-/// `selftests`: one run, its table and report, the run's exit status.
-pub fn selftests(args: SelftestsArgs, events: &Events) -> anyhow::Result<ExitCode> {
-    let opts = bpfvm_host::flows::selftests::Options {
-        kernel: args.vm.kernel()?,
-        vm: args.vm.options(args.timeout),
-        pattern: args.pattern,
-        maps: args.maps,
-        clang: args.clang,
-        bless: args.bless,
-        piece: args.piece.map(|id| (id, args.plan)),
-    };
-    let (report, dir) = bpfvm_host::flows::selftests::selftests(&opts, events)?;
-    bpfvm_host::ui::print_stdout(&report::summary_table(&report));
-    if let Some(s) = &report.selftests {
-        bpfvm_host::ui::print_stdout(&format!(
-            "selftests: {}{}; {}; build {} ({:.1} s)",
-            s.source,
-            s.note
-                .as_deref()
-                .map(|n| format!(" ({n})"))
-                .unwrap_or_default(),
-            s.clang,
-            s.build_dir,
-            s.build_s
-        ));
-    }
-    bpfvm_host::ui::print_stdout(&format!("report: {}", dir.join("report.json").display()));
-    Ok(judged_status([&report]))
 }

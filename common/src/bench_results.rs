@@ -1,5 +1,5 @@
 //! What the guest benchmark runner (`tests/src/bench`) writes as `bench.json` and the host's
-//! report (`vm/src/flows/bench`) reads: one definition for both sides of the file.
+//! report (`vm/src/results/bench`) reads: one definition for both sides of the file.
 extern crate std;
 
 use serde::{Deserialize, Serialize};

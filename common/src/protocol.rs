@@ -11,6 +11,13 @@ use std::string::String;
 pub const RESULTS_ENV: &str = "BPFVM_RESULTS";
 /// The kernel's BTF copied where aya reads it (`vm::guest`, `tests::object`).
 pub const KERNEL_BTF_ENV: &str = "BPFVM_KERNEL_BTF";
+/// The path of a `features.json` the probe binary wrote in this boot (`vm-test`'s guest script
+/// sets it when the probe exited 0). The tests then take its answers instead of probing the
+/// same kernel again (the inlining probe alone reads `/proc/kallsyms` and loads an object), and
+/// the skips agree with the features the report shows by construction.
+pub const FEATURES_ENV: &str = "BPFVM_FEATURES";
+/// The release (`uname -r`) the host booted, which the guest's smoke test checks.
+pub const EXPECT_RELEASE_ENV: &str = "BPFVM_EXPECT_RELEASE";
 
 /// Printed by the guest script first: console lines before it are boot chatter.
 pub const START_MARKER: &str = "bpfvm: guest script started";

@@ -233,11 +233,7 @@ pub fn probe(feature: Feature) -> Probe {
         .get(feature, || feature.probe())
 }
 
-/// The path of a `features.json` the probe binary wrote in this boot (`vm-test`'s guest script
-/// sets it when the probe exited 0). The tests then take its answers instead of probing the
-/// same kernel again (the inlining probe alone reads `/proc/kallsyms` and loads an object), and
-/// the skips agree with the features the report shows by construction.
-pub const FEATURES_ENV: &str = "BPFVM_FEATURES";
+pub use bpfvm_common::protocol::FEATURES_ENV;
 
 /// The answers in [`FEATURES_ENV`]'s file, by feature; none when it is unset. A file that
 /// cannot be read or parsed panics: every test that needs a feature then fails with this

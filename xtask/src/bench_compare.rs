@@ -3,10 +3,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use bpfvm_host::flows::bench::compare;
+use bpfvm_host::results::bench::compare;
 use clap::Args;
 
-use crate::exit_if;
+use bpfvm::exit_if;
 
 /// Compare two bench-vm reports row by row; exits non-zero when a row's whole interval
 /// (simultaneous 95 % over all rows) lies above the threshold, under the instruction clock

@@ -93,11 +93,8 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     let (report, dir) = bpfvm_host::flows::bench::bench_vm(&opts, events)?;
     if report.params.upstream {
         // The table a kernel developer asked for with --upstream, also report.md's last section.
-        use bpfvm_host::flows::bench::{model, upstream};
-        outln!(
-            "{}",
-            upstream::side::render(&report, &model::figures(&report))
-        );
+        use bpfvm_host::results::bench::{figures::figures, side};
+        outln!("{}", side::render(&report, &figures(&report)));
     }
     outln!("report: {}", dir.join("report.md").display());
     Ok(ExitCode::from(report.status().code()))
@@ -105,7 +102,7 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
 
 /// `--against BASE`: both kernels benchmarked, then compared row by row.
 fn ab(opts: &BenchOptions, base: &str, threshold: f64, events: &Events) -> Result<ExitCode> {
-    use bpfvm_host::flows::bench::{ab, compare};
+    use bpfvm_host::results::bench::{ab, compare};
     compare::check_threshold(threshold)?;
     let against = bpfvm_host::kernel::choice::against(base, &opts.kernel)?;
     let (a, b, dir) = bpfvm_host::flows::bench::bench_ab(opts, &against, events)?;

@@ -35,7 +35,7 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         None => steps(&opts.kernel, events),
     };
     outln!("{}", summary(&results));
-    Ok(crate::exit_if(results.iter().all(|r| r.result.is_ok())))
+    Ok(bpfvm::exit_if(results.iter().all(|r| r.result.is_ok())))
 }
 
 /// The outcome of one step, for the closing summary.
@@ -60,10 +60,17 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
         }
     };
     sh.change_dir(workspace_root());
-    let cargo = |args: &[&str], ebpf_dir: Option<&Path>| cargo(&sh, args, ebpf_dir);
-    let mut step = |name: &'static str, f: &mut dyn FnMut() -> Result<()>| {
-        record(&mut results, events, name, f)
-    };
+    host_steps(&sh, &mut results, events);
+    guest_steps(&sh, kernel, &mut results, events);
+    results
+}
+
+/// The checks that boot nothing: formatting, the BPF objects, clippy, the linters, the host
+/// tests and the cache's faults.
+fn host_steps(sh: &Shell, results: &mut Vec<StepResult>, events: &Events) {
+    let cargo = |args: &[&str], ebpf_dir: Option<&Path>| cargo(sh, args, ebpf_dir);
+    let mut step =
+        |name: &'static str, f: &mut dyn FnMut() -> Result<()>| record(results, events, name, f);
     step("rustfmt", &mut || {
         cargo(&["fmt", "--all", "--", "--check"], None)?;
         cargo(
@@ -99,7 +106,7 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
     });
     step(
         "actionlint (workflows, action.yml), shellcheck (ci/)",
-        &mut || crate::lint::check(&sh, events),
+        &mut || crate::lint::check(sh, events),
     );
     step("host tests", &mut || {
         cargo(&["test", "--workspace", "--exclude", "bpfvm-tests"], None)
@@ -137,6 +144,14 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
             )
         },
     );
+}
+
+/// The checks that boot `kernel`: the VM's lifecycle, the suite, the verifier's statistics, the
+/// kernel's selftests, the example crate and the benchmarks' smoke run.
+fn guest_steps(sh: &Shell, kernel: &str, results: &mut Vec<StepResult>, events: &Events) {
+    let cargo = |args: &[&str], ebpf_dir: Option<&Path>| cargo(sh, args, ebpf_dir);
+    let mut step =
+        |name: &'static str, f: &mut dyn FnMut() -> Result<()>| record(results, events, name, f);
     step(
         "VM lifecycle: exit status, panic, retry, timeout, signals, bad input",
         &mut || {
@@ -220,7 +235,7 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
     );
     step(
         "examples/map-test: cargo test through bpfvm exec, bpfvm test on 6.1 and 6.12",
-        &mut || own_crate(&sh),
+        &mut || own_crate(sh),
     );
     step(
         "bench-vm --smoke, against the committed instruction counts",
@@ -241,7 +256,6 @@ fn steps(kernel: &str, events: &Events) -> Vec<StepResult> {
             bpfvm_host::flows::bench::check_against_reference(&report, events)
         },
     );
-    results
 }
 
 /// The kernel's own selftests CI runs: the two the seed threads' programs are tested by (the

@@ -34,11 +34,5 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     )?;
     let path = workspace_root().join(SUITE_FILE);
     let names = (SUITE_FILE, SUITE_BLESS, "cargo xtask vm-test");
-    let (ok, say) = inventory::bless_or_check(&built, &path, names, opts.bless)?;
-    if ok {
-        outln!("{say}");
-    } else {
-        errln!("{say}");
-    }
-    Ok(crate::exit_if(ok))
+    bpfvm::inventory::check(&built, &path, names, opts.bless)
 }

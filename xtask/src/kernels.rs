@@ -24,11 +24,7 @@ enum Cmd {
 
 pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     match opts.cmd {
-        Cmd::List => {
-            for line in bpfvm::kernels_list()? {
-                outln!("{line}");
-            }
-        }
+        Cmd::List => return bpfvm::kernels::list(),
         Cmd::Fetch { version } => {
             let tree = bpfvm_host::kernel::pins::fetch(
                 &bpfvm_host::kernel::pins::resolve(&version)?,

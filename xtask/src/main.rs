@@ -7,7 +7,8 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use bpfvm::{SelftestsArgs, SetupArgs};
+use bpfvm::{pieces, selftests, setup, verifier_compare};
+use bpfvm_host::support::output::Events;
 use clap::{Parser, Subcommand};
 
 /// `println!` for what may hold guest text, and that must not panic on a closed stdout.
@@ -52,7 +53,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Install what is missing (Debian packages, virtme-ng, virtiofsd, the eBPF toolchain).
-    Setup(SetupArgs),
+    Setup(setup::SetupArgs),
     Kernels(kernels::Options),
     /// Build the BPF programs in `ebpf/`.
     BuildEbpf,
@@ -64,36 +65,31 @@ enum Cmd {
     /// Build the kernel's own BPF selftests (test_progs, test_maps, bench) from its source and
     /// run them to the end in as many boots as it takes, each upstream test judged like the
     /// suite's (docs/selftests.md).
-    Selftests(SelftestsArgs),
+    Selftests(selftests::SelftestsArgs),
     BenchVm(bench_vm::Options),
     BenchCompare(bench_compare::Options),
     BenchSuite(bench_suite::Options),
     Mutants(mutants::Options),
     Soak(soak::Options),
     VerifierStats(verifier::StatsOptions),
-    VerifierCompare(verifier::CompareOptions),
+    VerifierCompare(verifier_compare::Options),
     /// Cut a run into pieces by measured cost: the matrix a workflow runs, as JSON
     /// (docs/pieces.md).
-    Plan(bpfvm::pieces::PlanArgs),
+    Plan(pieces::PlanArgs),
     /// Merge the pieces' reports into one verdict: every piece once, every test once.
-    Merge(bpfvm::pieces::MergeArgs),
+    Merge(pieces::MergeArgs),
     /// Keep reports' measured test times in kernels/costs/, the plan's costs.
-    Costs(bpfvm::pieces::CostsArgs),
+    Costs(pieces::CostsArgs),
 }
 
 fn main() -> ExitCode {
     let cli: Cli = bpfvm::parse_or_exit();
-    bpfvm::main_status(|| {
-        bpfvm::install_signal_handlers()?;
-        let events = bpfvm_host::ui::terminal(cli.verbose);
-        run(cli.cmd, &events)
-    })
+    bpfvm::run_main(cli.verbose, |events| run(cli.cmd, events))
 }
 
-fn run(cmd: Cmd, events: &bpfvm_host::support::output::Events) -> Result<ExitCode> {
-    bpfvm_host::support::paths::check_env()?;
+fn run(cmd: Cmd, events: &Events) -> Result<ExitCode> {
     match cmd {
-        Cmd::Setup(args) => bpfvm::setup(&args, events),
+        Cmd::Setup(args) => setup::run(&args, events),
         Cmd::Kernels(opts) => kernels::run(opts, events),
         Cmd::BuildEbpf => build_ebpf::run(events),
         Cmd::VmRun(opts) => vm_run::run(opts, events),
@@ -101,26 +97,17 @@ fn run(cmd: Cmd, events: &bpfvm_host::support::output::Events) -> Result<ExitCod
         Cmd::VmTest(opts) => vm_test::run(opts, events),
         Cmd::VmGuest(opts) => vm_guest::run(opts, events),
         Cmd::Inventory(opts) => inventory::run(opts, events),
-        Cmd::Selftests(args) => bpfvm::selftests(args, events),
+        Cmd::Selftests(args) => selftests::run(args, events),
         Cmd::BenchVm(opts) => bench_vm::run(opts, events),
         Cmd::BenchCompare(opts) => bench_compare::run(opts),
         Cmd::BenchSuite(opts) => bench_suite::run(opts, events),
         Cmd::Mutants(opts) => mutants::run(opts, events),
         Cmd::Soak(opts) => soak::run(opts, events),
         Cmd::VerifierStats(opts) => verifier::stats(opts),
-        Cmd::VerifierCompare(opts) => verifier::compare(opts),
-        Cmd::Plan(args) => bpfvm::pieces::plan(&args, events),
-        Cmd::Merge(args) => bpfvm::pieces::merge(&args, events),
-        Cmd::Costs(args) => bpfvm::pieces::costs(&args, events),
-    }
-}
-
-/// The exit code of a command whose checks passed (`ok`) or not.
-fn exit_if(ok: bool) -> ExitCode {
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+        Cmd::VerifierCompare(opts) => verifier_compare::run(opts),
+        Cmd::Plan(args) => pieces::plan(&args, events),
+        Cmd::Merge(args) => pieces::merge(&args, events),
+        Cmd::Costs(args) => pieces::costs(&args, events),
     }
 }
 

@@ -219,7 +219,7 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     }
     let outcomes = run_all(&opts.kernel, &opts.only, events)?;
     outln!("{}", table(&outcomes));
-    Ok(crate::exit_if(all_caught(&outcomes)))
+    Ok(bpfvm::exit_if(all_caught(&outcomes)))
 }
 
 /// Runs the baseline and every mutant (or those `only` names) on `kernel`; returns their

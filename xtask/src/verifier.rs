@@ -1,7 +1,6 @@
-//! `cargo xtask verifier-stats` (the last `vm-test` runs against the committed baselines,
-//! `--bless` to take them as the new ones) and `cargo xtask verifier-compare A B` (any two
-//! veristat CSVs). What is measured: docs/verifier-stats.md.
-use std::path::PathBuf;
+//! `cargo xtask verifier-stats`: the last `vm-test` runs against the committed baselines,
+//! `--bless` to take them as the new ones (`verifier-compare A B`, any two veristat CSVs, is
+//! `bpfvm::verifier_compare`). What is measured: docs/verifier-stats.md.
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -9,7 +8,7 @@ use bpfvm_host::kernel::pins;
 use bpfvm_host::results::verifier;
 use clap::Args;
 
-use crate::exit_if;
+use bpfvm::exit_if;
 
 /// Compare the last `vm-test` run of each kernel (target/vm-test/<kernel>/verifier.csv)
 /// against its baseline (kernels/verifier/<kernel>.csv, and <kernel>.verdicts for what the CSV's
@@ -24,29 +23,6 @@ pub(crate) struct StatsOptions {
     /// Copy the runs' verifier.csv over the baselines (after showing what changed).
     #[arg(long)]
     bless: bool,
-}
-
-/// Compare two veristat CSVs (`veristat -o csv` or a run's verifier.csv), as `veristat -C`
-/// shows them; exits non-zero when a program went from success to failure, its processed
-/// insns or states moved beyond the threshold, or it is in one file only.
-#[derive(Args)]
-pub(crate) struct CompareOptions {
-    /// The baseline CSV.
-    a: PathBuf,
-    /// The CSV to judge against it.
-    b: PathBuf,
-    /// Change in percent of A's count that fails (0: any change).
-    #[arg(long, default_value_t = 0.0)]
-    threshold: f64,
-}
-
-pub(crate) fn compare(opts: CompareOptions) -> Result<ExitCode> {
-    let c = verifier::compare_files(&opts.a, &opts.b, opts.threshold)?;
-    outln!("{}", c.table());
-    for f in &c.failures {
-        errln!("error: {f}");
-    }
-    Ok(exit_if(c.failures.is_empty()))
 }
 
 pub(crate) fn stats(opts: StatsOptions) -> Result<ExitCode> {

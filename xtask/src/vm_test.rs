@@ -61,19 +61,7 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     };
     if kernels.len() > 1 {
         let reports = bpfvm_host::flows::run::vm_test_all(&kernels, &opts, events)?;
-        outln!("{}", bpfvm_host::results::report::matrix_table(&reports));
-        let verifier = bpfvm_host::results::verifier::matrix::of_reports(&reports);
-        if !verifier.is_empty() {
-            outln!(
-                "{}",
-                bpfvm_host::results::verifier::matrix::table(&verifier)
-            );
-        }
-        for r in &reports {
-            if let Some(why) = r.why_failed() {
-                outln!("kernel {} FAILED: {why}", r.kernel.version);
-            }
-        }
+        bpfvm::print_kernels(&reports);
         return Ok(bpfvm::judged_status(&reports));
     }
     if let Some(jobs) = jobs {

@@ -4,7 +4,7 @@ use aya::maps::HashMap;
 /// The runner passes the pin's `uname -r`; outside bpfvm there is nothing to compare with.
 #[test]
 fn guest_runs_the_pinned_kernel() {
-    let Ok(expected) = std::env::var("BPFVM_EXPECT_RELEASE") else {
+    let Ok(expected) = std::env::var(bpfvm_common::protocol::EXPECT_RELEASE_ENV) else {
         crate::skip!("not booted by bpfvm (BPFVM_EXPECT_RELEASE unset)");
     };
     let uts = nix_uname();

@@ -1,5 +1,7 @@
-//! The guest's architecture (`--arch`): one value, parsed once, that names the Debian packages,
-//! the Rust target, vng's `--arch` and qemu's machine for every command that boots.
+//! The guest's architecture (`--arch`): one value, parsed once, with what bpfvm knows of it in
+//! one place (as little-vm-helper's `pkg/arch`): its names (vng's `--arch`, Debian's, the Rust
+//! target), the qemu that boots it and the one that runs its binaries on the host, the cross
+//! compiler its guest binaries are linked with, and what bpfvm cannot do with it yet.
 use std::fmt;
 use std::str::FromStr;
 
@@ -59,6 +61,55 @@ impl Arch {
         self == Arch::host()
     }
 
+    /// The qemu binary vng picks to boot it (`qemu_helpers.Qemu`: `qemu-system-{arch}` on
+    /// PATH).
+    pub fn qemu_system(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "qemu-system-x86_64",
+            Arch::Arm64 => "qemu-system-aarch64",
+        }
+    }
+
+    /// The qemu user-mode emulator that runs its binaries on the host (Debian `qemu-user`).
+    pub fn qemu_user(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "qemu-x86_64",
+            Arch::Arm64 => "qemu-aarch64",
+        }
+    }
+
+    /// Debian's cross linker for it (package `gcc-<triple>`, `provision::arch_packages`).
+    pub fn cross_gcc(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "x86_64-linux-gnu-gcc",
+            Arch::Arm64 => "aarch64-linux-gnu-gcc",
+        }
+    }
+
+    /// Whether its pins boot the host's own root. bpfvm's host is x86_64's: another
+    /// architecture's pin boots a root made from its packages (`kernel::pins::userland`), and
+    /// only pins (not an image or a tree), with the commands docs/arm64.md lists.
+    pub fn boots_host_root(self) -> bool {
+        self == Arch::X86_64
+    }
+
+    /// Refuses, with why and the fix, what bpfvm does with x86_64 kernels only.
+    pub fn refuse(self, what: X86Only) -> Result<()> {
+        if self.boots_host_root() {
+            return Ok(());
+        }
+        match what {
+            X86Only::Command => bail!(
+                "--arch {self}: this command does not boot {self} kernels yet (docs/arm64.md \
+                 lists those that do)"
+            ),
+            X86Only::KernelBench => bail!(
+                "--upstream with an {self} kernel: the kernel's selftests are built for x86_64 \
+                 only; leave --upstream out"
+            ),
+        }
+    }
+
     /// `--arch`'s value: `x86_64`, `arm64` (Debian's `amd64` and the kernel's `aarch64` too),
     /// or `all`.
     pub fn parse_list(value: &str) -> Result<Vec<Arch>> {
@@ -67,6 +118,15 @@ impl Arch {
         }
         value.split(',').map(|v| v.trim().parse()).collect()
     }
+}
+
+/// What bpfvm does with x86_64 kernels only ([`Arch::refuse`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum X86Only {
+    /// The commands docs/arm64.md does not list.
+    Command,
+    /// The kernel's own `bench` in bench-vm (`--upstream`).
+    KernelBench,
 }
 
 impl FromStr for Arch {
@@ -112,5 +172,29 @@ mod tests {
             e.contains("riscv64") && e.contains("x86_64, arm64 or all"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn what_x86_64_alone_does_is_refused_for_arm64_naming_the_fix() {
+        assert!(Arch::X86_64.refuse(X86Only::Command).is_ok());
+        let e = Arch::Arm64
+            .refuse(X86Only::Command)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "--arch arm64: this command does not boot arm64 kernels yet (docs/arm64.md lists \
+             those that do)"
+        );
+        let e = Arch::Arm64
+            .refuse(X86Only::KernelBench)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with("built for x86_64 only; leave --upstream out"),
+            "{e}"
+        );
+        assert_eq!(Arch::Arm64.qemu_system(), "qemu-system-aarch64");
+        assert_eq!(Arch::Arm64.cross_gcc(), "aarch64-linux-gnu-gcc");
     }
 }

@@ -6,9 +6,10 @@
 //! tests); 128 + N is `bpfvm::main_status`'s for every command (cli/tests/exit_on_signal.rs).
 use std::time::Duration;
 
-use crate::flows::bench::{self, ab, compare, model::BenchReport};
-use crate::flows::run::test_run_status;
+use crate::flows::bench;
+use crate::flows::run::conclude::test_run_status;
 use crate::machine::vng::{Ending, RunOutcome};
+use crate::results::bench::{ab, compare, model::BenchReport};
 use crate::results::health;
 use crate::results::report::{self, BinaryOutput, Outcome, Report, TestResult, VmInfo};
 use crate::support::status::{Status, Untestable};

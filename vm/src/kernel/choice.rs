@@ -108,7 +108,8 @@ impl KernelArgs {
     /// list of pins, or one kernel.
     pub fn many(&self) -> Result<Vec<KernelChoice>> {
         let arches = self.arches()?;
-        if arches != [Arch::X86_64] && (self.kernel_tree.is_some() || self.value().contains('/')) {
+        let pins_only = arches.iter().any(|a| !a.boots_host_root());
+        if pins_only && (self.kernel_tree.is_some() || self.value().contains('/')) {
             bail!(
                 "--arch {}: kernels of another architecture boot from pins only (`cargo xtask \
                  kernels list`); an image or a tree is booted as x86_64: leave --arch out",

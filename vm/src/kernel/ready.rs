@@ -44,7 +44,7 @@ pub fn ready(choice: &KernelChoice, events: &Events) -> Result<(Tools, Ready)> {
     match choice {
         KernelChoice::Pin(pin) => {
             let expected = Expectation::for_pin(pin)?;
-            if pin.arch != Arch::X86_64 {
+            if !pin.arch.boots_host_root() {
                 // The root is made with qemu's user-mode emulator while the kernel is fetched.
                 provision::ensure_packages(&provision::arch_packages(pin.arch), events)?;
             }
@@ -53,9 +53,12 @@ pub fn ready(choice: &KernelChoice, events: &Events) -> Result<(Tools, Ready)> {
                 events.step(format!("kernel {} ({})", pin.version, pin.description));
                 pins::fetch(pin, events)
             })?;
-            let (label, guest_root) = match pin.arch {
-                Arch::X86_64 => (pin.version.clone(), None),
-                a => (format!("{}-{a}", pin.version), Some(bootable.root.clone())),
+            let (label, guest_root) = match pin.arch.boots_host_root() {
+                true => (pin.version.clone(), None),
+                false => (
+                    format!("{}-{}", pin.version, pin.arch),
+                    Some(bootable.root.clone()),
+                ),
             };
             let ready = Ready {
                 bootable,

@@ -263,7 +263,7 @@ pub fn guest_command(arch: Arch, cross_dir: &Path, tc: &EbpfToolchain) -> GuestC
             "CARGO_TARGET_DIR".to_string(),
             cross_dir.display().to_string(),
         ),
-        (linker_var, cross_linker(arch).into()),
+        (linker_var, arch.cross_gcc().into()),
     ];
     let (program, toolchain) = match tc {
         EbpfToolchain::RustupNightly { .. } => (
@@ -295,14 +295,6 @@ pub fn guest_command(arch: Arch, cross_dir: &Path, tc: &EbpfToolchain) -> GuestC
 /// Where bpfvm's own guest binaries for another architecture are built.
 pub fn cross_target_dir() -> PathBuf {
     target_dir().join("cross")
-}
-
-/// Debian's cross linker for `arch` (package `gcc-<triple>`, `provision::arch_packages`).
-fn cross_linker(arch: Arch) -> &'static str {
-    match arch {
-        Arch::X86_64 => "x86_64-linux-gnu-gcc",
-        Arch::Arm64 => "aarch64-linux-gnu-gcc",
-    }
 }
 
 /// Runs a cargo JSON build of the root workspace with `BPFVM_EBPF_DIR` set, as `how` says.

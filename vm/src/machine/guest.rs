@@ -10,7 +10,7 @@ use crate::machine::build::TestBinary;
 use crate::machine::vng::{END_MARKER, START_MARKER, STATUS_FILE};
 use crate::support::guest_files;
 use crate::support::shell::{join, quote};
-use bpfvm_common::protocol::{KERNEL_BTF_ENV, RESULTS_ENV};
+use bpfvm_common::protocol::{EXPECT_RELEASE_ENV, FEATURES_ENV, KERNEL_BTF_ENV, RESULTS_ENV};
 
 /// Files the guest writes into the shared directory, read back by `report`.
 pub use bpfvm_common::protocol::files;
@@ -180,7 +180,7 @@ pub fn test_script(
     args: &dyn Fn(&str) -> Vec<String>,
 ) -> String {
     let mut s = preamble(out);
-    writeln!(s, "export BPFVM_EXPECT_RELEASE={}", quote(release)).unwrap();
+    writeln!(s, "export {EXPECT_RELEASE_ENV}={}", quote(release)).unwrap();
     // Backtraces for panics, not for every anyhow error: capturing one takes std's backtrace
     // lock, which a panic's symbolisation (seconds under TCG) holds meanwhile.
     s.push_str("export RUSTC_BOOTSTRAP=1 RUST_BACKTRACE=1 RUST_LIB_BACKTRACE=0\n");
@@ -188,14 +188,14 @@ pub fn test_script(
     // The probe loads a BPF object too (the bpf_loop inlining probe): the kernel BTF once.
     s.push_str(&kernel_btf_once());
     // The tests take a successful probe's answers rather than probing the same kernel again
-    // (`BPFVM_FEATURES`, tests/src/features.rs).
+    // (`FEATURES_ENV`, tests/src/features.rs).
     match probe {
         Some(probe) => {
             s.push_str("bpfvm_mark phase probe\n");
             writeln!(
                 s,
                 "with_kernel_btf_once {} > \"$OUT/{f}\" 2> \"$OUT/{}\"; bpfvm_rc=$?; echo $bpfvm_rc > \"$OUT/{}\"\n\
-                 [ $bpfvm_rc -eq 0 ] && export BPFVM_FEATURES=\"$OUT/{f}\"",
+                 [ $bpfvm_rc -eq 0 ] && export {FEATURES_ENV}=\"$OUT/{f}\"",
                 quote(&probe.display().to_string()),
                 files::PROBE_STDERR,
                 files::PROBE_RC,
@@ -203,7 +203,7 @@ pub fn test_script(
             )
             .unwrap();
         }
-        None => writeln!(s, "export BPFVM_FEATURES=\"$OUT/{}\"", files::FEATURES).unwrap(),
+        None => writeln!(s, "export {FEATURES_ENV}=\"$OUT/{}\"", files::FEATURES).unwrap(),
     }
     if let Some(verifier) = verifier {
         verifier_step(&mut s, verifier, "with_kernel_btf_once ");

@@ -8,12 +8,9 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::domain::arch::Arch;
-
-/// The root a guest of `arch` boots into and the host directories it reads.
+/// The root a guest boots into and the host directories it reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnRoot {
-    pub arch: Arch,
     /// The cached root (a pin's extracted tree, `kernel::pins::userland`).
     pub root: PathBuf,
     /// Host directories the guest reads (its binaries, the BPF objects), mounted read-only at
@@ -119,7 +116,6 @@ mod tests {
         std::fs::create_dir_all(run.join("shared")).unwrap();
         std::fs::write(run.join("guest.sh"), "echo hi").unwrap();
         let own = OwnRoot {
-            arch: Arch::Arm64,
             root: root.clone(),
             reads: vec![t.path().join("target/cross")],
         };

@@ -15,14 +15,6 @@ use anyhow::{Context, Result};
 use crate::domain::arch::Arch;
 use crate::support::shell::status_words;
 
-/// The qemu binary vng picks for `arch` (`qemu_helpers.Qemu`: `qemu-system-{arch}` on PATH).
-pub fn binary(arch: Arch) -> &'static str {
-    match arch {
-        Arch::X86_64 => "qemu-system-x86_64",
-        Arch::Arm64 => "qemu-system-aarch64",
-    }
-}
-
 /// What qemu's own messages start with, whichever binary.
 const MESSAGE_PREFIX: &str = "qemu-system-";
 /// The wrapper's file name, beside the guest script.
@@ -46,7 +38,7 @@ fn wrapper(qemu: &str) -> String {
 /// Writes the wrapper of `arch`'s qemu into `dir` (the run's directory) and returns its path.
 pub fn write_wrapper(dir: &Path, arch: Arch) -> Result<PathBuf> {
     let path = dir.join(WRAPPER_FILE);
-    std::fs::write(&path, wrapper(binary(arch)))
+    std::fs::write(&path, wrapper(arch.qemu_system()))
         .with_context(|| format!("write {}", path.display()))?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
         .with_context(|| format!("make {} executable", path.display()))?;
@@ -152,7 +144,7 @@ mod tests {
     #[test]
     fn the_wrapper_passes_arguments_and_reports_the_signal() {
         let dir = tempfile::tempdir().unwrap();
-        let fake = dir.path().join(binary(Arch::Arm64));
+        let fake = dir.path().join(Arch::Arm64.qemu_system());
         std::fs::write(
             &fake,
             "#!/bin/sh\necho \"qemu-system-aarch64: got $#: $1|$2\" >&2\nkill -ABRT $$\n",

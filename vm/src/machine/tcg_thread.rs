@@ -1,37 +1,11 @@
 //! How TCG runs the vCPUs: a host thread each (multi-threaded TCG, qemu's default for x86) or one
 //! thread for all (`-accel tcg,thread=single`), chosen by qemu's version.
 //!
-//! Why: under multi-threaded TCG a vCPU can dispatch an MMIO access to the wrong device after
-//! another vCPU changed the memory map. A TLB entry holds a section *index* into the address
-//! space's dispatch table (`iotlb_to_section`, system/physmem.c); the new map gets new indexes,
-//! but the other vCPUs' TLBs are only flushed later, on their own threads (`tcg_commit` queues
-//! `tcg_commit_cpu` with `async_run_on_cpu`). Until then a stale index names another section,
-//! and the access reaches that section's region at the old offset: past the end of a smaller
-//! MSI-X table, qemu aborts in `msix_table_mmio_read` or `msix_table_mmio_write`
-//! (hw/pci/msix.c: `assert(addr + size <= dev->msix_entries_nr * PCI_MSIX_ENTRY_SIZE)`).
-//! A guest changes the map whenever it toggles a PCI device's memory decode or moves a BAR:
-//! Linux does both while it probes PCI at boot, while the other vCPUs read the HPET (the
-//! clocksource once the TSC is marked unstable, as 6.1 does under TCG).
-//!
-//! Where qemu looks the index up:
-//! - 8.1.0 to 10.0.3: in a per-vCPU copy of the dispatch pointer, updated together with that
-//!   vCPU's TLB flush (commit 0d58c660689, "softmmu: Use async_run_on_cpu in tcg_commit"),
-//!   so the index and the table always match;
-//! - 10.1.0 on, and 10.0.4 on in the 10.0 stable series: in the address space's current
-//!   dispatch, the copy removed to fix a use-after-free (commit 2865bf1c57, "system/physmem:
-//!   fix use-after-free with dispatch", qemu issue 3040; in 10.0.13, Debian 13's qemu,
-//!   `iotlb_to_section` reads `address_space_to_dispatch(cpuas->as)`);
-//! - 7.2 (Debian 12): the copy is updated for every vCPU at once by the thread that changed the
-//!   map, before the other vCPUs flush (`tcg_commit`, softmmu/physmem.c).
-//!
-//! What was measured (docs/hosts.md, `ci/qemu-mmio-race.sh`): a guest that toggles a device's
-//! memory decode on one vCPU while the other reads a second device's MSI-X page crashes
-//! Debian 13's qemu 10.0.13 within seconds in every run and Debian 12's 7.2 as well; with
-//! `thread=single` 10.0.13 ran it for 30 s three times. In the suite's own boots only 10.0.13
-//! ever crashed (one boot of 6.1, `msix_table_mmio_write`), never 7.2. `thread=single` serialises
-//! the vCPUs and cost Debian 12's `vm-test --kernel 6.1` 40-70 % of its tests phase, so it is
-//! chosen only where the lookup has no per-vCPU copy: qemu 10.0.4 and later. `--tcg-thread`
-//! overrides the choice either way.
+//! Why: under multi-threaded TCG a vCPU can reach the wrong device's MMIO while another vCPU
+//! changes the memory map (Linux does, probing PCI at boot), and qemu aborts in hw/pci/msix.c.
+//! From qemu 10.0.4 (10.1.0) nothing keeps a vCPU's stale TLB index and the dispatch table in
+//! step, so one thread for all is chosen there only: it costs 40-70 % of the tests phase.
+//! `--tcg-thread` overrides the choice; the race and its measurements: docs/hosts.md.
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};

@@ -27,6 +27,9 @@ use crate::support::shell::quote;
 /// What to boot and what to run in it.
 #[derive(Debug, Clone)]
 pub struct VmSpec {
+    /// The kernel's architecture: the qemu that boots it, and vng's `--arch` for a guest with
+    /// a root of its own.
+    pub arch: Arch,
     pub vmlinuz: PathBuf,
     pub accel: Accel,
     pub cpus: u32,
@@ -195,31 +198,7 @@ pub fn run(
 ) -> Result<RunOutcome> {
     let status_file = spec.rwdir.join(STATUS_FILE);
     let _ = std::fs::remove_file(&status_file);
-    // qemu through the wrapper that says how it ended, written beside the guest script.
-    let arch = spec.own_root.as_ref().map_or(Arch::host(), |o| o.arch);
-    let wrapper = qemu::write_wrapper(spec.script.parent().unwrap_or(&spec.rwdir), arch)?;
-    if let Some(own) = &spec.own_root {
-        own_root::stage(own, &spec.rwdir, &spec.script)?;
-    }
-    let mut args = vec![
-        "--qemu".to_string(),
-        quote(vng_path(&wrapper, "the qemu wrapper")?),
-    ];
-    args.extend(vng_args(spec)?);
-    events.command(format!(
-        "{} {}",
-        vng.display(),
-        crate::support::shell::join(&args)
-    ));
-    let mut cmd = Command::new(vng);
-    cmd.args(&args).env("PATH", path_with(path_prefix));
-    let mut group = Group::spawn(&mut cmd).with_context(|| {
-        format!(
-            "cannot start {} (run `cargo xtask setup` to install virtme-ng)",
-            vng.display()
-        )
-    })?;
-
+    let mut group = start_vng(spec, vng, path_prefix, events)?;
     let start = Instant::now();
     let mut tail = VecDeque::new();
     let panicked = Cell::new(false);
@@ -268,34 +247,15 @@ pub fn run(
             // Both pipes closed while vng still runs: nothing to read, poll at the same pace.
             Err(RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(100)),
         }
-        if proc::interrupted() {
-            break Ending::Interrupted;
-        }
-        if let Some(stop) = &spec.stop {
-            if stop.load(std::sync::atomic::Ordering::SeqCst) {
-                break Ending::Interrupted;
-            }
-        }
-        if start.elapsed() > spec.timeout {
-            break Ending::Timeout(spec.timeout);
-        }
-        if started.get().is_none() && start.elapsed() > spec.boot_timeout {
-            break Ending::BootHang(spec.boot_timeout);
-        }
-        if let (Some(w), Some((test, since))) = (&spec.watchdog, &*running.borrow()) {
-            let limit = w.limit(test);
-            if since.elapsed() > limit {
-                break Ending::TestHung {
-                    test: test.clone(),
-                    limit,
-                };
-            }
-        }
-        if Instant::now() >= next_usage_check {
-            next_usage_check = Instant::now() + USAGE_CHECK;
-            if let Err(why) = guest_files::check_usage(&spec.rwdir) {
-                break Ending::TooMuchOutput(why);
-            }
+        let booted = started.get().is_some();
+        if let Some(e) = stopped(
+            spec,
+            start,
+            booted,
+            &running.borrow(),
+            &mut next_usage_check,
+        ) {
+            break e;
         }
         if let Some(status) = group.try_wait()? {
             break match read_status(&status_file) {
@@ -310,16 +270,7 @@ pub fn run(
     if spec.own_root.is_some() {
         let _ = std::fs::remove_dir_all(own_root::staged_path(&spec.script));
     }
-    // qemu's own end, when it was not 0, is why the VM failed: the wrapper says which.
-    let ending = match (ending, qemu_end.borrow().end()) {
-        (Ending::VmFailed(_), Some(QemuEnd::Crashed(what))) => Ending::QemuCrashed(what),
-        (Ending::VmFailed(_), Some(QemuEnd::Failed(why))) => Ending::VmFailed(why),
-        // The panic line may arrive after the timeout or just before qemu exits.
-        (Ending::Timeout(_) | Ending::BootHang(_) | Ending::VmFailed(_), _) if panicked.get() => {
-            Ending::Panic
-        }
-        (e, _) => e,
-    };
+    let ending = explained(ending, qemu_end.borrow().end(), panicked.get());
     let (started, finished) = (started.get(), finished.get());
     Ok(RunOutcome {
         ending,
@@ -329,6 +280,89 @@ pub fn run(
         guest: started.zip(finished).and_then(|(s, f)| f.checked_sub(s)),
         retries: vec![],
     })
+}
+
+/// Starts vng on `spec`, qemu through the wrapper that says how it ended (written beside the
+/// guest script), a guest with a root of its own staged first.
+fn start_vng(spec: &VmSpec, vng: &Path, path_prefix: &[PathBuf], events: &Events) -> Result<Group> {
+    let wrapper = qemu::write_wrapper(spec.script.parent().unwrap_or(&spec.rwdir), spec.arch)?;
+    if let Some(own) = &spec.own_root {
+        own_root::stage(own, &spec.rwdir, &spec.script)?;
+    }
+    let mut args = vec![
+        "--qemu".to_string(),
+        quote(vng_path(&wrapper, "the qemu wrapper")?),
+    ];
+    args.extend(vng_args(spec)?);
+    events.command(format!(
+        "{} {}",
+        vng.display(),
+        crate::support::shell::join(&args)
+    ));
+    let mut cmd = Command::new(vng);
+    cmd.args(&args).env("PATH", path_with(path_prefix));
+    Group::spawn(&mut cmd).with_context(|| {
+        format!(
+            "cannot start {} (run `cargo xtask setup` to install virtme-ng)",
+            vng.display()
+        )
+    })
+}
+
+/// Why the VM must stop now, if it must: Ctrl-C, the timeout, a boot that has not reached the
+/// guest script (`booted`), a test past its watchdog's limit (`running`: the test and since
+/// when), or the guest's files grown too large (checked every [`USAGE_CHECK`]).
+fn stopped(
+    spec: &VmSpec,
+    start: Instant,
+    booted: bool,
+    running: &Option<(String, Instant)>,
+    next_usage_check: &mut Instant,
+) -> Option<Ending> {
+    if proc::interrupted() {
+        return Some(Ending::Interrupted);
+    }
+    if let Some(stop) = &spec.stop {
+        if stop.load(std::sync::atomic::Ordering::SeqCst) {
+            return Some(Ending::Interrupted);
+        }
+    }
+    if start.elapsed() > spec.timeout {
+        return Some(Ending::Timeout(spec.timeout));
+    }
+    if !booted && start.elapsed() > spec.boot_timeout {
+        return Some(Ending::BootHang(spec.boot_timeout));
+    }
+    if let (Some(w), Some((test, since))) = (&spec.watchdog, running) {
+        let limit = w.limit(test);
+        if since.elapsed() > limit {
+            return Some(Ending::TestHung {
+                test: test.clone(),
+                limit,
+            });
+        }
+    }
+    if Instant::now() >= *next_usage_check {
+        *next_usage_check = Instant::now() + USAGE_CHECK;
+        if let Err(why) = guest_files::check_usage(&spec.rwdir) {
+            return Some(Ending::TooMuchOutput(why));
+        }
+    }
+    None
+}
+
+/// `ending` with qemu's own end, when it was not 0, as why the VM failed (the wrapper says
+/// which), and a kernel panic seen on the console as the ending it explains.
+fn explained(ending: Ending, qemu_end: Option<QemuEnd>, panicked: bool) -> Ending {
+    match (ending, qemu_end) {
+        (Ending::VmFailed(_), Some(QemuEnd::Crashed(what))) => Ending::QemuCrashed(what),
+        (Ending::VmFailed(_), Some(QemuEnd::Failed(why))) => Ending::VmFailed(why),
+        // The panic line may arrive after the timeout or just before qemu exits.
+        (Ending::Timeout(_) | Ending::BootHang(_) | Ending::VmFailed(_), _) if panicked => {
+            Ending::Panic
+        }
+        (e, _) => e,
+    }
 }
 
 /// How an interactive shell ([`shell`]) ended.
@@ -427,7 +461,7 @@ fn vng_args(spec: &VmSpec) -> Result<Vec<String>> {
             let root = own_root::staged_path(&spec.script);
             args.extend([
                 "--arch".to_string(),
-                own.arch.name().to_string(),
+                spec.arch.name().to_string(),
                 "--root".into(),
                 quote(vng_path(&root, "the guest's root")?),
                 format!("--rwdir={rwdir}={rwdir}"),
@@ -442,19 +476,13 @@ fn vng_args(spec: &VmSpec) -> Result<Vec<String>> {
     if !spec.accel.is_kvm() {
         args.push("--disable-kvm".into());
     }
-    // loglevel=5: the console prints the messages of a level below 5, so warnings (4,
-    // KERN_WARNING) and worse: a WARN's `WARNING: CPU: ...` and its cut-here line are
-    // `pr_warn` (`__warn`, kernel/panic.c), and the console is where a run without a kernel.log
-    // looks for splats. loglevel=4 kept them off. vng's --verbose asks for everything, which
-    // slows a TCG boot; a whole vm-test boot of 6.1 logs 7 warnings (588 bytes).
-    // panic=-1 turns a panic into an immediate exit instead of a hang.
-    // cryptomgr.notests=1 skips the self-tests of the crypto drivers udev's coldplug loads
-    // (aesni_intel, ghash_clmulni_intel, sha*_ssse3; `alg_test`, crypto/testmgr.c), which nothing
-    // here uses: under TCG they took seconds of every boot (docs/boot-time.md), and under
-    // load one of them warned (`crypto_wait_for_test`, crypto/api.c), spoiling bench boots.
-    // log_buf_len=16M: the kernel's record ring (128 KiB in the 6.1 pin's config,
-    // CONFIG_LOG_BUF_SHIFT=17) holds a flood's records until the guest's copy of /dev/kmsg,
-    // slow under TCG, reads them; with 128 KiB it lost 7,830 of 20,000 lines written at once.
+    // loglevel=5: warnings and worse reach the console (a WARN is `pr_warn`), where a run
+    // without a kernel.log looks for splats, and not everything (--verbose's default slows TCG).
+    // panic=-1: a panic exits at once instead of hanging.
+    // cryptomgr.notests=1: the coldplugged crypto drivers' self-tests, which nothing here uses,
+    // cost seconds of every TCG boot and once warned under load, spoiling bench boots.
+    // log_buf_len=16M: the record ring holds a flood until the guest's slow copy of /dev/kmsg
+    // reads it (128 KiB lost records).
     // modprobe.blacklist: see UNUSED_HARDWARE_MODULES.
     let append = [
         "loglevel=5".to_string(),
@@ -563,6 +591,7 @@ mod tests {
 
     fn spec(kind: crate::machine::accel::Kind) -> VmSpec {
         VmSpec {
+            arch: Arch::host(),
             vmlinuz: "/k/boot/vmlinuz-6.1".into(),
             accel: Accel {
                 kind,
@@ -586,8 +615,8 @@ mod tests {
     #[test]
     fn a_guest_with_its_own_root_mounts_each_directory_at_its_host_path() {
         let args = vng_args(&VmSpec {
+            arch: Arch::Arm64,
             own_root: Some(OwnRoot {
-                arch: crate::domain::arch::Arch::Arm64,
                 root: "/c/kernels/6.12-arm64-x".into(),
                 reads: vec!["/w/target/cross".into(), "/w/target/ebpf".into()],
             }),

@@ -123,40 +123,13 @@ pub fn merge(plans: &[KernelPlan], found: Vec<Found>, commit: Option<&str>) -> M
 /// ones, a failing `merge:` entry of the report); no report when no piece is there.
 fn merge_kernel(
     plan: &KernelPlan,
-    mut pieces: Vec<Found>,
+    pieces: Vec<Found>,
     commit: Option<&str>,
     foreign: &[String],
 ) -> (Option<Report>, Vec<String>) {
     let kernel = format!("kernel {} ({})", plan.kernel, plan.arch);
     let info = |f: &Found| f.report.piece.clone().expect("grouped by their piece");
-    pieces.sort_by_key(|f| piece_index(&info(f).piece));
-    let mut problems = Vec::new();
-    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
-    let mut unique = Vec::new();
-    for f in pieces {
-        let id = info(&f).piece;
-        match seen.get(&id) {
-            Some(first) => problems.push(format!(
-                "{kernel}: piece {id} is there twice ({} and {}): give each piece's artifact once",
-                first.display(),
-                f.path.display()
-            )),
-            None => {
-                seen.insert(id, f.path.clone());
-                unique.push(f);
-            }
-        }
-    }
-    for p in &plan.pieces {
-        if !seen.contains_key(&p.id.to_string()) {
-            problems.push(format!(
-                "{kernel}: piece {} has no report (its job failed before writing one, or its \
-                 artifact was not downloaded): its {} tests did not run",
-                p.id,
-                p.tests.len()
-            ));
-        }
-    }
+    let (unique, mut problems) = one_each(&kernel, plan, pieces);
     let Some(first) = unique.first() else {
         return (None, problems);
     };
@@ -221,6 +194,41 @@ fn merge_kernel(
             .chain(stopped.then_some(Status::Stopped)),
     ));
     (Some(report), problems)
+}
+
+/// Each piece of `kernel`'s plan once, in the plan's order, and what is wrong: a piece there
+/// twice (the first kept) or not at all.
+fn one_each(kernel: &str, plan: &KernelPlan, mut pieces: Vec<Found>) -> (Vec<Found>, Vec<String>) {
+    let info = |f: &Found| f.report.piece.clone().expect("grouped by their piece");
+    pieces.sort_by_key(|f| piece_index(&info(f).piece));
+    let mut problems = Vec::new();
+    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut unique = Vec::new();
+    for f in pieces {
+        let id = info(&f).piece;
+        match seen.get(&id) {
+            Some(first) => problems.push(format!(
+                "{kernel}: piece {id} is there twice ({} and {}): give each piece's artifact once",
+                first.display(),
+                f.path.display()
+            )),
+            None => {
+                seen.insert(id, f.path.clone());
+                unique.push(f);
+            }
+        }
+    }
+    for p in &plan.pieces {
+        if !seen.contains_key(&p.id.to_string()) {
+            problems.push(format!(
+                "{kernel}: piece {} has no report (its job failed before writing one, or its \
+                 artifact was not downloaded): its {} tests did not run",
+                p.id,
+                p.tests.len()
+            ));
+        }
+    }
+    (unique, problems)
 }
 
 fn piece_index(id: &str) -> usize {

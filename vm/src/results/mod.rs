@@ -1,7 +1,9 @@
 //! Results: the guest's files and kernel log turned into verdicts (`report`, `health`), and the report rendered;
 //! the verifier's statistics per program (`verifier`); the kernel's own BPF selftests' output
 //! (`upstream`); each test's measured cost (`costs`), a run cut into pieces by it (`plan`) and
-//! the pieces' reports merged (`merge`).
+//! the pieces' reports merged (`merge`); the benchmarks' figures, statistics and comparisons
+//! (`bench`).
+pub mod bench;
 pub mod costs;
 pub mod denylist;
 pub mod freshness;

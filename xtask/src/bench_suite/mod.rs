@@ -13,7 +13,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use bpfvm_host::domain::options::TcgThread;
 use bpfvm_host::domain::options::{defaults, Choice};
-use bpfvm_host::flows::bench::stats;
+use bpfvm_host::results::bench::stats;
 use bpfvm_host::results::report::{Report, Timings};
 use bpfvm_host::support::output::Events;
 use clap::Args;

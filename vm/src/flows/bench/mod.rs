@@ -3,30 +3,24 @@
 //! runs the guest benchmark binary (`tests/src/bin/bench.rs`) in each, and writes
 //! `target/bench-vm/<kernel>/{report.json,report.md,*.svg}` (`--smoke`: `<kernel>-smoke/`).
 //!
-//! Layers: `model` (the report and its figures) and `stats` know nothing of rendering;
-//! `markdown`, `plot` and `compare` read them; this module runs the boots and writes the files.
-pub mod ab;
-pub mod compare;
-pub mod markdown;
-pub mod model;
-pub mod plot;
-pub mod reference;
+//! This module runs the boots and writes the files; what a report holds and the figures,
+//! statistics, comparisons and renderings made from it are `results::bench`.
 mod script;
-pub mod stats;
-pub mod upstream;
+mod upstream_script;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::domain::arch::Arch;
+use crate::domain::arch::{Arch, X86Only};
 use crate::domain::options::VmOptions;
 use crate::flows::run::{self, Prepared};
 use crate::kernel::choice::KernelChoice;
 use crate::kernel::expect;
 use crate::machine::build;
 use crate::machine::guest;
-use crate::machine::vng::Ending;
+use crate::machine::vng::{Ending, RunOutcome};
+use crate::results::bench::{compare, markdown, model, plot, upstream};
 use crate::results::report::{read_fact, AccelInfo};
 use crate::support::output::{Events, Output};
 use crate::support::paths::target_dir;
@@ -87,12 +81,8 @@ impl BenchOptions {
             ),
             _ => {}
         }
-        if self.upstream && self.kernel.arch() != Arch::X86_64 {
-            bail!(
-                "--upstream with an {} kernel: the kernel's selftests are built for x86_64 \
-                 only; leave --upstream out",
-                self.kernel.arch()
-            );
+        if self.upstream {
+            self.kernel.arch().refuse(X86Only::KernelBench)?;
         }
         if self.producers == 0 || self.producers > self.vm.cpus {
             bail!(
@@ -299,10 +289,6 @@ fn run_boots(
         .iter()
         .flat_map(|&m| (0..n).map(move |k| (k, m, false)))
         .collect();
-    let kernel_name = |k: usize| match n {
-        1 => String::new(),
-        _ => format!("kernel {}, ", ["A", "B"].get(k).copied().unwrap_or("?")),
-    };
     while !queue.is_empty() {
         if crate::support::proc::interrupted() {
             return Err(interrupted(kernels, boots, runs, start, queue.len()));
@@ -316,38 +302,9 @@ fn run_boots(
         let batch: Vec<(usize, Mode, bool)> = (0..width).map_while(|_| queue.pop_front()).collect();
         let first: usize = runs.iter().map(Vec::len).sum();
         let total = first + batch.len() + queue.len();
-        let labels: Vec<String> = batch
-            .iter()
-            .enumerate()
-            .map(|(i, (k, mode, _))| {
-                format!(
-                    "boot {}/{total} ({}{}{})",
-                    first + i + 1,
-                    kernel_name(*k),
-                    if opts.null { "null run, arm " } else { "" },
-                    match opts.null {
-                        true => mode.label(true, arch).to_string(),
-                        false => mode.cmdline_arg(arch),
-                    }
-                )
-            })
-            .collect();
+        let labels = boot_labels(&batch, first, total, n, opts.null, arch);
         let dirs = guest_dirs(first, &batch, arch);
-        let done: Vec<Result<Run>> = std::thread::scope(|s| {
-            let handles: Vec<_> = batch
-                .iter()
-                .zip(labels.iter().zip(&dirs))
-                .map(|(&(k, mode, _), (label, dir))| {
-                    events.step(format!("{label}: {} benchmarks", opts.size.name()));
-                    let (p, out_dir) = (kernels[k].0, &kernels[k].1);
-                    s.spawn(move || one_run(p, boots, mode, label, out_dir, dir, events))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                .collect()
-        });
+        let done = boot_at_once(kernels, boots, &batch, &labels, &dirs, events);
         // A boot Ctrl-C cut short is neither invalid nor busy: nothing is repeated after it,
         // and the check at the loop's head (or after it) ends the run.
         if crate::support::proc::interrupted() {
@@ -383,6 +340,63 @@ fn run_boots(
         reports.push(report);
     }
     Ok(reports)
+}
+
+/// Each boot's name in the progress: its number, the kernel of an A/B, and the mode.
+fn boot_labels(
+    batch: &[(usize, Mode, bool)],
+    first: usize,
+    total: usize,
+    kernels: usize,
+    null: bool,
+    arch: Arch,
+) -> Vec<String> {
+    let kernel_name = |k: usize| match kernels {
+        1 => String::new(),
+        _ => format!("kernel {}, ", ["A", "B"].get(k).copied().unwrap_or("?")),
+    };
+    batch
+        .iter()
+        .enumerate()
+        .map(|(i, (k, mode, _))| {
+            format!(
+                "boot {}/{total} ({}{}{})",
+                first + i + 1,
+                kernel_name(*k),
+                if null { "null run, arm " } else { "" },
+                match null {
+                    true => mode.label(true, arch).to_string(),
+                    false => mode.cmdline_arg(arch),
+                }
+            )
+        })
+        .collect()
+}
+
+/// Boots the batch's boots at once, each in its thread, and waits for all of them.
+fn boot_at_once(
+    kernels: &[(&Prepared, PathBuf)],
+    boots: &Boots,
+    batch: &[(usize, Mode, bool)],
+    labels: &[String],
+    dirs: &[String],
+    events: &Events,
+) -> Vec<Result<Run>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = batch
+            .iter()
+            .zip(labels.iter().zip(dirs))
+            .map(|(&(k, mode, _), (label, dir))| {
+                events.step(format!("{label}: {} benchmarks", boots.opts.size.name()));
+                let (p, out_dir) = (kernels[k].0, &kernels[k].1);
+                s.spawn(move || one_run(p, boots, mode, label, out_dir, dir, events))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
 }
 
 /// Why a boot is left out of the statistics and repeated, if it is. Under the wall clock, a
@@ -672,25 +686,12 @@ fn one_run(
     guest_dir: &str,
     events: &Events,
 ) -> Result<Run> {
-    let (opts, clock) = (boots.opts, boots.clock);
+    let opts = boots.opts;
     let files = run::RunDir::new(out_dir)?;
     let (shared, script_path) = (files.shared.as_path(), files.script.as_path());
     let out = shared.join(RESULTS);
     let upstream = boots.upstream.run.as_ref();
-    guest::write(
-        script_path,
-        &script::script(
-            shared,
-            &script::Boot {
-                runner: boots.bin,
-                size: opts.size.name(),
-                args: &runner_args(opts, clock),
-                results: &out,
-                rc: &shared.join(RC),
-                upstream: upstream.map(|(bench, plan)| (bench.as_path(), plan)),
-            },
-        ),
-    )?;
+    write_script(boots, shared, script_path)?;
     let mut vm = opts.vm.clone();
     let arch = p.kernel.arch;
     // The mode is forced: a user's own spectre_v2= or mitigations= would make the runs
@@ -707,73 +708,28 @@ fn one_run(
         script_path,
         &with_bench_progress(events.clone(), label),
     )?;
-    let wall = t0.elapsed().as_secs_f64();
-    let host = HostLoad {
-        other_cpus: match (busy0, host_busy_s()) {
-            (Some(a), Some(b)) => ((b - a - (own_cpu_s() - own0)) / wall).max(0.0),
-            _ => f64::NAN,
-        },
-        loadavg_1m: loadavg_1m(),
-    };
-
+    let host = host_load(busy0, own0, t0.elapsed().as_secs_f64());
     let spectre_v2 = read_fact(shared, guest::files::SPECTRE_V2);
     let cmdline = read_fact(shared, guest::files::CMDLINE);
     let release = read_fact(shared, guest::files::RELEASE);
     let results: Option<Results> = crate::support::guest_files::read(&out)
         .ok()
         .and_then(|s| serde_json::from_str(&s).ok());
-    let mut problems = Vec::new();
-    match booted.expected(arch) {
-        Some(want) if !spectre_v2.as_deref().is_some_and(|s| s.contains(want)) => {
-            problems.push(format!(
-                "spectre_v2 reads {:?}, not {want} as {} asks",
-                spectre_v2.as_deref().unwrap_or("nothing"),
-                booted.cmdline_arg(arch)
-            ));
-        }
-        // Where spectre_v2 does not tell the modes apart, the command line does.
-        None if !cmdline
-            .as_deref()
-            .is_some_and(|c| c.split_whitespace().any(|w| w == booted.cmdline_arg(arch))) =>
-        {
-            problems.push(format!(
-                "the guest's command line {:?} lacks {}",
-                cmdline.as_deref().unwrap_or("nothing"),
-                booted.cmdline_arg(arch)
-            ));
-        }
-        _ => {}
-    }
+    let mut problems: Vec<String> =
+        mode_problem(booted, arch, spectre_v2.as_deref(), cmdline.as_deref())
+            .into_iter()
+            .collect();
     // A boot is judged as a vm-test boot is: a kernel that splatted, a log that lost
     // records or stops early, another release than asked for: nothing to measure.
     let mut health = run::boot_health(shared, &outcome, p)?;
     let spoiled_at_boot = health.spoiled_at_boot();
     let (log_problems, kernel_blamed) =
         run::boot_problems(&mut health, outcome.ending == Ending::Exited(0));
-    if outcome.ending != Ending::Exited(0) {
-        events.warn(outcome.diagnosis());
-        // qemu crashed, the VM failed, timed out or hung booting, and the kernel log blames
-        // nothing: the run measured nothing of the kernel, and judges nothing either.
-        let judged = run::run_status(&outcome.ending, true, kernel_blamed);
-        if judged == Status::Stopped && outcome.ending != Ending::Interrupted {
-            bail!(
-                "{label}: {}; the host or qemu failed, not the kernel: nothing is judged",
-                outcome.diagnosis().lines().next().unwrap_or("")
-            );
-        }
-        problems.push(outcome.diagnosis().lines().next().unwrap_or("").to_string());
-    }
-    match (&results, read_fact(shared, RC).as_deref()) {
-        (None, rc) => problems.push(format!(
-            "the guest runner wrote no results (exit status {})",
-            rc.unwrap_or("unknown")
-        )),
-        (Some(_), Some("0")) => {}
-        (Some(_), rc) => problems.push(format!(
-            "the guest runner exited with status {}",
-            rc.unwrap_or("unknown")
-        )),
-    }
+    problems.extend(ending_problem(&outcome, kernel_blamed, label, events)?);
+    problems.extend(runner_problem(
+        results.is_some(),
+        read_fact(shared, RC).as_deref(),
+    ));
     // Spoiled only by the kernel's own start-up: nothing else went wrong.
     let spoiled_at_boot = spoiled_at_boot && problems.is_empty();
     problems.extend(log_problems);
@@ -784,19 +740,7 @@ fn one_run(
         None => Default::default(),
     };
     results.errors.extend(bench_problems);
-    // A group skipped for a feature the kernel must have measured nothing it should have: a
-    // benchmark failure, as such a skip fails a test in `vm-test`.
-    for skip in &results.skipped {
-        match expect::judge_skip(
-            &p.kernel.expected,
-            &Default::default(),
-            &skip.feature,
-            &skip.reason,
-        ) {
-            Ok(why) => events.note(format!("{label}: skipped {}: {why}", skip.group)),
-            Err(why) => results.errors.push(format!("{}: {why}", skip.group)),
-        }
-    }
+    judge_skips(p, label, &mut results, events);
     for e in &results.errors {
         events.warn(format!("{label}: {e}"));
     }
@@ -821,6 +765,120 @@ fn one_run(
         results,
         upstream_bench,
     })
+}
+
+/// Writes the boot's guest script: the suite's runner, then the kernel's bench if asked for.
+fn write_script(boots: &Boots, shared: &Path, script_path: &Path) -> Result<()> {
+    let upstream = boots.upstream.run.as_ref();
+    guest::write(
+        script_path,
+        &script::script(
+            shared,
+            &script::Boot {
+                runner: boots.bin,
+                size: boots.opts.size.name(),
+                args: &runner_args(boots.opts, boots.clock),
+                results: &shared.join(RESULTS),
+                rc: &shared.join(RC),
+                upstream: upstream.map(|(bench, plan)| (bench.as_path(), plan)),
+            },
+        ),
+    )
+}
+
+/// The host's load over a boot of `wall` seconds, from the busy and own CPU seconds before it.
+fn host_load(busy0: Option<f64>, own0: f64, wall: f64) -> HostLoad {
+    HostLoad {
+        other_cpus: match (busy0, host_busy_s()) {
+            (Some(a), Some(b)) => ((b - a - (own_cpu_s() - own0)) / wall).max(0.0),
+            _ => f64::NAN,
+        },
+        loadavg_1m: loadavg_1m(),
+    }
+}
+
+/// Why the guest did not run in the mode it was booted with, if it did not.
+fn mode_problem(
+    booted: Mode,
+    arch: Arch,
+    spectre_v2: Option<&str>,
+    cmdline: Option<&str>,
+) -> Option<String> {
+    match booted.expected(arch) {
+        Some(want) if !spectre_v2.is_some_and(|s| s.contains(want)) => Some(format!(
+            "spectre_v2 reads {:?}, not {want} as {} asks",
+            spectre_v2.unwrap_or("nothing"),
+            booted.cmdline_arg(arch)
+        )),
+        // Where spectre_v2 does not tell the modes apart, the command line does.
+        None if !cmdline
+            .is_some_and(|c| c.split_whitespace().any(|w| w == booted.cmdline_arg(arch))) =>
+        {
+            Some(format!(
+                "the guest's command line {:?} lacks {}",
+                cmdline.unwrap_or("nothing"),
+                booted.cmdline_arg(arch)
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// How the VM ended, when not with the script's exit 0: a problem of the boot, or the run's
+/// error when the host or qemu failed.
+fn ending_problem(
+    outcome: &RunOutcome,
+    kernel_blamed: bool,
+    label: &str,
+    events: &Events,
+) -> Result<Option<String>> {
+    if outcome.ending == Ending::Exited(0) {
+        return Ok(None);
+    }
+    events.warn(outcome.diagnosis());
+    // qemu crashed, the VM failed, timed out or hung booting, and the kernel log blames
+    // nothing: the run measured nothing of the kernel, and judges nothing either.
+    let judged = run::run_status(&outcome.ending, true, kernel_blamed);
+    if judged == Status::Stopped && outcome.ending != Ending::Interrupted {
+        bail!(
+            "{label}: {}; the host or qemu failed, not the kernel: nothing is judged",
+            outcome.diagnosis().lines().next().unwrap_or("")
+        );
+    }
+    Ok(Some(
+        outcome.diagnosis().lines().next().unwrap_or("").to_string(),
+    ))
+}
+
+/// What is wrong with the guest runner's ending: no results, or a status other than 0.
+fn runner_problem(wrote_results: bool, rc: Option<&str>) -> Option<String> {
+    match (wrote_results, rc) {
+        (false, rc) => Some(format!(
+            "the guest runner wrote no results (exit status {})",
+            rc.unwrap_or("unknown")
+        )),
+        (true, Some("0")) => None,
+        (true, rc) => Some(format!(
+            "the guest runner exited with status {}",
+            rc.unwrap_or("unknown")
+        )),
+    }
+}
+
+/// A group skipped for a feature the kernel must have measured nothing it should have: a
+/// benchmark failure, as such a skip fails a test in `vm-test`.
+fn judge_skips(p: &Prepared, label: &str, results: &mut Results, events: &Events) {
+    for skip in &results.skipped {
+        match expect::judge_skip(
+            &p.kernel.expected,
+            &Default::default(),
+            &skip.feature,
+            &skip.reason,
+        ) {
+            Ok(why) => events.note(format!("{label}: skipped {}: {why}", skip.group)),
+            Err(why) => results.errors.push(format!("{}: {why}", skip.group)),
+        }
+    }
 }
 
 /// Turns the guest runner's progress lines into a progress bar; other output passes through.

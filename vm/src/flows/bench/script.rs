@@ -1,10 +1,11 @@
 //! The guest script of a bench-vm boot: the suite's benchmark runner, then the kernel's own
-//! `bench` when the run has it (`upstream::script`), in one boot.
+//! `bench` when the run has it (`upstream_script`), in one boot.
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::upstream;
+use super::upstream_script;
 use crate::machine::guest;
+use crate::results::bench::upstream::Plan;
 use crate::support::shell::{join, quote};
 
 /// What one boot runs.
@@ -17,7 +18,7 @@ pub(super) struct Boot<'a> {
     pub results: &'a Path,
     pub rc: &'a Path,
     /// The kernel's `bench` and what it runs.
-    pub upstream: Option<(&'a Path, &'a upstream::Plan)>,
+    pub upstream: Option<(&'a Path, &'a Plan)>,
 }
 
 /// The script, writing into the shared directory `out`.
@@ -38,7 +39,7 @@ pub(super) fn script(out: &Path, b: &Boot) -> String {
         // The selftests' conditions for bench: no locked-memory limit (kernels before 5.11
         // charge maps to it).
         s.push_str("ulimit -l unlimited\n");
-        s.push_str(&upstream::script::lines(bench, plan));
+        s.push_str(&upstream_script::lines(bench, plan));
     }
     guest::epilogue(&mut s, "0");
     s
@@ -47,7 +48,8 @@ pub(super) fn script(out: &Path, b: &Boot) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flows::bench::model::Size;
+    use crate::results::bench::model::Size;
+    use crate::results::bench::upstream;
 
     #[test]
     fn the_suite_runs_first_then_the_kernels_bench_before_the_log_ends() {

@@ -410,7 +410,7 @@ impl Cache {
                 );
             }
         }
-        if pin.arch != Arch::X86_64 {
+        if !pin.arch.boots_host_root() {
             super::userland::make_root(tmp.path(), pin.arch, events)?;
         }
         let tree = find_tree(tmp.path(), &pin.release).with_context(|| {

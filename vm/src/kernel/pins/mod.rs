@@ -332,49 +332,7 @@ fn bump_in(cache: &Cache, pin: &Pin, events: &Events) -> Result<BumpOutcome> {
     let apt = apt::Apt::for_pin(&cache.root, pin);
     apt.update(events)?;
     let names = apt.pkgnames(events)?;
-    let mut updates = vec![];
-    let mut changes = vec![];
-    let mut releases = vec![];
-    for (index, pkg) in pin.packages.iter().enumerate() {
-        let Some(re) = &pkg.bump else { continue };
-        let re = regex::Regex::new(re).expect("validated when the pin was parsed");
-        let matching: Vec<String> = names.iter().filter(|n| re.is_match(n)).cloned().collect();
-        let candidates = apt.madison(&matching, events)?;
-        let Some((name, ver)) = newest(&candidates).cloned() else {
-            bail!(
-                "no package in {} matches the bump regex {:?} of {} in {}; the kernel series may \
-                 have left these suites: edit the pin's [[source]]s or regex",
-                pin.sources
-                    .iter()
-                    .map(|s| s.suite.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                re.as_str(),
-                pkg.name,
-                pin.path.display()
-            );
-        };
-        if let Some(r) = release_from_package(&name) {
-            releases.push(r);
-        }
-        if name == pkg.name && ver == pkg.version {
-            continue;
-        }
-        let sha256 = apt.sha256(&name, &ver, events)?;
-        updates.push(pin::PackageUpdate {
-            index,
-            name: name.clone(),
-            version: ver.clone(),
-            sha256: sha256.clone(),
-        });
-        changes.push(PackageBump {
-            old_name: pkg.name.clone(),
-            old_version: pkg.version.clone(),
-            new_name: name,
-            new_version: ver,
-            new_sha256: sha256,
-        });
-    }
+    let (updates, changes, mut releases) = newest_packages(pin, &apt, &names, events)?;
     releases.sort();
     releases.dedup();
     let new_release = match releases.as_slice() {
@@ -423,15 +381,82 @@ fn bump_in(cache: &Cache, pin: &Pin, events: &Events) -> Result<BumpOutcome> {
         });
         selftests = Some(pin::SelftestsUpdate { headers, source });
     }
-    // Prove the new packages download and verify before rewriting the pin.
     let text = std::fs::read_to_string(&pin.path)
         .with_context(|| format!("reading {}", pin.path.display()))?;
     let new_text = pin::rewrite(&text, &pin.path, &new_release, &updates, selftests.as_ref())?;
-    let new_pin = Pin::parse(&new_text, &pin.path)?;
+    write_proven(cache, pin, &apt, &new_text, events)?;
+    events.note(outcome.to_string());
+    Ok(outcome)
+}
+
+/// For each package of `pin` with a `bump` regex, the newest of the suites' packages (`names`)
+/// it matches: the pin's updates, the changes to report, and the releases they are for.
+fn newest_packages(
+    pin: &Pin,
+    apt: &apt::Apt,
+    names: &[String],
+    events: &Events,
+) -> Result<(Vec<pin::PackageUpdate>, Vec<PackageBump>, Vec<String>)> {
+    let mut updates = vec![];
+    let mut changes = vec![];
+    let mut releases = vec![];
+    for (index, pkg) in pin.packages.iter().enumerate() {
+        let Some(re) = &pkg.bump else { continue };
+        let re = regex::Regex::new(re).expect("validated when the pin was parsed");
+        let matching: Vec<String> = names.iter().filter(|n| re.is_match(n)).cloned().collect();
+        let candidates = apt.madison(&matching, events)?;
+        let Some((name, ver)) = newest(&candidates).cloned() else {
+            bail!(
+                "no package in {} matches the bump regex {:?} of {} in {}; the kernel series may \
+                 have left these suites: edit the pin's [[source]]s or regex",
+                pin.sources
+                    .iter()
+                    .map(|s| s.suite.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                re.as_str(),
+                pkg.name,
+                pin.path.display()
+            );
+        };
+        if let Some(r) = release_from_package(&name) {
+            releases.push(r);
+        }
+        if name == pkg.name && ver == pkg.version {
+            continue;
+        }
+        let sha256 = apt.sha256(&name, &ver, events)?;
+        updates.push(pin::PackageUpdate {
+            index,
+            name: name.clone(),
+            version: ver.clone(),
+            sha256: sha256.clone(),
+        });
+        changes.push(PackageBump {
+            old_name: pkg.name.clone(),
+            old_version: pkg.version.clone(),
+            new_name: name,
+            new_version: ver,
+            new_sha256: sha256,
+        });
+    }
+    Ok((updates, changes, releases))
+}
+
+/// Writes the bumped pin `new_text` over `pin`'s file once its packages are proven to download
+/// and verify.
+fn write_proven(
+    cache: &Cache,
+    pin: &Pin,
+    apt: &apt::Apt,
+    new_text: &str,
+    events: &Events,
+) -> Result<()> {
+    let new_pin = Pin::parse(new_text, &pin.path)?;
     let mut updated = true;
     for pkg in &new_pin.packages {
         cache
-            .deb(&new_pin, pkg, &apt, &mut updated, events)
+            .deb(&new_pin, pkg, apt, &mut updated, events)
             .with_context(|| {
                 format!(
                     "the new package {} did not fetch; {} is unchanged",
@@ -441,11 +466,10 @@ fn bump_in(cache: &Cache, pin: &Pin, events: &Events) -> Result<BumpOutcome> {
             })?;
     }
     let tmp = pin.path.with_extension("toml.tmp");
-    std::fs::write(&tmp, &new_text).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::write(&tmp, new_text).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &pin.path)
         .with_context(|| format!("replacing {}", pin.path.display()))?;
-    events.note(outcome.to_string());
-    Ok(outcome)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -57,14 +57,6 @@ const ETC: &[(&str, &str)] = &[
     ("usr/sbin/udevadm", "#!/bin/sh\nexit 0\n"),
 ];
 
-/// The qemu user-mode emulator that runs `arch`'s binaries on the host (Debian `qemu-user`).
-fn qemu_user(arch: Arch) -> &'static str {
-    match arch {
-        Arch::X86_64 => "qemu-x86_64",
-        Arch::Arm64 => "qemu-aarch64",
-    }
-}
-
 /// Makes the extracted packages in `root` a root the guest boots into: the merged-`/usr`
 /// links, busybox's applets, the directories and `/etc` files the init needs.
 pub(super) fn make_root(root: &Path, arch: Arch, events: &Events) -> Result<()> {
@@ -140,7 +132,7 @@ fn applets(root: &Path, arch: Arch) -> Result<Vec<String>> {
              among its [[package]]s for the guest's root"
         );
     }
-    let qemu = qemu_user(arch);
+    let qemu = arch.qemu_user();
     let out = Command::new(qemu)
         .arg("-L")
         .arg(root)

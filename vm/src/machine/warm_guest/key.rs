@@ -116,6 +116,7 @@ mod tests {
             timeout: std::time::Duration::from_secs(1),
             boot_timeout: std::time::Duration::from_secs(1),
             qemu_opts: vec![],
+            arch: crate::domain::arch::Arch::host(),
             own_root: None,
             watchdog: None,
             stop: None,

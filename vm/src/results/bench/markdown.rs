@@ -4,7 +4,9 @@
 //! the batch improvement.
 use std::fmt::Write as _;
 
-use super::model::{self, BenchReport, Figure, Mode};
+use super::figures::figures;
+use super::groups;
+use super::model::{BenchReport, Figure, Mode};
 use super::reference;
 use super::stats::{self, median};
 use bpfvm_common::bench_results::BatchRow;
@@ -94,7 +96,7 @@ pub fn render(r: &BenchReport) -> String {
          \"retpoline costs X %\" only when the interval excludes 1, else \"no difference \
          resolved\". *±* is the interval's half-width.\n\n",
     );
-    let figs = model::figures(r);
+    let figs = figures(r);
     if r.params.null {
         null_summary(&mut s, &figs);
     }
@@ -133,7 +135,7 @@ pub fn render(r: &BenchReport) -> String {
     }
     fp_table(&mut s, r);
     improvement_table(&mut s, r);
-    s.push_str(&super::upstream::side::render(r, &figs));
+    s.push_str(&super::side::render(r, &figs));
     s.push_str("![retpoline cost per row](cost_ci.svg)\n");
     s
 }
@@ -141,35 +143,6 @@ pub fn render(r: &BenchReport) -> String {
 /// Where a table's method and thread figures come from.
 fn sources(table: &str) -> &'static str {
     match table {
-        model::BLOOM_UPDATE => {
-            "Method: tools/testing/selftests/bpf/progs/bloom_filter_bench.c (`bloom_lookup`, \
-             `bloom_update`: bpf_for_each_map_elem over an array of random values). Thread: \
-             see the false-positive table.\n\n![bloom throughput](bloom_throughput.svg)\n\n"
-        }
-        model::HASH_WITH => {
-            "Method: bloom_filter_bench.c `bloom_hashmap_lookup`: 1024 random keys per run, \
-             nearly all absent; with the filter, a key it rejects skips the hash lookup.\n\n"
-        }
-        model::BPF_LOOP => {
-            "Method: tools/testing/selftests/bpf/progs/bpf_loop_bench.c (hits counted with an \
-             atomic add, latency per producer as bench.c `ops_report_final`), twice: with \
-             constant zero flags, which the verifier inlines (kernel/bpf/verifier.c \
-             `update_loop_inline_state`, `loop_flag_is_zero`, `inline_bpf_loop`: no indirect \
-             call left), and with flags read from a map value, which it cannot, so the helper \
-             calls the callback through a pointer. The parameters say what the verified program \
-             kept (its xlated instructions). Thread column: the bpf_loop thread's qemu series, \
-             which measured the helper, beside the helper rows.\n\n\
-             ![bpf_loop ns/op](bpf_loop_ns.svg)\n\n"
-        }
-        model::ENTRY_DUMP => {
-            "Method: the batch thread's; a hash map with a fixed hash seed (the same buckets \
-             every boot), raw syscalls into preallocated buffers, the first method alternating, \
-             several repetitions per boot. Wall clock: one warm-up dump each, the boot's figure \
-             the median; instruction clock: no warm-up, the least count (other work on the \
-             vCPU only adds instructions). Buffers of 1 and 2 entries are not the thread's \
-             operation: most calls there hit ENOSPC and are retried, or copy one bucket (see \
-             calls per entry below), so no thread figure stands beside them.\n\n"
-        }
         super::upstream::BLOOM_TABLE | super::upstream::LOOP_TABLE => {
             "Method: the kernel's own `bench` (tools/testing/selftests/bpf/bench.c, built from \
              the pin's source as `selftests` builds it), run after the suite's benchmarks in the \
@@ -179,7 +152,7 @@ fn sources(table: &str) -> &'static str {
              figure is its iterations after the warm-up: the fastest under the instruction \
              clock, their median by the wall clock.\n\n"
         }
-        _ => "",
+        table => groups::method(table),
     }
 }
 
@@ -444,7 +417,7 @@ fn improvement_table(s: &mut String, r: &BenchReport) {
             .collect();
         let retries: Vec<String> = rows.iter().map(|x| x.enospc_retries.to_string()).collect();
         let per_entry: Vec<f64> = rows.iter().map(|x| calls_per_entry(x)).collect();
-        let thread = if model::comparable_to_thread(b) {
+        let thread = if groups::comparable_to_thread(b) {
             reference::batch(b).map_or("-".into(), |t| num(t.improvement_pct))
         } else {
             "not comparable".into()
@@ -470,6 +443,7 @@ pub fn calls_per_entry(x: &BatchRow) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::bench::model::Run;
 
     /// A null run from recorded boots: the off boots of two instruction-clock quick runs of
     /// identical code (docs/benchmarks.md: runs B and C), B's as arm A and C's as arm B.
@@ -483,7 +457,7 @@ mod tests {
         ));
         let mut null = b.clone();
         null.params.null = true;
-        let off = |r: &BenchReport| -> Vec<model::Run> {
+        let off = |r: &BenchReport| -> Vec<Run> {
             r.runs
                 .iter()
                 .filter(|x| x.mode == Mode::Off)
@@ -492,7 +466,7 @@ mod tests {
         };
         null.runs = off(&b)
             .into_iter()
-            .map(|run| model::Run {
+            .map(|run| Run {
                 mode: Mode::Retpoline,
                 ..run
             })
@@ -504,7 +478,7 @@ mod tests {
     #[test]
     fn a_null_run_says_so_and_every_row_says_no_difference() {
         let r = null_run_from_recorded_off_boots();
-        let figs = model::figures(&r);
+        let figs = figures(&r);
         assert!(figs.len() >= 18, "{} rows", figs.len());
         for f in &figs {
             let v = verdict(&r, f);

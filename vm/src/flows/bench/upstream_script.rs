@@ -1,24 +1,15 @@
 //! The guest script's part that runs the kernel's `bench`: each call of the plan in turn, its
 //! output and exit status into the shared directory, a progress line before each.
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::Plan;
+use crate::results::bench::upstream::{Plan, DIR};
 use crate::support::shell::{join, quote};
-
-/// The shared directory's folder for bench's output.
-const DIR: &str = "upstream-bench";
-
-/// Where call `i` of the plan leaves its output and its exit status.
-pub fn files(shared: &Path, i: usize) -> (PathBuf, PathBuf) {
-    let dir = shared.join(DIR);
-    (dir.join(format!("{i}.out")), dir.join(format!("{i}.rc")))
-}
 
 /// The lines that run `bench` (the built binary) for every call of `plan`. Without
 /// benchs/run_common.sh's `-a`: it pins the producer to CPU 1 (the consumer takes CPU 0), which
 /// the instruction clock's one vCPU lacks ("setting affinity to CPU #1 failed").
-pub fn lines(bench: &Path, plan: &Plan) -> String {
+pub(super) fn lines(bench: &Path, plan: &Plan) -> String {
     let mut s = String::new();
     s.push_str("bpfvm_mark phase upstream-bench\n");
     writeln!(s, "mkdir -p \"$OUT/{DIR}\"").unwrap();
@@ -51,11 +42,12 @@ pub fn lines(bench: &Path, plan: &Plan) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flows::bench::model::Size;
+    use crate::results::bench::model::Size;
+    use crate::results::bench::upstream::{files, plan};
 
     #[test]
     fn each_call_runs_with_the_plans_timing_and_keeps_its_output_and_status() {
-        let plan = super::super::plan(Size::Quick, &[]).unwrap();
+        let plan = plan(Size::Quick, &[]).unwrap();
         let s = lines(Path::new("/c/bpf/bench"), &plan);
         assert!(s.starts_with("bpfvm_mark phase upstream-bench\n"));
         assert!(s.contains(

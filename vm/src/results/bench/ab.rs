@@ -96,13 +96,13 @@ pub fn report_path(dir: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flows::bench::stats::Ci;
+    use crate::results::bench::stats::Ci;
     use compare::Row;
 
     fn row(key: &str, ratio: f64, lo: f64, hi: f64) -> Row {
         Row {
             key: key.into(),
-            mode: crate::flows::bench::Mode::Off,
+            mode: crate::results::bench::model::Mode::Off,
             arch: crate::domain::arch::Arch::X86_64,
             unit: "insns/op",
             a: Some(100.0),

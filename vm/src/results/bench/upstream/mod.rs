@@ -8,24 +8,16 @@
 //! instructions, so each invocation costs (w + d + 1) * 10^9 of them, and `--quick` runs the
 //! least bench accepts, `-w1 -d1` (two measured iterations).
 pub mod parse;
-pub mod script;
-pub mod side;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
-use super::model::{self, BenchReport, Clock, Figure, Mode, Pair, Size, LATENCY, RATE};
+use super::groups;
+use super::model::{BenchReport, Clock, Figure, Mode, Pair, Size, LATENCY, RATE};
+pub use super::model::{Call, Outcome};
 use super::stats::{median, Better};
-use super::Group;
+use bpfvm_common::bench::Group;
 
-/// One invocation of bench: the benchmark and its options (the timing apart).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Call {
-    pub bench: String,
-    pub args: Vec<String>,
-}
-
+/// What the kernel's bench does with a call (the type is the report's, `model::Call`).
 impl Call {
     fn new(bench: &str, args: &[(&str, u32)]) -> Self {
         Self {
@@ -150,19 +142,6 @@ pub fn plan(size: Size, only: &[Group]) -> Option<Plan> {
     })
 }
 
-/// One boot's run of one call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Outcome {
-    #[serde(flatten)]
-    pub call: Call,
-    /// bench's exit status; None when the guest wrote none (the boot ended before).
-    pub status: Option<i32>,
-    /// The measured iterations' figures ([`parse::Parsed::samples`]).
-    pub samples: Vec<f64>,
-    /// bench's `Summary:` line.
-    pub summary: Option<String>,
-}
-
 impl Outcome {
     /// What is wrong with this run of bench, if anything: a run that failed or measured less
     /// than it was asked to is a benchmark error of its boot.
@@ -199,7 +178,16 @@ impl Outcome {
     }
 }
 
-/// Reads and parses what the guest wrote for each call of `plan` (`script::FILES`); returns
+/// The shared directory's folder for bench's output.
+pub const DIR: &str = "upstream-bench";
+
+/// Where call `i` of the plan leaves its output and its exit status.
+pub fn files(shared: &Path, i: usize) -> (PathBuf, PathBuf) {
+    let dir = shared.join(DIR);
+    (dir.join(format!("{i}.out")), dir.join(format!("{i}.rc")))
+}
+
+/// Reads and parses what the guest wrote for each call of `plan` (`files`); returns
 /// the outcomes and their problems.
 pub fn collect(shared: &Path, plan: &Plan) -> (Vec<Outcome>, Vec<String>) {
     let mut problems = Vec::new();
@@ -208,7 +196,7 @@ pub fn collect(shared: &Path, plan: &Plan) -> (Vec<Outcome>, Vec<String>) {
         .iter()
         .enumerate()
         .map(|(i, call)| {
-            let (out, rc) = script::files(shared, i);
+            let (out, rc) = files(shared, i);
             let text = crate::support::guest_files::read(&out).unwrap_or_default();
             let parsed = parse::output(&text, plan.warmup);
             let o = Outcome {
@@ -268,7 +256,7 @@ pub const BLOOM_TABLE: &str = "The kernel's bench: bloom filter and hash map";
 pub const LOOP_TABLE: &str = "The kernel's bench: bpf-loop";
 
 /// The report's rows of bench's timed calls (the false-positive rate is a table of its own,
-/// `side::false_positives`), before `model::figures` converts them to instructions.
+/// `side::false_positives`), before `figures::figures` converts them to instructions.
 pub fn figures(r: &BenchReport) -> Vec<Figure> {
     let mut out = Vec::new();
     for call in calls(r) {
@@ -288,7 +276,7 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
                     LOOP_TABLE,
                     LATENCY,
                     Better::Lower,
-                    model::BPF_LOOP,
+                    groups::BPF_LOOP,
                     (n, 0, 0),
                 )
             }
@@ -299,8 +287,8 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
                     call.arg("value_size").unwrap_or(0),
                 );
                 let suite = match call.bench.as_str() {
-                    BLOOM_LOOKUP => model::BLOOM_LOOKUP,
-                    BLOOM_UPDATE => model::BLOOM_UPDATE,
+                    BLOOM_LOOKUP => groups::BLOOM_LOOKUP,
+                    BLOOM_UPDATE => groups::BLOOM_UPDATE,
                     _ => "",
                 };
                 (BLOOM_TABLE, RATE, Better::Higher, suite, key)
@@ -313,7 +301,7 @@ pub fn figures(r: &BenchReport) -> Vec<Figure> {
             params: format!("{} {}", call.bench, call.args.join(" ")),
             better,
             // bench's rows for the suite's headline operations are headline rows too.
-            headline: model::headline(suite_table, key),
+            headline: groups::headline(suite_table, key),
             relative: values.clone(),
             values,
             thread: None,
@@ -369,75 +357,6 @@ pub(crate) fn recorded_with_bench() -> BenchReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flows::bench::compare;
-
-    #[test]
-    fn bench_rows_count_instructions_and_are_judged_both_ways() {
-        let a = recorded_with_bench();
-        let figs = model::figures(&a);
-        let lookup = figs
-            .iter()
-            .find(|f| {
-                f.key == "bench --nr_hash_funcs 3 --nr_entries 50000 --value_size 8 bloom-lookup"
-            })
-            .unwrap();
-        assert_eq!(lookup.unit, "instructions per op");
-        assert!(lookup.headline, "beside the suite's headline bloom lookup");
-        assert!(
-            (lookup.values.on[0] - 217.16).abs() < 1e-9,
-            "the fastest iteration"
-        );
-        let cost = lookup.cost().unwrap();
-        assert!(cost.excludes_one() && (cost.ratio - 217.16 / 215.15).abs() < 1e-9);
-        let looped = figs
-            .iter()
-            .find(|f| f.key == "bench --nr_loops 1000 bpf-loop")
-            .unwrap();
-        assert_eq!(
-            (looped.unit, looped.table),
-            ("instructions per iteration", LOOP_TABLE)
-        );
-
-        assert!(compare::compare(&a, &a, 1.0).unwrap().passed());
-        let scaled = |by: f64| {
-            let mut b = a.clone();
-            for run in &mut b.runs {
-                for o in run
-                    .upstream_bench
-                    .iter_mut()
-                    .filter(|o| o.call.bench == BPF_LOOP)
-                {
-                    o.samples.iter_mut().for_each(|x| *x *= by);
-                }
-            }
-            compare::compare(&a, &b, 1.0).unwrap().failures().join("\n")
-        };
-        let slower = scaled(1.0 / 1.05);
-        assert!(
-            slower.contains("bench --nr_loops 1000 bpf-loop (spectre_v2=off): slower beyond +1 %"),
-            "{slower}"
-        );
-        assert!(!slower.contains("bloom-lookup"), "{slower}");
-        let fewer = scaled(1.05);
-        assert!(
-            fewer.contains(
-                "bench --nr_loops 1000 bpf-loop (spectre_v2=retpoline): fewer instructions"
-            ),
-            "{fewer}"
-        );
-        let mut only_a = a.clone();
-        for run in &mut only_a.runs {
-            run.upstream_bench.pop();
-        }
-        let missing = compare::compare(&a, &only_a, 1.0)
-            .unwrap()
-            .failures()
-            .join("\n");
-        assert!(
-            missing.contains("bench --nr_loops 1000 bpf-loop: only in A"),
-            "{missing}"
-        );
-    }
 
     #[test]
     fn quick_runs_the_bloom_family_and_three_loop_counts_and_smoke_nothing() {

@@ -202,7 +202,28 @@ pub struct Run {
     pub results: Results,
     /// The kernel's own `bench`, one entry per invocation (`upstream`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub upstream_bench: Vec<super::upstream::Outcome>,
+    pub upstream_bench: Vec<Outcome>,
+}
+
+/// One invocation of the kernel's `bench` (`upstream`): the benchmark and its options (the
+/// timing apart).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Call {
+    pub bench: String,
+    pub args: Vec<String>,
+}
+
+/// One boot's run of one call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    #[serde(flatten)]
+    pub call: Call,
+    /// bench's exit status; None when the guest wrote none (the boot ended before).
+    pub status: Option<i32>,
+    /// The measured iterations' figures (`upstream::parse::Parsed::samples`).
+    pub samples: Vec<f64>,
+    /// bench's `Summary:` line.
+    pub summary: Option<String>,
 }
 
 impl Run {
@@ -431,302 +452,9 @@ pub fn boot_relative(s: &Stat) -> f64 {
     stats::median(&r).unwrap_or(f64::NAN)
 }
 
-/// A time in ms, median over repetitions, times the reference speed when recorded.
-fn batch_relative(runs_ns: &[u64], speeds: &[f64], fallback_ns: f64) -> f64 {
-    if runs_ns.is_empty() || speeds.len() != runs_ns.len() {
-        return fallback_ns / 1e6;
-    }
-    let r: Vec<f64> = runs_ns
-        .iter()
-        .zip(speeds)
-        .map(|(t, v)| *t as f64 * v / 1e6)
-        .collect();
-    stats::median(&r).unwrap_or(f64::NAN)
-}
-
-/// The headline rows of the issue: bloom lookup and update k=3, 50,000 entries, 8 B;
-/// bpf_loop 1,000 and 1,000,000 loops; batch buffers 230 and 100,000.
-pub(crate) fn headline(table: &str, key: (u32, u32, u32)) -> bool {
-    match table {
-        BLOOM_LOOKUP | BLOOM_UPDATE => key == (3, 50_000, 8),
-        BPF_LOOP => key.0 == 1000 || key.0 == 1_000_000,
-        BATCH_DUMP => key.0 == 230 || key.0 == 100_000,
-        _ => false,
-    }
-}
-
-/// Whether a batch dump at `buffer` entries per call measures the thread's operation: at 1
-/// and 2 most calls hit ENOSPC (a bucket larger than the buffer) and are retried, or copy one
-/// bucket, so the timed path is retries and per-call overhead.
-pub fn comparable_to_thread(buffer: u32) -> bool {
-    buffer > 2
-}
-
-pub const BLOOM_LOOKUP: &str = "Bloom filter lookups";
-pub const BLOOM_UPDATE: &str = "Bloom filter updates";
-pub const HASH_WITHOUT: &str = "Hash map lookups without a bloom filter";
-pub const HASH_WITH: &str = "Hash map lookups with a bloom filter in front";
-pub const BPF_LOOP: &str = "bpf_loop latency";
-pub const BATCH_DUMP: &str = "Batch dump (BPF_MAP_LOOKUP_BATCH)";
-pub const ENTRY_DUMP: &str = "get_next_key + lookup dump";
-
-/// Every figure of the report, in table order.
-pub fn figures(r: &BenchReport) -> Vec<Figure> {
-    let mut out = Vec::new();
-    let best = |s: &Stat| boot_value(r.clock, s);
-    let bloom_keys: Vec<(u32, u32, u32)> = unique(r.runs.iter().flat_map(|run| {
-        run.results
-            .bloom
-            .iter()
-            .map(|b| (b.hash_funcs, b.entries, b.value_size))
-    }));
-    for (table, lookup) in [(BLOOM_LOOKUP, true), (BLOOM_UPDATE, false)] {
-        for &(k, n, vs) in &bloom_keys {
-            let of = |value: &dyn Fn(&Stat) -> f64| {
-                r.pair(|res| {
-                    let b = res
-                        .bloom
-                        .iter()
-                        .find(|b| (b.hash_funcs, b.entries, b.value_size) == (k, n, vs))?;
-                    Some(value(if lookup { &b.lookup } else { &b.update }))
-                })
-            };
-            let (values, relative) = (of(&best), of(&boot_relative));
-            let thread =
-                super::reference::bloom(k, n, vs).map(|t| if lookup { t.lookup } else { t.update });
-            out.push(Figure {
-                key: format!(
-                    "bloom {} k={k} entries={n} value={vs}B",
-                    if lookup { "lookup" } else { "update" }
-                ),
-                table,
-                unit: RATE,
-                params: format!("k={k}, {n} entries, {vs} B"),
-                better: Better::Higher,
-                headline: headline(table, (k, n, vs)),
-                values,
-                relative,
-                thread,
-            });
-        }
-    }
-    let hash_keys: Vec<(u32, u32)> = unique(r.runs.iter().flat_map(|run| {
-        run.results
-            .bloom_hashmap
-            .iter()
-            .map(|h| (h.hash_funcs, h.entries))
-    }));
-    for (table, with) in [(HASH_WITHOUT, false), (HASH_WITH, true)] {
-        for &(k, n) in &hash_keys {
-            let of = |value: &dyn Fn(&Stat) -> f64| {
-                r.pair(|res| {
-                    let h = res
-                        .bloom_hashmap
-                        .iter()
-                        .find(|h| (h.hash_funcs, h.entries) == (k, n))?;
-                    Some(value(if with {
-                        &h.with_bloom
-                    } else {
-                        &h.without_bloom
-                    }))
-                })
-            };
-            let (values, relative) = (of(&best), of(&boot_relative));
-            out.push(Figure {
-                key: format!(
-                    "hashmap {} k={k} entries={n}",
-                    if with { "with bloom" } else { "without bloom" }
-                ),
-                table,
-                unit: RATE,
-                params: format!("k={k}, {n} entries, 8 B"),
-                better: Better::Higher,
-                headline: false,
-                values,
-                relative,
-                thread: None,
-            });
-        }
-    }
-    let loop_keys: Vec<(u32, bool)> = unique(r.runs.iter().flat_map(|run| {
-        run.results
-            .bpf_loop
-            .iter()
-            .map(|l| (l.nr_loops, l.flags_from_map))
-    }));
-    let producers = r.params.producers.max(1) as f64;
-    for (n, helper) in loop_keys {
-        let of = |value: &dyn Fn(&Stat) -> f64| {
-            r.pair(|res| {
-                let l = res
-                    .bpf_loop
-                    .iter()
-                    .find(|l| (l.nr_loops, l.flags_from_map) == (n, helper))?;
-                // Per producer, as the kernel's bench (bench.c `ops_report_final`).
-                Some(1000.0 * producers / value(&l.throughput))
-            })
-        };
-        let (values, relative) = (of(&best), of(&boot_relative));
-        let inlined = r
-            .runs
-            .iter()
-            .flat_map(|run| &run.results.bpf_loop)
-            .filter(|l| (l.nr_loops, l.flags_from_map) == (n, helper))
-            .find_map(|l| l.helper_calls)
-            .map_or("inlining unknown", |c| {
-                if c == 0 {
-                    "inlined"
-                } else {
-                    "helper called"
-                }
-            });
-        out.push(Figure {
-            key: if helper {
-                format!("bpf_loop flags-from-map nr_loops={n}")
-            } else {
-                format!("bpf_loop nr_loops={n}")
-            },
-            table: BPF_LOOP,
-            unit: LATENCY,
-            params: format!(
-                "nr_loops={n}, {} flags ({inlined})",
-                if helper { "map" } else { "constant 0" }
-            ),
-            better: Better::Lower,
-            headline: headline(BPF_LOOP, (n, 0, 0)),
-            values,
-            relative,
-            // The thread's qemu series (its hardware series is in the markdown): the helper
-            // with an indirect callback, so beside the row that calls it.
-            thread: super::reference::bpf_loop(n)
-                .filter(|_| helper)
-                .map(|t| t.qemu_ns),
-        });
-    }
-    let buffers = r.distinct(|res| res.batch.iter().map(|x| x.buffer).collect());
-    for b in &buffers {
-        let b = *b;
-        let values = r.pair(|res| {
-            let x = res.batch.iter().find(|x| x.buffer == b)?;
-            Some(dump_value(r.clock, &x.batch_runs_ns, x.batch_ns))
-        });
-        let relative = r.pair(|res| {
-            let x = res.batch.iter().find(|x| x.buffer == b)?;
-            Some(batch_relative(
-                &x.batch_runs_ns,
-                &x.batch_speeds,
-                x.batch_ns,
-            ))
-        });
-        out.push(Figure {
-            key: format!("batch dump buffer={b}"),
-            table: BATCH_DUMP,
-            unit: DUMP,
-            params: if comparable_to_thread(b) {
-                format!("buffer {b}")
-            } else {
-                format!("buffer {b} (not comparable to the thread: mostly ENOSPC retries and per-bucket copies)")
-            },
-            better: Better::Lower,
-            headline: headline(BATCH_DUMP, (b, 0, 0)),
-            values,
-            relative,
-            thread: super::reference::batch(b)
-                .filter(|_| comparable_to_thread(b))
-                .map(|t| t.batch_ns as f64 / 1e6),
-        });
-    }
-    // From format 3 every buffer's row carries the boot's one get_next_key dump: one figure,
-    // from the first buffer's row; before, one figure per buffer.
-    let entry_rows: Vec<(String, String, u32)> = if r.format >= 3 {
-        buffers
-            .first()
-            .map(|&b| {
-                let once = "once per boot (it does not depend on the buffer)";
-                (ENTRY_DUMP_KEY.to_string(), once.to_string(), b)
-            })
-            .into_iter()
-            .collect()
-    } else {
-        buffers
-            .iter()
-            .map(|&b| {
-                (
-                    format!("{ENTRY_DUMP_KEY} buffer={b}"),
-                    format!("buffer {b}"),
-                    b,
-                )
-            })
-            .collect()
-    };
-    for (key, params, b) in entry_rows {
-        let row = |res: &Results| res.batch.iter().find(|x| x.buffer == b).cloned();
-        let values = r.pair(|res| {
-            let x = row(res)?;
-            Some(dump_value(r.clock, &x.entry_runs_ns, x.entry_ns))
-        });
-        let relative = r.pair(|res| {
-            let x = row(res)?;
-            Some(batch_relative(
-                &x.entry_runs_ns,
-                &x.entry_speeds,
-                x.entry_ns,
-            ))
-        });
-        out.push(Figure {
-            key,
-            table: ENTRY_DUMP,
-            unit: DUMP,
-            params,
-            better: Better::Lower,
-            headline: false,
-            values,
-            relative,
-            // The thread timed it beside every buffer size (within 3 %): the same buffer's.
-            thread: super::reference::batch(b).map(|t| t.entry_ns as f64 / 1e6),
-        });
-    }
-    out.extend(super::upstream::figures(r));
-    match r.clock {
-        Clock::Wall => out,
-        Clock::Icount => out.into_iter().map(in_instructions).collect(),
-    }
-}
-
-/// Relabels a figure timed by the instruction clock: a virtual nanosecond is one guest
-/// instruction, so a rate becomes instructions per operation and a time an instruction count.
-/// The reference speed is a constant of this clock (the loop's instructions per iteration),
-/// so the figures compare as they are; the threads' wall-clock figures do not compare.
-fn in_instructions(mut f: Figure) -> Figure {
-    let per_op = |p: &Pair| Pair {
-        on: p.on.iter().map(|x| 1000.0 / x).collect(),
-        off: p.off.iter().map(|x| 1000.0 / x).collect(),
-    };
-    (f.unit, f.values, f.better) = match f.unit {
-        RATE => ("instructions per op", per_op(&f.values), Better::Lower),
-        LATENCY => ("instructions per iteration", f.values, f.better),
-        DUMP => ("M instructions per dump", f.values, f.better),
-        other => (other, f.values, f.better),
-    };
-    f.relative = f.values.clone();
-    f.thread = None;
-    f
-}
-
 pub(crate) const RATE: &str = "M ops/s";
 pub(crate) const LATENCY: &str = "ns per iteration";
-const DUMP: &str = "ms per dump";
-
-/// The distinct items in first-seen order.
-fn unique<T: PartialEq>(items: impl Iterator<Item = T>) -> Vec<T> {
-    let mut v = Vec::new();
-    for i in items {
-        if !v.contains(&i) {
-            v.push(i);
-        }
-    }
-    v
-}
+pub(crate) const DUMP: &str = "ms per dump";
 
 #[cfg(test)]
 mod tests {
@@ -742,78 +470,6 @@ mod tests {
         );
         assert_eq!(schedule(1), vec![Retpoline, Off]);
         assert_eq!(schedule(0), vec![Retpoline, Off]);
-    }
-
-    #[test]
-    fn instruction_clock_figures_are_instructions_per_op() {
-        let mut r: BenchReport =
-            serde_json::from_str(include_str!("../../../tests/data/bench-6.1-quick.json")).unwrap();
-        let wall = figures(&r);
-        r.clock = Clock::Icount;
-        let icount = figures(&r);
-        let find = |f: &[Figure], key: &str| f.iter().find(|x| x.key == key).unwrap().clone();
-        let (w, i) = (
-            find(&wall, "bloom lookup k=3 entries=50000 value=8B"),
-            find(&icount, "bloom lookup k=3 entries=50000 value=8B"),
-        );
-        assert_eq!((w.unit, i.unit), ("M ops/s", "instructions per op"));
-        assert_eq!(i.better, Better::Lower);
-        // The first retpoline boot's fastest sample, as instructions per op.
-        let first = r
-            .runs
-            .iter()
-            .find(|run| run.mode == Mode::Retpoline)
-            .unwrap();
-        let samples = &first
-            .results
-            .bloom
-            .iter()
-            .find(|b| b.hash_funcs == 3)
-            .unwrap();
-        let fastest = samples.lookup.samples.iter().copied().fold(0.0, f64::max);
-        assert_eq!(i.values.on[0], 1000.0 / fastest);
-        assert_ne!(
-            w.values.on[0], fastest,
-            "the wall clock's figure is the median"
-        );
-        assert_eq!(i.relative, i.values);
-        assert_eq!(i.thread, None);
-        let units: Vec<&str> = icount.iter().map(|f| f.unit).collect();
-        assert!(units.contains(&"instructions per iteration"));
-        assert!(units.contains(&"M instructions per dump"));
-        let timed = |u: &&str| u.split(' ').any(|w| ["ns", "ms", "ops/s"].contains(&w));
-        assert!(!units.iter().any(timed), "{units:?}");
-    }
-
-    #[test]
-    fn from_format_3_the_get_next_key_dump_is_one_row() {
-        let mut r: BenchReport = serde_json::from_str(include_str!(
-            "../../../tests/data/bench-6.1-quick-icount-least-b.json"
-        ))
-        .unwrap();
-        let entry_keys = |r: &BenchReport| -> Vec<String> {
-            figures(r)
-                .into_iter()
-                .filter(|f| f.table == ENTRY_DUMP)
-                .map(|f| f.key)
-                .collect()
-        };
-        assert_eq!(r.format, 2);
-        assert_eq!(
-            entry_keys(&r),
-            [
-                "get_next_key dump buffer=1",
-                "get_next_key dump buffer=230",
-                "get_next_key dump buffer=100000"
-            ]
-        );
-        r.format = 3;
-        assert_eq!(entry_keys(&r), [ENTRY_DUMP_KEY]);
-        let f = figures(&r);
-        let entry = f.iter().find(|f| f.key == ENTRY_DUMP_KEY).unwrap();
-        // The first buffer's row: buffer 1's runs, least per boot.
-        let first = r.runs[0].results.batch[0].entry_runs_ns.clone();
-        assert_eq!(entry.values.on[0], dump_value(Clock::Icount, &first, 0.0));
     }
 
     #[test]
@@ -881,20 +537,5 @@ mod tests {
             2.0
         );
         assert_eq!(dump_value(Clock::Icount, &[], 5e6), 5.0);
-    }
-
-    #[test]
-    fn relative_figures_divide_each_sample_by_its_reference_speed() {
-        let s = Stat {
-            speeds: vec![2.0, 1.0, 4.0],
-            ..Stat::of(vec![4.0, 2.0, 12.0])
-        };
-        // 2, 2, 3 -> median 2: the doubled host speed of the first sample cancels.
-        assert_eq!(boot_relative(&s), 2.0);
-        assert_eq!(
-            batch_relative(&[1_000_000, 3_000_000], &[2.0, 1.0], 0.0),
-            2.5
-        );
-        assert_eq!(batch_relative(&[], &[], 5e6), 5.0);
     }
 }

@@ -2,12 +2,12 @@
 //! operation, from the same boots, each with the retpoline cost it gives.
 use std::fmt::Write as _;
 
-use super::{
+use super::upstream::{
     calls, Call, BLOOM_LOOKUP, BLOOM_TABLE, BLOOM_UPDATE, BPF_LOOP, FALSE_POSITIVE, LOOP_TABLE,
     WITHOUT_BLOOM, WITH_BLOOM,
 };
-use crate::flows::bench::model::{BenchReport, Figure};
-use crate::flows::bench::stats::{self, median};
+use crate::results::bench::model::{BenchReport, Figure};
+use crate::results::bench::stats::{self, median};
 
 /// The suite's row that measures what `call` does, by its figure key; None for a call the
 /// suite has no row for.
@@ -67,7 +67,7 @@ fn cost(f: &Figure) -> String {
     })
 }
 
-/// The section, from the report's figures (`model::figures`); empty when the run had no
+/// The section, from the report's figures (`figures::figures`); empty when the run had no
 /// kernel's bench, a note when it was asked for and skipped.
 pub fn render(r: &BenchReport, figs: &[Figure]) -> String {
     let mut s = String::new();
@@ -174,12 +174,14 @@ fn false_positives(s: &mut String, r: &BenchReport, call: &Call) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flows::bench::model::{self, Size};
+    use crate::results::bench::figures::figures;
+    use crate::results::bench::model::Size;
+    use crate::results::bench::upstream;
 
     #[test]
     fn the_table_puts_each_bench_row_beside_the_suites_with_both_costs() {
-        let r = super::super::recorded_with_bench();
-        let s = render(&r, &model::figures(&r));
+        let r = upstream::recorded_with_bench();
+        let s = render(&r, &figures(&r));
         let row = s
             .lines()
             .find(|l| l.starts_with("| bloom-lookup --nr_hash_funcs 3"))
@@ -205,7 +207,7 @@ mod tests {
 
     #[test]
     fn each_timed_call_has_the_suite_row_of_its_operation() {
-        let plan = super::super::plan(Size::Quick, &[]).unwrap();
+        let plan = upstream::plan(Size::Quick, &[]).unwrap();
         let keys: Vec<Option<String>> = plan.calls.iter().map(suite_key).collect();
         assert_eq!(
             keys,

@@ -22,6 +22,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
+use super::figures::figures;
 use super::model::{self, BenchReport, Mode, FORMAT};
 use super::stats::{self, median, Better, Ci};
 use crate::domain::arch::Arch;
@@ -334,8 +335,8 @@ pub fn compare(a: &BenchReport, b: &BenchReport, threshold_pct: f64) -> Result<C
     let notes = comparable(a, b)?;
     let mut problems = report_problems("A", a);
     problems.extend(report_problems("B", b));
-    let fa = model::figures(a);
-    let fb = model::figures(b);
+    let fa = figures(a);
+    let fb = figures(b);
     for (only, these, others) in [("A", &fa, &fb), ("B", &fb, &fa)] {
         for f in these
             .iter()
@@ -532,6 +533,7 @@ pub fn markdown(a: &str, b: &str, c: &Comparison) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::bench::upstream;
     use proptest::prelude::Rng;
     use proptest::test_runner::{RngAlgorithm, TestRng};
 
@@ -773,7 +775,7 @@ mod tests {
         assert_eq!(cmp.rows.len(), 40);
         assert!(cmp.passed(), "{:?} {:?}", cmp.regressed(), cmp.problems);
         for r in [&b, &c] {
-            for f in model::figures(r).iter().filter(|f| f.headline) {
+            for f in figures(r).iter().filter(|f| f.headline) {
                 let hw = f.cost().unwrap().half_width_pct();
                 assert!(hw < 0.05, "{}: ±{hw} %", f.key);
             }
@@ -792,7 +794,7 @@ mod tests {
     /// recorded boot-to-boot spread and boot count.
     fn false_alarm_rate(threshold_pct: f64, family: Option<usize>) -> f64 {
         let r = recorded();
-        let spreads: Vec<(Better, usize, f64)> = model::figures(&r)
+        let spreads: Vec<(Better, usize, f64)> = figures(&r)
             .iter()
             .flat_map(|f| {
                 [&f.relative.on, &f.relative.off].map(|v| {
@@ -994,5 +996,70 @@ mod tests {
         let recorded = dir.path().join("recorded.json");
         std::fs::write(&recorded, RECORDED).unwrap();
         assert_eq!(load(&recorded).unwrap().format, 1);
+    }
+
+    #[test]
+    fn bench_rows_count_instructions_and_are_judged_both_ways() {
+        let a = upstream::recorded_with_bench();
+        let figs = figures(&a);
+        let lookup = figs
+            .iter()
+            .find(|f| {
+                f.key == "bench --nr_hash_funcs 3 --nr_entries 50000 --value_size 8 bloom-lookup"
+            })
+            .unwrap();
+        assert_eq!(lookup.unit, "instructions per op");
+        assert!(lookup.headline, "beside the suite's headline bloom lookup");
+        assert!(
+            (lookup.values.on[0] - 217.16).abs() < 1e-9,
+            "the fastest iteration"
+        );
+        let cost = lookup.cost().unwrap();
+        assert!(cost.excludes_one() && (cost.ratio - 217.16 / 215.15).abs() < 1e-9);
+        let looped = figs
+            .iter()
+            .find(|f| f.key == "bench --nr_loops 1000 bpf-loop")
+            .unwrap();
+        assert_eq!(
+            (looped.unit, looped.table),
+            ("instructions per iteration", upstream::LOOP_TABLE)
+        );
+
+        assert!(compare(&a, &a, 1.0).unwrap().passed());
+        let scaled = |by: f64| {
+            let mut b = a.clone();
+            for run in &mut b.runs {
+                for o in run
+                    .upstream_bench
+                    .iter_mut()
+                    .filter(|o| o.call.bench == upstream::BPF_LOOP)
+                {
+                    o.samples.iter_mut().for_each(|x| *x *= by);
+                }
+            }
+            compare(&a, &b, 1.0).unwrap().failures().join("\n")
+        };
+        let slower = scaled(1.0 / 1.05);
+        assert!(
+            slower.contains("bench --nr_loops 1000 bpf-loop (spectre_v2=off): slower beyond +1 %"),
+            "{slower}"
+        );
+        assert!(!slower.contains("bloom-lookup"), "{slower}");
+        let fewer = scaled(1.05);
+        assert!(
+            fewer.contains(
+                "bench --nr_loops 1000 bpf-loop (spectre_v2=retpoline): fewer instructions"
+            ),
+            "{fewer}"
+        );
+        let mut only_a = a.clone();
+        for run in &mut only_a.runs {
+            run.upstream_bench.pop();
+        }
+        let missing = compare(&a, &only_a, 1.0).unwrap().failures().join("\n");
+        assert!(
+            missing.contains("bench --nr_loops 1000 bpf-loop: only in A"),
+            "{missing}"
+        );
     }
 }

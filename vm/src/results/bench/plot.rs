@@ -5,7 +5,9 @@ use std::path::Path;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
-use super::model::{self, BenchReport, Figure};
+use super::figures::figures;
+use super::groups;
+use super::model::{BenchReport, Figure};
 use super::stats::median;
 
 /// One line: a name and its (x, y) points.
@@ -13,7 +15,7 @@ type Series = (String, Vec<(f64, f64)>);
 
 /// Writes every plot into `dir`.
 pub fn write_all(r: &BenchReport, dir: &Path) -> Result<()> {
-    let figs = model::figures(r);
+    let figs = figures(r);
     bpf_loop(r, &figs, &dir.join("bpf_loop_ns.svg"))?;
     bloom(r, &figs, &dir.join("bloom_throughput.svg"))?;
     cost_ci(r, &figs, &dir.join("cost_ci.svg"))
@@ -62,12 +64,12 @@ fn unit(figs: &[Figure], table: &str) -> &'static str {
 
 /// bpf_loop ns/op against nr_loops (log x), both modes.
 fn bpf_loop(r: &BenchReport, figs: &[Figure], path: &Path) -> Result<()> {
-    let s = series(figs, model::BPF_LOOP, |f| param(f, "nr_loops"));
+    let s = series(figs, groups::BPF_LOOP, |f| param(f, "nr_loops"));
     draw(
         path,
         &title(r, "bpf_loop latency"),
         "nr_loops",
-        unit(figs, model::BPF_LOOP),
+        unit(figs, groups::BPF_LOOP),
         true,
         &s,
     )
@@ -78,12 +80,12 @@ fn bpf_loop(r: &BenchReport, figs: &[Figure], path: &Path) -> Result<()> {
 fn bloom(r: &BenchReport, figs: &[Figure], path: &Path) -> Result<()> {
     let first = figs
         .iter()
-        .find(|f| f.table == model::BLOOM_LOOKUP)
+        .find(|f| f.table == groups::BLOOM_LOOKUP)
         .map(|f| (param(f, "entries"), param(f, "value")));
     let mut all = Vec::new();
     for (op, table) in [
-        ("lookup", model::BLOOM_LOOKUP),
-        ("update", model::BLOOM_UPDATE),
+        ("lookup", groups::BLOOM_LOOKUP),
+        ("update", groups::BLOOM_UPDATE),
     ] {
         for (name, pts) in series(figs, table, |f| {
             ((param(f, "entries"), param(f, "value")) == first?).then(|| param(f, "k"))?
@@ -99,7 +101,7 @@ fn bloom(r: &BenchReport, figs: &[Figure], path: &Path) -> Result<()> {
         path,
         &title(r, &what),
         "hash functions",
-        unit(figs, model::BLOOM_LOOKUP),
+        unit(figs, groups::BLOOM_LOOKUP),
         false,
         &all,
     )

@@ -1,0 +1,67 @@
+//! `bpfvm test`: a crate's tests in one boot per kernel.
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use bpfvm_host::domain::options::defaults;
+use bpfvm_host::flows::crate_test::{self, CrateTestOptions};
+use bpfvm_host::support::output::Events;
+use clap::Args;
+
+use crate::VmArgs;
+
+/// Build the crate's tests (`cargo test --no-run`) and run them all in one boot per kernel
+/// (`--kernel 6.1,6.12`, or `all`); writes <target>/bpfvm-test/<kernel>/{report.json,
+/// junit.xml} and matrix.json. Arguments after `--` are cargo test's (`-- --release -- FILTER`).
+#[derive(Args)]
+pub struct Options {
+    #[command(flatten)]
+    vm: VmArgs,
+    /// Seconds before each VM is killed.
+    #[arg(long, default_value_t = defaults::TEST_TIMEOUT_S)]
+    timeout: u64,
+    /// Also pass this host variable (repeatable), as for `exec`.
+    #[arg(long = "env", value_name = "NAME")]
+    env: Vec<String>,
+    /// Also load every program of these BPF objects once for the verifier's statistics
+    /// (none named: every object in the crate's build output,
+    /// <target>/**/bpfel-unknown-none/release); writes verifier.json and a veristat CSV,
+    /// verifier.csv, beside each kernel's report.
+    #[arg(long, value_name = "OBJ", num_args = 0..)]
+    verifier_stats: Option<Vec<PathBuf>>,
+    /// Run only piece I of the crate's plan in N pieces (`bpfvm plan --for crate`, cut from
+    /// bpfvm-inventory.txt; docs/pieces.md); the report says which plan and piece.
+    #[arg(long, value_name = "I/N", env = "BPFVM_PIECE")]
+    piece: Option<bpfvm_host::results::plan::PieceId>,
+    /// The plan's hash the matrix gave this piece: a plan cut otherwise here is an error.
+    #[arg(long, value_name = "HASH", env = "BPFVM_PLAN", requires = "piece")]
+    plan: Option<String>,
+    /// cargo test's arguments: cargo's, then `--` and the test binaries'.
+    #[arg(last = true)]
+    args: Vec<String>,
+}
+
+pub fn run(opts: Options, events: &Events) -> Result<ExitCode> {
+    let (cargo_args, test_args) = crate_test::split_args(&opts.args);
+    let vm = opts.vm;
+    let opts = CrateTestOptions {
+        kernels: vm.kernel_args().many()?,
+        vm: vm.options(opts.timeout),
+        cargo_args,
+        test_args,
+        env: bpfvm_host::flows::exec::passed_env(std::env::vars_os(), &opts.env)?,
+        verifier_stats: opts.verifier_stats,
+        piece: opts.piece.map(|id| (id, opts.plan)),
+    };
+    let (reports, dir) = crate_test::crate_test(&opts, events)?;
+    for r in &reports {
+        bpfvm_host::ui::print_stdout(&bpfvm_host::results::report::summary_table(r));
+    }
+    crate::print_kernels(&reports);
+    bpfvm_host::ui::print_stdout(&format!("reports: {}", dir.display()));
+    // No report: interrupted before the first kernel, nothing judged.
+    Ok(match reports.is_empty() {
+        true => ExitCode::from(bpfvm_host::support::status::STOP),
+        false => crate::judged_status(&reports),
+    })
+}

@@ -1,7 +1,8 @@
 //! The config a kernel tree is built with, and the check that the built config kept what the
-//! suite needs. The base is `make allnoconfig`; the fragments are merged over it by the tree's
-//! own `scripts/kconfig/merge_config.sh -n` (allnoconfig with the fragments as
-//! `KCONFIG_ALLCONFIG`), in this order, later values winning:
+//! suite needs. The base is every symbol at its Kconfig default, as vmtest.sh's olddefconfig
+//! over its fragments leaves it; the fragments are merged over it by the tree's own
+//! `scripts/kconfig/merge_config.sh` (alldefconfig with the fragments as `KCONFIG_ALLCONFIG`),
+//! in this order, later values winning:
 //!
 //! 1. `kernels/tree/boot.config`: what virtme-ng needs to boot a kernel without modules;
 //! 2. the tree's `tools/testing/selftests/bpf/config`, `config.vm` and `config.<arch>` (what the
@@ -167,15 +168,11 @@ pub(crate) fn parse_config(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// A selftests fragment without the lines that mean otherwise over allnoconfig than over the
-/// defconfig vmtest.sh starts from: its `=m` lines (bpfvm builds no in-tree module, and such an
-/// option, `TEST_BPF`, built in instead would run at every boot), and `CONFIG_EXPERT=y`
-/// (`config.x86_64`), which makes every `if EXPERT` prompt visible, so that allnoconfig turns
-/// off what olddefconfig leaves at its default `y`: MULTIUSER and with it NAMESPACES
-/// (init/Kconfig), FUTEX, EPOLL, PRINTK...
+/// A selftests fragment without its `=m` lines: bpfvm builds no in-tree module, and such an
+/// option built in instead (`TEST_BPF`) would run its thousand tests at every boot.
 pub(crate) fn selftests_kept(text: &str) -> String {
     text.lines()
-        .filter(|l| !l.trim().ends_with("=m") && l.trim() != "CONFIG_EXPERT=y")
+        .filter(|l| !l.trim().ends_with("=m"))
         .map(|l| format!("{l}\n"))
         .collect()
 }
@@ -434,11 +431,11 @@ CONFIG_DEBUG_KERNEL=y
     }
 
     #[test]
-    fn module_and_expert_lines_leave_the_selftests_fragment() {
-        let text = "CONFIG_BPF=y\nCONFIG_MODULES=y\nCONFIG_EXPERT=y\nCONFIG_MODULE_SIG=y\nCONFIG_TEST_BPF=m\nCONFIG_XDP_SOCKETS=y\n";
+    fn module_lines_leave_the_selftests_fragment() {
+        let text = "CONFIG_BPF=y\nCONFIG_MODULES=y\nCONFIG_EXPERT=y\nCONFIG_TEST_BPF=m\nCONFIG_XDP_SOCKETS=y\n";
         assert_eq!(
             selftests_kept(text),
-            "CONFIG_BPF=y\nCONFIG_MODULES=y\nCONFIG_MODULE_SIG=y\nCONFIG_XDP_SOCKETS=y\n"
+            "CONFIG_BPF=y\nCONFIG_MODULES=y\nCONFIG_EXPERT=y\nCONFIG_XDP_SOCKETS=y\n"
         );
     }
 

@@ -248,10 +248,11 @@ fn run_mapped(
     )
 }
 
-/// Derives the config from the tree and the fragments alone: allnoconfig with the fragments
-/// merged by the tree's `merge_config.sh -n`, in the slot's `config/` (never over the last
-/// build's `.config`, which kbuild's syncconfig would only update: new symbols would take their
-/// default, not allnoconfig's `n`). Checks it, then puts it in `build/` only when it differs,
+/// Derives the config from the tree and the fragments alone: every symbol at its Kconfig
+/// default with the fragments merged over it by the tree's `merge_config.sh` (alldefconfig, as
+/// vmtest.sh's olddefconfig over its fragments), in the slot's `config/` (never over the last
+/// build's `.config`, which kbuild's syncconfig would only update: a symbol whose default a
+/// commit changed would keep the last build's value). Checks it, then puts it in `build/` only when it differs,
 /// so that an unchanged config rebuilds nothing.
 fn configure(
     tree: &Path,
@@ -260,7 +261,7 @@ fn configure(
     symbols: &Symbols,
     events: &Events,
 ) -> Result<()> {
-    events.step("configuring the kernel (allnoconfig + boot, selftests, suite and your fragments)");
+    events.step("configuring the kernel (defaults + boot, selftests, suite and your fragments)");
     let dir = slot.config_dir();
     let frag_dir = dir.join("bpfvm");
     std::fs::create_dir_all(&frag_dir).with_context(|| format!("create {}", frag_dir.display()))?;
@@ -275,7 +276,7 @@ fn configure(
     )?;
     let merge = format!("{SRC}/scripts/kconfig/merge_config.sh");
     // Through sh: a copied tree may have lost the script's executable bit.
-    let mut argv: Vec<String> = vec!["sh".into(), merge, "-n".into(), "-O".into(), ".".into()];
+    let mut argv: Vec<String> = vec!["sh".into(), merge, "-O".into(), ".".into()];
     for (name, text) in &frags.files {
         let path = frag_dir.join(name);
         std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
@@ -532,10 +533,11 @@ mod tests {
     use crate::support::status::Status;
 
     /// A tree whose kbuild is three scripts that keep Kconfig's rules that matter here:
-    /// `merge_config.sh -n` gives every symbol of `Kconfig.defaults` `n` (allnoconfig) and then
-    /// the fragments' values; make's `bzImage` first does what syncconfig does to an existing
-    /// `.config` (a symbol it lacks takes its default) and drops the option named in `drop`
-    /// (a dependency the commit broke), then "builds" the `.config` as the image.
+    /// `merge_config.sh` gives every symbol of `Kconfig.defaults` its default (alldefconfig;
+    /// `n` is written `# CONFIG_X is not set`) and then the fragments' values; make's `bzImage`
+    /// first does what syncconfig does to an existing `.config` (a symbol it lacks takes its
+    /// default) and drops the option named in `drop` (a dependency the commit broke), then
+    /// "builds" the `.config` as the image.
     fn fake_tree(dir: &Path, defaults: &str) {
         for d in ["scripts/kconfig", "kernel/bpf", "arch/x86"] {
             std::fs::create_dir_all(dir.join(d)).unwrap();
@@ -557,8 +559,8 @@ mod tests {
         .unwrap();
         std::fs::write(
             dir.join("scripts/kconfig/merge_config.sh"),
-            "shift 3\ntop=$(dirname \"$0\")/../..\n\
-             { sed 's/^\\([A-Z0-9_]*\\)=.*/# CONFIG_\\1 is not set/' \"$top/Kconfig.defaults\"; cat \"$@\"; } |\n\
+            "shift 2\ntop=$(dirname \"$0\")/../..\n\
+             { sed -e 's/^\\([A-Z0-9_]*\\)=n$/# CONFIG_\\1 is not set/' -e 's/^\\([A-Z0-9_]*=\\)/CONFIG_\\1/' \"$top/Kconfig.defaults\"; cat \"$@\"; } |\n\
              awk '{ if (match($0, /^CONFIG_[A-Z0-9_]+=/)) n = substr($0, 8, RLENGTH - 8);\n\
              else if (match($0, /^# CONFIG_[A-Z0-9_]+ is not set/)) { n = $2; sub(/^CONFIG_/, \"\", n) }\n\
              else next; if (!(n in v)) o[++k] = n; v[n] = $0 }\n\
@@ -571,22 +573,23 @@ mod tests {
         std::fs::read_to_string(&built.image).unwrap()
     }
 
-    /// A commit that adds a symbol with `default y`: built in a slot that built the commit
-    /// before it, it gets the same `.config` (the symbol off, as allnoconfig leaves it) and the
-    /// same config hash as in a fresh slot. Before, make ran on the old `.config` and
-    /// syncconfig gave the new symbol its default.
+    /// A commit that turns a symbol's default from `y` to `n`: built in a slot that built the
+    /// commit before it, it gets the same `.config` (the symbol off, its new default) and the
+    /// same config hash as in a fresh slot. Before, make ran on the old `.config`, where
+    /// syncconfig keeps the value the last build had.
     #[test]
     fn a_warm_slot_and_a_cold_one_build_a_commit_with_the_same_config() {
         let d = tempfile::tempdir().unwrap();
         let tree = d.path().join("linux");
-        fake_tree(&tree, "BPF_SYSCALL=y\n");
+        fake_tree(&tree, "BPF_SYSCALL=y\nBISECT_PLANT=y\n");
         let warm = d.path().join("warm");
         let ev = Events::silent();
         let first = build_in(&warm, &check(&tree, &[]).unwrap(), &ev).unwrap();
         assert!(first.info.built);
+        assert!(config_of(&first).contains("CONFIG_BISECT_PLANT=y"));
         std::fs::write(
             tree.join("Kconfig.defaults"),
-            "BPF_SYSCALL=y\nBISECT_PLANT=y\n",
+            "BPF_SYSCALL=y\nBISECT_PLANT=n\n",
         )
         .unwrap();
         let again = build_in(&warm, &check(&tree, &[]).unwrap(), &ev).unwrap();

@@ -425,6 +425,10 @@ fn judge_unit(shared: &Path, run: &TestRun) -> Vec<TestResult> {
             if let Ok(text) = guest_files::read(&json) {
                 match serde_json::from_str::<JsonSummary>(&text) {
                     Ok(summary) => apply_json(&mut own, &summary),
+                    // test_progs writes its summary as it exits: one that never exited (the
+                    // watchdog or a dead guest ended it) left it unfinished, and its own row
+                    // already fails saying so.
+                    Err(_) if run.rc.is_none() => {}
                     Err(e) => own.push(failed(
                         format!("guest:{JSON_DIR}/{test}.json"),
                         format!("not a test_progs JSON summary: {e}"),
@@ -742,6 +746,33 @@ bpfvm-selftest end test_progs/bpf_loop 1
             .unwrap()
             .contains("unexpected error: -22"));
         assert_eq!(rows[0].outcome, Outcome::Pass);
+    }
+
+    /// The summary of a test_progs that never exited is unfinished: no row of its own (the
+    /// unit's row fails); one that exited and left a bad summary is a failure.
+    #[test]
+    fn an_unfinished_json_summary_counts_only_when_test_progs_exited() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join(JSON_DIR)).unwrap();
+        std::fs::write(d.path().join(JSON_DIR).join("uprobe_multi_test.json"), "").unwrap();
+        let run = |end: &str| {
+            let out = format!("bpfvm-selftest start test_progs/uprobe_multi_test\n{end}");
+            std::fs::write(d.path().join(TEST_PROGS_OUT), out).unwrap();
+            judge(d.path(), "")
+        };
+        let killed = run("");
+        assert_eq!(
+            outcomes(&killed),
+            [("test_progs/uprobe_multi_test".into(), Outcome::Fail)]
+        );
+        let exited = run("bpfvm-selftest end test_progs/uprobe_multi_test 0\n");
+        assert!(
+            exited
+                .iter()
+                .any(|r| r.name == "guest:test_progs.json/uprobe_multi_test.json"
+                    && r.outcome == Outcome::Fail),
+            "{exited:?}"
+        );
     }
 
     /// 6.1's prog_tests_framework as its guest printed it: the test passes with a FAIL line

@@ -558,10 +558,12 @@ pub fn listed(list: &str) -> impl Iterator<Item = &str> {
 }
 
 /// Each marked test's time, from its start and end markers' kernel timestamps (microseconds,
-/// `/dev/kmsg`'s third field), in milliseconds.
+/// `/dev/kmsg`'s third field), in milliseconds; a test with no end marker, until the last
+/// record.
 pub fn durations(kernel_log: &str) -> BTreeMap<String, u64> {
     let mut start: BTreeMap<&str, u64> = BTreeMap::new();
     let mut out = BTreeMap::new();
+    let mut last = 0;
     for line in kernel_log.lines() {
         let Some((head, msg)) = line.split_once(';') else {
             continue;
@@ -569,13 +571,20 @@ pub fn durations(kernel_log: &str) -> BTreeMap<String, u64> {
         let Some(usec) = head.split(',').nth(2).and_then(|u| u.parse::<u64>().ok()) else {
             continue;
         };
+        last = last.max(usec);
         if let Some(n) = msg.strip_prefix("bpfvm: test start ") {
             start.insert(n, usec);
         } else if let Some(n) = msg.strip_prefix("bpfvm: test end ") {
-            if let Some(s) = start.get(n) {
-                out.insert(n.to_string(), usec.saturating_sub(*s) / 1000);
+            if let Some(s) = start.remove(n) {
+                out.insert(n.to_string(), usec.saturating_sub(s) / 1000);
             }
         }
+    }
+    // A unit the VM ended during (stopped by the watchdog, a panic) ran at least until the
+    // log's last record: its cost for the next run's plan, which then starts it on a boot of
+    // its own.
+    for (n, s) in start {
+        out.insert(n.to_string(), last.saturating_sub(s) / 1000);
     }
     out
 }
@@ -938,6 +947,9 @@ test_maps: OK, 2 SKIPPED
                    4,6,1200000,-;something\n\
                    12,7,3500000,-;bpfvm: test end test_progs/a\n";
         assert_eq!(durations(log)["test_progs/a"], 2500);
+        let cut = "12,5,1000000,-;bpfvm: test start test_maps\n\
+                   4,6,9000000,-;clocksource: Long readout interval\n";
+        assert_eq!(durations(cut)["test_maps"], 8000);
     }
 
     #[test]

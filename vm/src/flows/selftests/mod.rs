@@ -302,15 +302,7 @@ fn list(dir: &Path, pattern: Option<&str>) -> Result<String> {
 pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     let target = check(opts)?;
     let plan = boots::Plan::for_timeout(opts.vm.timeout)?;
-    let piece = match &opts.piece {
-        Some((id, expected)) => {
-            let kvm = opts.vm.accel == crate::domain::options::Choice::Kvm;
-            let inputs =
-                plan::Inputs::of(plan::Kind::Selftests, &workspace_root(), &opts.kernel, kvm)?;
-            Some(Assigned::of(&inputs, *id, expected.as_deref())?)
-        }
-        None => None,
-    };
+    let piece = assigned(opts)?;
     let clock = StepClock::start();
     let events = &clock.watch(events);
     let start = clock.started();
@@ -326,81 +318,18 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     let prepared = start.elapsed();
 
     let (source, built) = build_for(&target, &p, &opts.vm, events)?;
-    // Where libbpf's `__kconfig` finds the kernel's config in the guest comes from.
-    let config = match &p.kernel.built_from {
-        Some(tree) => Path::new(&tree.build_dir).join(".config"),
-        None => p
-            .kernel
-            .bootable
-            .root
-            .join("boot")
-            .join(format!("config-{}", p.kernel.bootable.release)),
-    };
+    let config = kernel_config(&p);
     let build_time = start.elapsed() - prepared;
 
     let all = list(&built.dir, None)?;
-    let selected: Vec<String> = match (&piece, &opts.pattern) {
-        (Some(a), _) => a
-            .piece
-            .tests
-            .iter()
-            .filter(|u| u.binary == upstream::TEST_PROGS)
-            .map(|u| u.test.clone())
-            .collect(),
-        (None, Some(pat)) => upstream::listed(&list(&built.dir, Some(pat))?)
-            .map(str::to_string)
-            .collect(),
-        (None, None) => upstream::listed(&all).map(str::to_string).collect(),
-    };
     let denied = match &target {
         Target::Tree { .. } => denylist::load(&built.dir, p.kernel.arch.name()),
         Target::Pin { .. } => vec![],
     };
-    // test_verifier is a unit of the plan; test_maps (in no plan: it runs only with --maps)
-    // runs beside it.
-    let whole = match &piece {
-        Some(a) => a
-            .piece
-            .holds(upstream::TEST_VERIFIER, upstream::TEST_VERIFIER),
-        None => opts.pattern.is_none(),
-    };
-    let (units, mut first_rows) = units::units(
-        &selected,
-        opts.pattern.as_deref(),
-        &denied,
-        whole,
-        opts.maps && (piece.is_none() || whole),
-    );
-    if units.is_empty() {
-        first_rows.push(report::no_test_ran(opts.pattern.as_deref()));
-    }
+    let (units, mut first_rows) = run_units(opts, piece.as_ref(), &built.dir, &all, &denied)?;
     let known_file = match &target {
         Target::Pin { pin, .. } => {
-            let (inv_file, known_file) = pin_files(&pin.version);
-            let kernel_config = std::fs::read_to_string(&config)
-                .with_context(|| format!("read the kernel's config {}", config.display()))?;
-            first_rows.extend(known.check_config(&kernel_config, &known_file));
-            let bless = bless_command(&pin.version);
-            if opts.bless {
-                let header = format!(
-                    "The tests of the kernel's own `test_progs` for pin {}: `test_progs <test>`.\n\
-                     Written by `{bless}`; a test missing from the build, or new to it, fails the run.",
-                    pin.version
-                );
-                crate::support::fs::write_atomic(
-                    &root.join(&inv_file),
-                    upstream::inventory_of(&all).render(&header).as_bytes(),
-                )?;
-                events.note(format!("wrote {inv_file}"));
-            } else {
-                first_rows.extend(upstream::check_inventory(
-                    &all,
-                    &root.join(&inv_file),
-                    &inv_file,
-                    &bless,
-                ));
-            }
-            known_file
+            pin_checks(opts, pin, &known, &config, &all, &mut first_rows, events)?
         }
         Target::Tree { .. } => {
             events.note(
@@ -417,10 +346,11 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     let costs = run_costs(&root, &p, &out_dir)?;
     events.note(format!(
         "{} units; each boot starts them until {} s of tests, a unit runs at most {} s (its \
-         watchdog)",
+         watchdog; the first of a boot, {} s)",
         units.len(),
         plan.budget.as_secs(),
-        plan.cap.as_secs()
+        plan.cap.as_secs(),
+        (plan.budget + plan.cap).as_secs()
     ));
 
     let json = build::has_json_summary(&source.tree);
@@ -461,6 +391,113 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     report.timings.wall_s = Some(clock.started().elapsed().as_secs_f64());
     report::write(&report, &out_dir)?;
     Ok((report, out_dir))
+}
+
+/// The piece of the selftests' plan this run is, when `--piece` names one.
+fn assigned(opts: &Options) -> Result<Option<Assigned>> {
+    let Some((id, expected)) = &opts.piece else {
+        return Ok(None);
+    };
+    let kvm = opts.vm.accel == crate::domain::options::Choice::Kvm;
+    let inputs = plan::Inputs::of(plan::Kind::Selftests, &workspace_root(), &opts.kernel, kvm)?;
+    Ok(Some(Assigned::of(&inputs, *id, expected.as_deref())?))
+}
+
+/// Where libbpf's `__kconfig` finds the kernel's config in the guest comes from: a tree's
+/// build, or the pin's `/boot/config-<release>`.
+fn kernel_config(p: &Prepared) -> PathBuf {
+    match &p.kernel.built_from {
+        Some(tree) => Path::new(&tree.build_dir).join(".config"),
+        None => p
+            .kernel
+            .bootable
+            .root
+            .join("boot")
+            .join(format!("config-{}", p.kernel.bootable.release)),
+    }
+}
+
+/// The run's units (`units::units`) from the tests its piece or `-t` selects of `all`
+/// (`test_progs -l`), and the rows of what `denied` leaves out.
+fn run_units(
+    opts: &Options,
+    piece: Option<&Assigned>,
+    dir: &Path,
+    all: &str,
+    denied: &[denylist::Denied],
+) -> Result<(Vec<units::Unit>, Vec<TestResult>)> {
+    let selected: Vec<String> = match (piece, &opts.pattern) {
+        (Some(a), _) => a
+            .piece
+            .tests
+            .iter()
+            .filter(|u| u.binary == upstream::TEST_PROGS)
+            .map(|u| u.test.clone())
+            .collect(),
+        (None, Some(pat)) => upstream::listed(&list(dir, Some(pat))?)
+            .map(str::to_string)
+            .collect(),
+        (None, None) => upstream::listed(all).map(str::to_string).collect(),
+    };
+    // test_verifier is a unit of the plan; test_maps (in no plan: it runs only with --maps)
+    // runs beside it.
+    let whole = match piece {
+        Some(a) => a
+            .piece
+            .holds(upstream::TEST_VERIFIER, upstream::TEST_VERIFIER),
+        None => opts.pattern.is_none(),
+    };
+    let (units, mut first_rows) = units::units(
+        &selected,
+        opts.pattern.as_deref(),
+        denied,
+        whole,
+        opts.maps && (piece.is_none() || whole),
+    );
+    if units.is_empty() {
+        first_rows.push(report::no_test_ran(opts.pattern.as_deref()));
+    }
+    Ok((units, first_rows))
+}
+
+/// A pin's checks before it boots: its known entries against the kernel's `config`, and its
+/// inventory against `all` (or, with `--bless`, the inventory written from it). Returns the
+/// known list's file.
+fn pin_checks(
+    opts: &Options,
+    pin: &pins::Pin,
+    known: &Known,
+    config: &Path,
+    all: &str,
+    first_rows: &mut Vec<TestResult>,
+    events: &Events,
+) -> Result<String> {
+    let root = workspace_root();
+    let (inv_file, known_file) = pin_files(&pin.version);
+    let kernel_config = std::fs::read_to_string(config)
+        .with_context(|| format!("read the kernel's config {}", config.display()))?;
+    first_rows.extend(known.check_config(&kernel_config, &known_file));
+    let bless = bless_command(&pin.version);
+    if opts.bless {
+        let header = format!(
+            "The tests of the kernel's own `test_progs` for pin {}: `test_progs <test>`.\n\
+             Written by `{bless}`; a test missing from the build, or new to it, fails the run.",
+            pin.version
+        );
+        crate::support::fs::write_atomic(
+            &root.join(&inv_file),
+            upstream::inventory_of(all).render(&header).as_bytes(),
+        )?;
+        events.note(format!("wrote {inv_file}"));
+    } else {
+        first_rows.extend(upstream::check_inventory(
+            all,
+            &root.join(&inv_file),
+            &inv_file,
+            &bless,
+        ));
+    }
+    Ok(known_file)
 }
 
 /// The measured costs a run plans its boots from: the committed file of its kernel, arch and

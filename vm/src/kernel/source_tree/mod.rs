@@ -380,6 +380,70 @@ pub fn build(checked: &Checked, events: &Events) -> Result<Built> {
     build_in(&cache::root(), checked, events)
 }
 
+/// The commit a tree is at, as a note says it: its short hash, and whether it is dirty.
+fn describe_commit(src: &source::Source) -> String {
+    match &src.git {
+        Some(g) => format!(
+            "{}{}",
+            &g.commit[..12],
+            if g.dirty { " (dirty)" } else { "" }
+        ),
+        None => "not a git tree".into(),
+    }
+}
+
+/// Runs make for the kernel and the files an out-of-tree module links against, in the slot;
+/// returns the seconds it took.
+fn make_kernel(tree: &Path, slot: &cache::Slot, events: &Events) -> Result<u64> {
+    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let jobs = format!("-j{jobs}");
+    let out_arg = format!("O={OUT}");
+    let mut argv = vec!["make", "-C", SRC, &out_arg, &jobs];
+    if env::which("ccache").is_some() {
+        argv.push("CC=ccache gcc");
+    }
+    // `modules` (no in-tree module is configured) writes Module.symvers, which an
+    // out-of-tree module (the selftests' bpf_testmod.ko) is linked against.
+    argv.extend(["bzImage", "modules"]);
+    events.step(format!(
+        "building the kernel of {} (log: {})",
+        tree.display(),
+        slot.build_log().display()
+    ));
+    let start = Instant::now();
+    run_mapped(
+        tree,
+        &slot.out(),
+        &argv,
+        "building the kernel",
+        &slot.build_log(),
+        events,
+    )?;
+    Ok(start.elapsed().as_secs())
+}
+
+/// The release of the kernel the slot built (`make kernelrelease`).
+fn kernelrelease(tree: &Path, slot: &cache::Slot) -> Result<String> {
+    let out_arg = format!("O={OUT}");
+    let m = Mapped::new(tree, &slot.out());
+    let out = crate::support::wait::output(&m.command(&[
+        "make",
+        "-s",
+        "-C",
+        SRC,
+        &out_arg,
+        "kernelrelease",
+    ]))?;
+    let release = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if release.is_empty() {
+        bail!(
+            "`make kernelrelease` printed nothing in {}",
+            slot.out().display()
+        );
+    }
+    Ok(release)
+}
+
 /// [`build`] with its slots under `root`.
 fn build_in(root: &Path, checked: &Checked, events: &Events) -> Result<Built> {
     let src = &checked.source;
@@ -401,14 +465,7 @@ fn build_in(root: &Path, checked: &Checked, events: &Events) -> Result<Built> {
     events.note(format!(
         "tree {}: {}, sources hashed in {:.1} s",
         src.dir.display(),
-        match &src.git {
-            Some(g) => format!(
-                "{}{}",
-                &g.commit[..12],
-                if g.dirty { " (dirty)" } else { "" }
-            ),
-            None => "not a git tree".into(),
-        },
+        describe_commit(src),
         t.elapsed().as_secs_f64()
     ));
     // The config is a function of the sources (every Kconfig file is in `content`) and the
@@ -446,31 +503,7 @@ fn build_in(root: &Path, checked: &Checked, events: &Events) -> Result<Built> {
     }
     slot.unstamp()?;
     configure(&src.dir, &slot, &frags, &symbols, events)?;
-    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let jobs = format!("-j{jobs}");
-    let out_arg = format!("O={OUT}");
-    let mut argv = vec!["make", "-C", SRC, &out_arg, &jobs];
-    if env::which("ccache").is_some() {
-        argv.push("CC=ccache gcc");
-    }
-    // `modules` (no in-tree module is configured) writes Module.symvers, which an
-    // out-of-tree module (the selftests' bpf_testmod.ko) is linked against.
-    argv.extend(["bzImage", "modules"]);
-    events.step(format!(
-        "building the kernel of {} (log: {})",
-        src.dir.display(),
-        slot.build_log().display()
-    ));
-    let start = Instant::now();
-    run_mapped(
-        &src.dir,
-        &slot.out(),
-        &argv,
-        "building the kernel",
-        &slot.build_log(),
-        events,
-    )?;
-    let build_seconds = start.elapsed().as_secs();
+    let build_seconds = make_kernel(&src.dir, &slot, events)?;
     // make read the tree for minutes after it was hashed: an edit meanwhile made a kernel of
     // sources no key names.
     if source::content_key(src)? != content {
@@ -484,22 +517,7 @@ fn build_in(root: &Path, checked: &Checked, events: &Events) -> Result<Built> {
     let built_config = std::fs::read_to_string(slot.out().join(".config"))
         .with_context(|| format!("read {}/.config", slot.out().display()))?;
     check_config(&built_config, &frags, &symbols, &Events::silent())?;
-    let m = Mapped::new(&src.dir, &slot.out());
-    let release = crate::support::wait::output(&m.command(&[
-        "make",
-        "-s",
-        "-C",
-        SRC,
-        &out_arg,
-        "kernelrelease",
-    ]))?;
-    let release = String::from_utf8_lossy(&release.stdout).trim().to_string();
-    if release.is_empty() {
-        bail!(
-            "`make kernelrelease` printed nothing in {}",
-            slot.out().display()
-        );
-    }
+    let release = kernelrelease(&src.dir, &slot)?;
     let stamp = Stamp {
         tree: src.dir.display().to_string(),
         commit: src.git.as_ref().map(|g| g.commit.clone()),

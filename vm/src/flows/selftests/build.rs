@@ -374,38 +374,9 @@ const TARGETS: [&str; 4] = ["test_progs", "test_verifier", "test_maps", "bench"]
 /// Builds (or reuses) the selftests of `inputs`. A failed make stops (255): the source is a
 /// pin's, so the host lacks something, it says nothing of a commit.
 pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
-    use sha2::{Digest, Sha256};
     let start = Instant::now();
-    let clang_bin = llvm_bin(inputs.clang).join("clang");
-    let version = Command::new(&clang_bin)
-        .arg("--version")
-        .output()
-        .with_context(|| format!("run {} --version", clang_bin.display()))?;
-    let clang = String::from_utf8_lossy(&version.stdout)
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    let btf =
-        std::fs::read(inputs.btf).with_context(|| format!("read {}", inputs.btf.display()))?;
-    // What is left out is in the key only when there is some: the builds made before the list
-    // existed keep theirs.
-    let left_out: String = inputs
-        .source
-        .left_out
-        .iter()
-        .map(|f| format!("-{f}\n"))
-        .collect();
-    let key = hex::encode(Sha256::digest(
-        format!(
-            "{}\n{}\n{clang}\n{}\n{left_out}{}",
-            inputs.source.key,
-            hex::encode(Sha256::digest(&btf)),
-            inputs.kdir.dir().display(),
-            TARGETS.join(" ")
-        )
-        .as_bytes(),
-    ));
+    let clang = clang_version(inputs.clang)?;
+    let key = build_key(inputs, &clang)?;
     let slot = root().join("build").join(&key[..16]);
     let work = slot.join("tree");
     let dir = work.join(SELFTESTS_DIR);
@@ -441,6 +412,64 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
         "building {} with {clang} (several minutes the first time)",
         TARGETS.join(", ")
     ));
+    make_selftests(inputs, &dir, &key, &stamp, events)?;
+    Ok(Built {
+        dir,
+        clang,
+        cached: false,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// The first line of `clang --version` of Debian's clang `major`.
+fn clang_version(major: u32) -> Result<String> {
+    let clang_bin = llvm_bin(major).join("clang");
+    let version = Command::new(&clang_bin)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("run {} --version", clang_bin.display()))?;
+    Ok(String::from_utf8_lossy(&version.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string())
+}
+
+/// The build's cache key: the source, the kernel's BTF, the compiler, the kbuild tree, what is
+/// left out and the targets.
+fn build_key(inputs: &Inputs, clang: &str) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let btf =
+        std::fs::read(inputs.btf).with_context(|| format!("read {}", inputs.btf.display()))?;
+    // What is left out is in the key only when there is some: the builds made before the list
+    // existed keep theirs.
+    let left_out: String = inputs
+        .source
+        .left_out
+        .iter()
+        .map(|f| format!("-{f}\n"))
+        .collect();
+    Ok(hex::encode(Sha256::digest(
+        format!(
+            "{}\n{}\n{clang}\n{}\n{left_out}{}",
+            inputs.source.key,
+            hex::encode(Sha256::digest(&btf)),
+            inputs.kdir.dir().display(),
+            TARGETS.join(" ")
+        )
+        .as_bytes(),
+    )))
+}
+
+/// Runs the selftests' Makefile in `dir` (their resolve_btfids first, then the targets) and
+/// stamps the build done.
+fn make_selftests(
+    inputs: &Inputs,
+    dir: &Path,
+    key: &str,
+    stamp: &Path,
+    events: &Events,
+) -> Result<()> {
     let path = format!(
         "PATH={}:{}",
         llvm_bin(inputs.clang).display(),
@@ -484,13 +513,8 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
             return Err(not_built(&inputs.kdir, &inputs.source.describe, e));
         }
     }
-    std::fs::write(&stamp, format!("{shown}\n"))?;
-    Ok(Built {
-        dir,
-        clang,
-        cached: false,
-        seconds: start.elapsed().as_secs_f64(),
-    })
+    std::fs::write(stamp, format!("{shown}\n"))?;
+    Ok(())
 }
 
 /// `argv` in the tree build's clean environment: the selftests' Makefile reads `VMLINUX_H`,

@@ -149,58 +149,25 @@ fn host_steps(sh: &Shell, results: &mut Vec<StepResult>, events: &Events) {
 /// The checks that boot `kernel`: the VM's lifecycle, the suite, the verifier's statistics, the
 /// kernel's selftests, the example crate and the benchmarks' smoke run.
 fn guest_steps(sh: &Shell, kernel: &str, results: &mut Vec<StepResult>, events: &Events) {
-    let cargo = |args: &[&str], ebpf_dir: Option<&Path>| cargo(sh, args, ebpf_dir);
+    // The host crates' VM tests, which boot their own guests (`#[ignore]` outside `ci`).
+    let vm_tests = |name: &str| {
+        cargo(
+            sh,
+            &["test", "-p", "xtask", "--test", name, "--", "--ignored"],
+            None,
+        )
+    };
     let mut step =
         |name: &'static str, f: &mut dyn FnMut() -> Result<()>| record(results, events, name, f);
     step(
         "VM lifecycle: exit status, panic, retry, timeout, signals, bad input",
-        &mut || {
-            cargo(
-                &[
-                    "test",
-                    "-p",
-                    "xtask",
-                    "--test",
-                    "vm_lifecycle",
-                    "--",
-                    "--ignored",
-                ],
-                None,
-            )
-        },
+        &mut || vm_tests("vm_lifecycle"),
     );
     step(
         "a kept guest: reused, refused after a pin, gone with its keeper",
-        &mut || {
-            cargo(
-                &[
-                    "test",
-                    "-p",
-                    "xtask",
-                    "--test",
-                    "warm_guest",
-                    "--",
-                    "--ignored",
-                ],
-                None,
-            )
-        },
+        &mut || vm_tests("warm_guest"),
     );
-    step("vm-test", &mut || {
-        let opts = TestOptions {
-            kernel: pin(kernel)?,
-            vm: VmOptions::new(Duration::from_secs(defaults::TEST_TIMEOUT_S)),
-            filter: None,
-            piece: None,
-            fresh: true,
-        };
-        let (report, dir) = run::vm_test(&opts, events)?;
-        events.note(bpfvm_host::results::report::summary_table(&report));
-        if !report.ok() {
-            bail!("vm-test failed; see {}", dir.join("report.json").display());
-        }
-        Ok(())
-    });
+    step("vm-test", &mut || suite(kernel, events));
     step(
         "verifier statistics against kernels/verifier/ (0 %)",
         &mut || {
@@ -212,26 +179,7 @@ fn guest_steps(sh: &Shell, kernel: &str, results: &mut Vec<StepResult>, events: 
     );
     step(
         "selftests: the kernel's test_progs -t bloom_filter_map,bpf_loop",
-        &mut || {
-            let opts = bpfvm_host::flows::selftests::Options {
-                kernel: pin(kernel)?,
-                vm: VmOptions::new(Duration::from_secs(defaults::RUN_TIMEOUT_S)),
-                pattern: Some(CI_SELFTESTS.into()),
-                maps: false,
-                clang: None,
-                bless: false,
-                piece: None,
-            };
-            let (report, dir) = bpfvm_host::flows::selftests::selftests(&opts, events)?;
-            events.note(bpfvm_host::results::report::summary_table(&report));
-            if !report.ok() {
-                bail!(
-                    "selftests failed; see {}",
-                    dir.join("report.json").display()
-                );
-            }
-            Ok(())
-        },
+        &mut || selftests_slice(kernel, events),
     );
     step(
         "examples/map-test: cargo test through bpfvm exec, bpfvm test on 6.1 and 6.12",
@@ -239,23 +187,65 @@ fn guest_steps(sh: &Shell, kernel: &str, results: &mut Vec<StepResult>, events: 
     );
     step(
         "bench-vm --smoke, against the committed instruction counts",
-        &mut || {
-            let opts = bpfvm_host::flows::bench::BenchOptions::new(
-                pin(kernel)?,
-                VmOptions::new(Duration::from_secs(1800)),
-                bpfvm_host::flows::bench::Size::Smoke,
-            );
-            let (report, dir) = bpfvm_host::flows::bench::bench_vm(&opts, events)?;
-            if !report.ok() {
-                bail!(
-                    "the benchmark smoke run failed; see {}",
-                    dir.join("report.md").display()
-                );
-            }
-            // Under TCG: a change that adds instructions to a measured path fails here.
-            bpfvm_host::flows::bench::check_against_reference(&report, events)
-        },
+        &mut || bench_smoke(kernel, events),
     );
+}
+
+/// The whole suite on `kernel`, in a fresh boot.
+fn suite(kernel: &str, events: &Events) -> Result<()> {
+    let opts = TestOptions {
+        kernel: pin(kernel)?,
+        vm: VmOptions::new(Duration::from_secs(defaults::TEST_TIMEOUT_S)),
+        filter: None,
+        piece: None,
+        fresh: true,
+    };
+    let (report, dir) = run::vm_test(&opts, events)?;
+    events.note(bpfvm_host::results::report::summary_table(&report));
+    if !report.ok() {
+        bail!("vm-test failed; see {}", dir.join("report.json").display());
+    }
+    Ok(())
+}
+
+/// The slice of the kernel's own selftests CI runs ([`CI_SELFTESTS`]).
+fn selftests_slice(kernel: &str, events: &Events) -> Result<()> {
+    let opts = bpfvm_host::flows::selftests::Options {
+        kernel: pin(kernel)?,
+        vm: VmOptions::new(Duration::from_secs(defaults::RUN_TIMEOUT_S)),
+        pattern: Some(CI_SELFTESTS.into()),
+        maps: false,
+        clang: None,
+        bless: false,
+        piece: None,
+    };
+    let (report, dir) = bpfvm_host::flows::selftests::selftests(&opts, events)?;
+    events.note(bpfvm_host::results::report::summary_table(&report));
+    if !report.ok() {
+        bail!(
+            "selftests failed; see {}",
+            dir.join("report.json").display()
+        );
+    }
+    Ok(())
+}
+
+/// bench-vm's smoke run, its instruction counts against the committed reference.
+fn bench_smoke(kernel: &str, events: &Events) -> Result<()> {
+    let opts = bpfvm_host::flows::bench::BenchOptions::new(
+        pin(kernel)?,
+        VmOptions::new(Duration::from_secs(1800)),
+        bpfvm_host::flows::bench::Size::Smoke,
+    );
+    let (report, dir) = bpfvm_host::flows::bench::bench_vm(&opts, events)?;
+    if !report.ok() {
+        bail!(
+            "the benchmark smoke run failed; see {}",
+            dir.join("report.md").display()
+        );
+    }
+    // Under TCG: a change that adds instructions to a measured path fails here.
+    bpfvm_host::flows::bench::check_against_reference(&report, events)
 }
 
 /// The kernel's own selftests CI runs: the two the seed threads' programs are tested by (the

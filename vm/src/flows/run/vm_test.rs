@@ -12,12 +12,13 @@ use crate::machine::guest;
 use crate::results::health::{self};
 use crate::results::inventory;
 use crate::results::plan::{self, Assigned, PieceId};
-use crate::results::report::{self, Report};
+use crate::results::report::{self, Report, TestResult};
 use crate::results::reuse::{self, Step};
 use crate::support::output::{Events, StepClock};
 use crate::support::paths::target_dir;
 use crate::support::status::Status;
 
+use super::boot::Booted;
 use super::conclude::{conclude, TestRun};
 use super::dir::RunDir;
 use super::kept_guest;
@@ -114,25 +115,8 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
 
     let (booted, guest_use, _hold) =
         kept_guest::boot_tests(&p, &vm, opts.fresh, kept, files, &out_dir, events)?;
-    let shared = booted.files.shared.clone();
     let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
-    let ending = booted.ending();
-    let verdict = report::judge(
-        &shared,
-        &names,
-        &p.kernel.expected,
-        (!booted.vm_ok()).then_some(ending.as_str()),
-        opts.filter.as_deref(),
-    );
-    let mut tests = match booted.outcome.boot {
-        None if !booted.vm_ok() => vec![report::never_started(&ending)],
-        _ => verdict.tests,
-    };
-    let selected = |binary: &str, test: &str| match &piece {
-        Some(a) => a.piece.holds(binary, test),
-        None => opts.filter.as_deref().is_none_or(|f| test.contains(f)),
-    };
-    inventory::check_suite(&mut tests, &shared, &names, &selected);
+    let (tests, verdict) = judge_boot(&booted, &p, opts, piece.as_ref(), &names);
     let rules = TestRun {
         report_name: report::display_name,
         verifier: true,
@@ -164,6 +148,36 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         facts.keep(&out_dir.join("guest").join("shared"), events);
     }
     Ok((report, out_dir))
+}
+
+/// A boot's rows: each test binary's, judged from its output (or the boot's failure when the
+/// VM never started them), and the inventory's check of what was selected.
+fn judge_boot(
+    booted: &Booted,
+    p: &Prepared,
+    opts: &TestOptions,
+    piece: Option<&Assigned>,
+    names: &[String],
+) -> (Vec<TestResult>, report::Verdict) {
+    let shared = &booted.files.shared;
+    let ending = booted.ending();
+    let mut verdict = report::judge(
+        shared,
+        names,
+        &p.kernel.expected,
+        (!booted.vm_ok()).then_some(ending.as_str()),
+        opts.filter.as_deref(),
+    );
+    let mut tests = match booted.outcome.boot {
+        None if !booted.vm_ok() => vec![report::never_started(&ending)],
+        _ => std::mem::take(&mut verdict.tests),
+    };
+    let selected = |binary: &str, test: &str| match piece {
+        Some(a) => a.piece.holds(binary, test),
+        None => opts.filter.as_deref().is_none_or(|f| test.contains(f)),
+    };
+    inventory::check_suite(&mut tests, shared, names, &selected);
+    (tests, verdict)
 }
 
 /// The probe's answers and the verifier's statistics a passing run kept for the same

@@ -382,76 +382,20 @@ fn serve_run(
         .read_line(&mut line)
         .context("read the run's question")?;
     let req: Request = serde_json::from_str(&line).context("read the run's question")?;
-    let refuse = |stream: &mut UnixStream, why: String, stop: bool| -> Result<()> {
-        events.note(format!("a run refused: {why}"));
-        if stop {
-            shared.stop_vm();
-        }
-        send(stream, &Reply::Refused(why))?;
-        // The refused run boots its own VM now: this guest boots again once it let go.
-        stream.set_read_timeout(None)?;
-        let _ = stream.read(&mut [0u8; 1]);
-        Ok(())
-    };
-    let differs = req.key.differences(&k.key);
-    if !differs.is_empty() {
-        let why = format!("the kept guest boots another VM: {}", differs.join("; "));
-        return refuse(&mut stream, why, false);
-    }
-    let (g, _) = shared.wait_for(BOOT_WAIT, |g| g.ready || g.down.is_some() || g.quit);
-    if !g.ready {
-        drop(g);
-        return refuse(&mut stream, "the kept guest is not up".into(), false);
-    }
-    if counter.boot != g.boot {
-        *counter = Counter {
-            boot: g.boot,
-            up_since: g.up_since,
-            ..Counter::default()
-        };
-    }
-    drop(g);
-    let share = k.spec.rwdir.clone();
-    let n = counter.next;
-    counter.next += 1;
-    say(&share, &format!("check.{n}"), "")?;
-    let checked = format!("checked {n}");
-    let (g, answered) = shared.wait_for(CHECK_TIMEOUT, |g| {
-        take(&mut g.says, &checked) || g.down.is_some()
-    });
-    if !answered || g.down.is_some() {
-        drop(g);
-        let why = format!(
-            "the kept guest did not answer its check in {} s",
-            CHECK_TIMEOUT.as_secs()
-        );
-        return refuse(&mut stream, why, true);
-    }
-    drop(g);
-    let (log, marker_seq, end) = match log_to_marker(&share.join(KMSG_LOG), counter.from, n) {
-        Ok(found) => found,
-        Err(e) => {
-            let why = format!("the kept guest's kernel log: {e:#}");
-            return refuse(&mut stream, why, true);
+    let (n, marker_seq, end) = match check_guest(&req, shared, k, counter) {
+        Ok(checked) => checked,
+        Err(Refusal { why, stop }) => {
+            events.note(format!("a run refused: {why}"));
+            if stop {
+                shared.stop_vm();
+            }
+            send(&mut stream, &Reply::Refused(why))?;
+            // The refused run boots its own VM now: this guest boots again once it let go.
+            stream.set_read_timeout(None)?;
+            let _ = stream.read(&mut [0u8; 1]);
+            return Ok(());
         }
     };
-    let read = |name: &str| std::fs::read_to_string(share.join(name)).unwrap_or_default();
-    let (boot_state, now_state) = (read(BOOT_STATE), read(&script::state_file(n)));
-    let log_bytes = std::fs::metadata(share.join(KMSG_LOG)).map_or(0, |m| m.len());
-    let why = (k.judge)(&Check {
-        boot: &boot_state,
-        now: &now_state,
-        log: &log,
-        after: counter.after,
-        log_bytes,
-    });
-    if !why.is_empty() {
-        let why = format!(
-            "the kept guest is not as its boot left it: {}",
-            why.join("; ")
-        );
-        return refuse(&mut stream, why, true);
-    }
     counter.from = end;
     counter.after = Some(marker_seq);
     let because = format!(
@@ -474,59 +418,22 @@ fn serve_run(
             after: marker_seq,
         },
     )?;
+    let share = &k.spec.rwdir;
     let go = format!("{marker_seq} {} {}\n", end + 1, req.script.display());
-    say(&share, &format!("go.{n}"), &go)?;
+    say(share, &format!("go.{n}"), &go)?;
     events.note(format!(
         "run {} of boot {}: using the kept guest",
         counter.runs, counter.boot
     ));
-    // The run lets go of the socket only when it is done: an end of file before is its end.
-    let gone = Arc::new(AtomicBool::new(false));
-    {
-        let (mut r, gone) = (stream.try_clone()?, gone.clone());
-        r.set_read_timeout(None)?;
-        std::thread::spawn(move || {
-            let _ = r.read(&mut [0u8; 1]);
-            gone.store(true, Ordering::SeqCst);
-        });
-    }
-    let (started, ended) = (format!("started {n}"), format!("ended {n} "));
-    let mut start = None;
-    let limit = Duration::from_secs(req.timeout_s);
-    let ending = 'run: loop {
-        let (mut g, _) = shared.wait_for(Duration::from_millis(100), |g| {
-            !g.says.is_empty() || g.down.is_some()
-        });
-        while let Some(said) = g.says.pop_front() {
-            if said == started {
-                start = Some(Instant::now());
-            } else if said.starts_with(&ended) {
-                break 'run match read_status(&req.shared.join(STATUS_FILE)) {
-                    Some(code) => WireEnding::Exited(code),
-                    None => WireEnding::VmFailed(format!(
-                        "the run's guest script ended ({said}) without writing its exit status"
-                    )),
-                };
+    let Some((ending, start)) = watch_run(&stream, &req, shared, n, asked)? else {
+        events.warn("the run let go of the kept guest before its end: stopping the guest");
+        shared.stop_vm();
+        if req.shared.starts_with(share) {
+            if let Some(run_dir) = req.shared.parent() {
+                let _ = std::fs::remove_dir_all(run_dir);
             }
         }
-        if let Some(down) = &g.down {
-            break WireEnding::from(&down.ending);
-        }
-        drop(g);
-        if gone.load(Ordering::SeqCst) {
-            events.warn("the run let go of the kept guest before its end: stopping the guest");
-            shared.stop_vm();
-            if req.shared.starts_with(&share) {
-                if let Some(run_dir) = req.shared.parent() {
-                    let _ = std::fs::remove_dir_all(run_dir);
-                }
-            }
-            return Ok(());
-        }
-        if asked.elapsed() > limit {
-            shared.stop_vm();
-            break WireEnding::Timeout(req.timeout_s);
-        }
+        return Ok(());
     };
     let mut g = shared.lock();
     g.sink = None;
@@ -548,6 +455,133 @@ fn serve_run(
         guest_s: start.map(|s| now.duration_since(s).as_secs_f64()),
     };
     send(&mut stream, &Reply::Ended(ended))
+}
+
+/// Why a run may not use the kept guest, and whether the guest must stop for it.
+struct Refusal {
+    why: String,
+    stop: bool,
+}
+
+/// Whether the kept guest may serve `req`: the same key, up, answering its check, its kernel
+/// log readable to the check's marker and its state as its boot left it. Returns the check's
+/// number, the marker's sequence number and where the log read ended.
+fn check_guest(
+    req: &Request,
+    shared: &Shared,
+    k: &Keeper,
+    counter: &mut Counter,
+) -> std::result::Result<(u64, u64, u64), Refusal> {
+    let refuse = |why: String, stop: bool| Refusal { why, stop };
+    let differs = req.key.differences(&k.key);
+    if !differs.is_empty() {
+        let why = format!("the kept guest boots another VM: {}", differs.join("; "));
+        return Err(refuse(why, false));
+    }
+    let (g, _) = shared.wait_for(BOOT_WAIT, |g| g.ready || g.down.is_some() || g.quit);
+    if !g.ready {
+        return Err(refuse("the kept guest is not up".into(), false));
+    }
+    if counter.boot != g.boot {
+        *counter = Counter {
+            boot: g.boot,
+            up_since: g.up_since,
+            ..Counter::default()
+        };
+    }
+    drop(g);
+    let share = &k.spec.rwdir;
+    let n = counter.next;
+    counter.next += 1;
+    if let Err(e) = say(share, &format!("check.{n}"), "") {
+        return Err(refuse(format!("ask the kept guest to check: {e:#}"), true));
+    }
+    let checked = format!("checked {n}");
+    let (g, answered) = shared.wait_for(CHECK_TIMEOUT, |g| {
+        take(&mut g.says, &checked) || g.down.is_some()
+    });
+    if !answered || g.down.is_some() {
+        let why = format!(
+            "the kept guest did not answer its check in {} s",
+            CHECK_TIMEOUT.as_secs()
+        );
+        return Err(refuse(why, true));
+    }
+    drop(g);
+    let (log, marker_seq, end) = log_to_marker(&share.join(KMSG_LOG), counter.from, n)
+        .map_err(|e| refuse(format!("the kept guest's kernel log: {e:#}"), true))?;
+    let read = |name: &str| std::fs::read_to_string(share.join(name)).unwrap_or_default();
+    let (boot_state, now_state) = (read(BOOT_STATE), read(&script::state_file(n)));
+    let log_bytes = std::fs::metadata(share.join(KMSG_LOG)).map_or(0, |m| m.len());
+    let why = (k.judge)(&Check {
+        boot: &boot_state,
+        now: &now_state,
+        log: &log,
+        after: counter.after,
+        log_bytes,
+    });
+    if !why.is_empty() {
+        let why = format!(
+            "the kept guest is not as its boot left it: {}",
+            why.join("; ")
+        );
+        return Err(refuse(why, true));
+    }
+    Ok((n, marker_seq, end))
+}
+
+/// Follows run `n` in the guest to its end: its exit status, the VM's end, or its time limit
+/// (counted from `asked`). Returns how it ended and when the guest started it; `None` when
+/// the run let go of the socket before its end.
+fn watch_run(
+    stream: &UnixStream,
+    req: &Request,
+    shared: &Shared,
+    n: u64,
+    asked: Instant,
+) -> Result<Option<(WireEnding, Option<Instant>)>> {
+    // The run lets go of the socket only when it is done: an end of file before is its end.
+    let gone = Arc::new(AtomicBool::new(false));
+    {
+        let (mut r, gone) = (stream.try_clone()?, gone.clone());
+        r.set_read_timeout(None)?;
+        std::thread::spawn(move || {
+            let _ = r.read(&mut [0u8; 1]);
+            gone.store(true, Ordering::SeqCst);
+        });
+    }
+    let (started, ended) = (format!("started {n}"), format!("ended {n} "));
+    let mut start = None;
+    let limit = Duration::from_secs(req.timeout_s);
+    loop {
+        let (mut g, _) = shared.wait_for(Duration::from_millis(100), |g| {
+            !g.says.is_empty() || g.down.is_some()
+        });
+        while let Some(said) = g.says.pop_front() {
+            if said == started {
+                start = Some(Instant::now());
+            } else if said.starts_with(&ended) {
+                let ending = match read_status(&req.shared.join(STATUS_FILE)) {
+                    Some(code) => WireEnding::Exited(code),
+                    None => WireEnding::VmFailed(format!(
+                        "the run's guest script ended ({said}) without writing its exit status"
+                    )),
+                };
+                return Ok(Some((ending, start)));
+            }
+        }
+        if let Some(down) = &g.down {
+            return Ok(Some((WireEnding::from(&down.ending), start)));
+        }
+        drop(g);
+        if gone.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        if asked.elapsed() > limit {
+            shared.stop_vm();
+            return Ok(Some((WireEnding::Timeout(req.timeout_s), start)));
+        }
+    }
 }
 
 /// Whether `says` holds `word`; takes it (and what came before it) if so.

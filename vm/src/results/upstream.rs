@@ -391,6 +391,43 @@ impl Known {
                 }
             }
         }
+        self.known_through_subtests(rows, file);
+    }
+
+    /// test_progs fails a test when one of its subtests fails (`run_one_test`, test_progs.c),
+    /// and test_verifier exits 1 when a case fails (`main`, test_verifier.c), so a test whose
+    /// failing subtests or cases are all known, and which failed by its own verdict (not a
+    /// crash, a watchdog or the VM's end), is known too: an entry may name only
+    /// the subtests that fail, and the test's other subtests stay judged.
+    fn known_through_subtests(&self, rows: &mut [TestResult], file: &str) {
+        let by_subtests: Vec<String> = rows
+            .iter()
+            .filter(|r| {
+                r.outcome == Outcome::Fail
+                    && r.reason.as_deref().is_some_and(|w| {
+                        w.starts_with("test_progs: FAIL")
+                            || w.starts_with("test_verifier exited with 1;")
+                    })
+                    && !self.known.iter().any(|k| k.test == r.name)
+            })
+            .filter(|parent| {
+                let sub = format!("{}/", parent.name);
+                let subs: Vec<&TestResult> =
+                    rows.iter().filter(|r| r.name.starts_with(&sub)).collect();
+                subs.iter().all(|r| r.outcome != Outcome::Fail)
+                    && subs.iter().any(|r| {
+                        r.outcome == Outcome::Skip && self.known.iter().any(|k| k.test == r.name)
+                    })
+            })
+            .map(|r| r.name.clone())
+            .collect();
+        for r in rows.iter_mut().filter(|r| by_subtests.contains(&r.name)) {
+            r.outcome = Outcome::Skip;
+            r.reason = Some(format!(
+                "known failure ({file}): only its subtests listed there failed; it said: {}",
+                r.reason.as_deref().unwrap_or("")
+            ));
+        }
     }
 }
 
@@ -914,6 +951,51 @@ test_maps: OK, 2 SKIPPED
             .contains("remove the entry"));
     }
 
+    #[test]
+    fn a_test_whose_failing_subtests_are_all_known_is_known_too() {
+        let known: Known = toml::from_str(
+            "[[known]]\ntest = \"test_progs/a/x @unpriv\"\nreason = \"the message names R0\"\n\
+             [[known]]\ntest = \"test_progs/b/x\"\nreason = \"r\"\n\
+             [[known]]\ntest = \"test_progs/c/x\"\nreason = \"r\"\n",
+        )
+        .unwrap();
+        let mut rows = vec![
+            failed(
+                "test_progs/a/x @unpriv".into(),
+                "test_progs: FAIL; R0".into(),
+            ),
+            pass("test_progs/a/y".into()),
+            failed(
+                "test_progs/a".into(),
+                "test_progs: FAIL (json summary); x".into(),
+            ),
+            failed("test_progs/b/x".into(), "test_progs: FAIL; R0".into()),
+            failed("test_progs/b/z".into(), "test_progs: FAIL; other".into()),
+            failed("test_progs/b".into(), "test_progs: FAIL; x".into()),
+            failed("test_progs/c/x".into(), "test_progs: FAIL; R0".into()),
+            failed("test_progs/c".into(), "the VM ended while it ran".into()),
+        ];
+        known.apply(&mut rows, "k.toml");
+        assert_eq!(
+            outcomes(&rows),
+            [
+                ("test_progs/a/x @unpriv".into(), Outcome::Skip),
+                ("test_progs/a/y".into(), Outcome::Pass),
+                ("test_progs/a".into(), Outcome::Skip),
+                ("test_progs/b/x".into(), Outcome::Skip),
+                ("test_progs/b/z".into(), Outcome::Fail),
+                ("test_progs/b".into(), Outcome::Fail),
+                ("test_progs/c/x".into(), Outcome::Skip),
+                ("test_progs/c".into(), Outcome::Fail),
+            ]
+        );
+        assert!(rows[2]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("only its subtests listed there failed"));
+    }
+
     /// The 6.1 guest's markers (its kernel.log) with a WARN planted while `bpf_loop` ran: that
     /// test fails by name, the one before it does not.
     #[test]
@@ -1056,6 +1138,52 @@ Summary: 4 PASSED, 1 SKIPPED, 1 FAILED
                 .iter()
                 .all(|k| k.test.starts_with("test_progs/")));
         }
+    }
+
+    /// The 6.12 pin's failing rows outside its whole-test entries, as its run recorded them
+    /// (the @unpriv subtests of verifier_bounds_deduction and verifier_map_ptr): the committed
+    /// list makes each of them and their tests known, and leaves their other subtests judged.
+    #[test]
+    fn the_6_12_list_explains_the_unpriv_message_subtests() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels/selftests");
+        let known = Known::load(&dir.join("6.12.known.toml")).unwrap();
+        let said = "test_progs: FAIL (json summary); its last lines: R0 has pointer with \
+                    unsupported alu operation, pointer arithmetic with it prohibited for !root";
+        let mut rows: Vec<TestResult> = [1, 3, 5, 6, 9]
+            .iter()
+            .map(|n| {
+                failed(
+                    format!("test_progs/verifier_bounds_deduction/check deducing bounds from const, {n} @unpriv"),
+                    said.into(),
+                )
+            })
+            .collect();
+        rows.push(failed(
+            "test_progs/verifier_bounds_deduction".into(),
+            "test_progs: FAIL (json summary); its last lines: process_subtest:PASS".into(),
+        ));
+        rows.push(pass(
+            "test_progs/verifier_bounds_deduction/check deducing bounds from const, 2 @unpriv"
+                .into(),
+        ));
+        rows.push(failed(
+            "test_progs/verifier_map_ptr/bpf_map_ptr: r = 0, r = r + map_ptr @unpriv".into(),
+            said.into(),
+        ));
+        rows.push(failed(
+            "test_progs/verifier_map_ptr".into(),
+            "test_progs: FAIL (json summary); its last lines: process_subtest:PASS".into(),
+        ));
+        known.apply(&mut rows, "kernels/selftests/6.12.known.toml");
+        let left: Vec<_> = rows
+            .iter()
+            .filter(|r| r.outcome != Outcome::Skip)
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(
+            left,
+            ["test_progs/verifier_bounds_deduction/check deducing bounds from const, 2 @unpriv"]
+        );
     }
 
     #[test]

@@ -105,6 +105,27 @@ pub fn for_version(version: Version) -> Threading {
     }
 }
 
+/// The threading for a run of the kernel's selftests where `choice` left it to bpfvm: one
+/// thread for all vCPUs. The selftests patch kernel text at nearly every attach (trampolines,
+/// static keys: `text_poke_bp`, arch/x86/kernel/alternative.c), and under multi-threaded TCG a
+/// vCPU can still run the int3 that patching plants after the patch has completed: the guest
+/// panics with "Oops: int3" inside a test that did nothing wrong (attach_probe's
+/// perf_event_open on a 6.12 tree, in `__schedule`). The tests run one at a time, so a second
+/// host thread buys them little.
+pub fn for_selftests(choice: Choice, chosen: &Threading) -> Threading {
+    if choice != Choice::Auto || chosen.single {
+        return chosen.clone();
+    }
+    Threading {
+        single: true,
+        reason: format!(
+            "the selftests patch kernel text at every attach, which multi-threaded TCG can \
+             race into an \"Oops: int3\" (docs/selftests.md); was: {}",
+            chosen.reason
+        ),
+    }
+}
+
 /// The threading for `choice`: auto asks the qemu on PATH its version, the explicit choices
 /// need no qemu.
 pub fn decide(choice: Choice) -> Result<Threading> {
@@ -124,6 +145,18 @@ pub fn decide(choice: Choice) -> Result<Threading> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The selftests run single-threaded unless the user chose: auto on qemu 7.2 (multi) turns
+    /// single with the reason; an explicit --tcg-thread multi stands.
+    #[test]
+    fn the_selftests_run_single_threaded_unless_the_user_chose() {
+        let multi = for_version(Version(7, 2, 22));
+        let t = for_selftests(Choice::Auto, &multi);
+        assert!(t.single && t.reason.contains("Oops: int3") && t.reason.contains("qemu 7.2.22"));
+        assert_eq!(for_selftests(Choice::Multi, &multi), multi);
+        let single = for_version(Version(10, 0, 13));
+        assert_eq!(for_selftests(Choice::Auto, &single), single);
+    }
 
     #[test]
     fn versions_parse_from_debians_qemu() {

@@ -18,6 +18,7 @@ use crate::kernel::choice::KernelChoice;
 use crate::kernel::pins;
 use crate::machine::guest;
 use crate::machine::provision;
+use crate::machine::tcg_thread;
 use crate::results::costs::Costs;
 use crate::results::denylist;
 use crate::results::health;
@@ -315,6 +316,13 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
         Target::Tree { .. } => Known::default(),
     };
     let mut p = run::prepare(&opts.kernel, &opts.vm, events)?;
+    if let Some(t) = p.accel.tcg_thread.as_mut() {
+        let chosen = tcg_thread::for_selftests(opts.vm.tcg_thread, t);
+        if chosen != *t {
+            events.note(format!("TCG: {}", chosen.describe()));
+            *t = chosen;
+        }
+    }
     let prepared = start.elapsed();
 
     let (source, built) = build_for(&target, &p, &opts.vm, events)?;

@@ -48,8 +48,16 @@ fn outcome(ending: Ending) -> RunOutcome {
 /// A booted run's status as `run::conclude` decides it for every command that runs tests
 /// (`vm-test`, `bpfvm test`, `selftests`): the kernel log's rules applied to the tests, then
 /// `run::test_run_status`.
-fn concluded(mut tests: Vec<TestResult>, log: &str, ending: Ending) -> Report {
+fn concluded(tests: Vec<TestResult>, log: &str, ending: Ending) -> Report {
+    concluded_on(false, tests, log, ending)
+}
+
+/// [`concluded`] under KVM (`kvm`) or TCG, as `run::conclude` judges the log.
+fn concluded_on(kvm: bool, mut tests: Vec<TestResult>, log: &str, ending: Ending) -> Report {
     let mut health = health::judge(log, &Default::default(), "6.1", None);
+    if !kvm {
+        health.under_tcg();
+    }
     let blamed = health.blames_the_kernel();
     let vm_ok = ending == Ending::Exited(0);
     report::apply_kernel_health(&mut tests, &mut health, vm_ok, report::display_name);
@@ -142,6 +150,67 @@ fn vm_test() {
     assert_eq!(code(&concluded(and_failed, CLEAN, Ending::Exited(0))), 1);
     let plain = failed_binary("in 20 rounds the dump never saw the other thread");
     assert_eq!(code(&concluded(plain, CLEAN, Ending::Exited(0))), 1);
+}
+
+/// A kernel log where `reports` (each "LEVEL;TEXT") were logged while bloom_filter::a ran,
+/// the log complete.
+fn detector(reports: &[&str]) -> String {
+    let mut log =
+        "12,0,0,-;bpfvm: phase tests\n12,1,10,-;bpfvm: test start bloom_filter::a\n".to_string();
+    let mut seq = 2;
+    for r in reports {
+        let (level, text) = r.split_once(';').unwrap();
+        log += &format!("{level},{seq},{},-;{text}\n", 10 + seq);
+        seq += 1;
+    }
+    log + &format!(
+        "12,{seq},90,-;bpfvm: test end bloom_filter::a\n12,{},95,-;bpfvm: phase end\n",
+        seq + 1
+    )
+}
+
+/// The stall detectors (an RCU stall, a soft lockup, a hung task) time the guest's CPUs, which
+/// under TCG are host threads the host can stop or starve: there they judge nothing (255), and
+/// their test says so; under KVM, or beside another splat, they are the kernel's (1).
+#[test]
+fn a_stall_detector_under_tcg_judges_nothing() {
+    let passes = || vec![pass("bloom_filter::a"), pass("batch::hash")];
+    let stalls = [
+        "3;rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:",
+        "0;watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [bpfvm_tests:214]",
+        "3;INFO: task kworker/0:1:12 blocked for more than 122 seconds.",
+    ];
+    for stall in stalls {
+        let log = detector(&[stall]);
+        let tcg = concluded(passes(), &log, Ending::Exited(0));
+        assert_eq!(code(&tcg), 255, "{stall}: {:#?}", tcg.tests);
+        let a = tcg
+            .tests
+            .iter()
+            .find(|t| t.name == "bloom_filter::a")
+            .unwrap();
+        assert!(
+            a.reason.as_deref().unwrap().starts_with(NOT_JUDGED),
+            "{stall}"
+        );
+        assert_eq!(
+            code(&concluded_on(true, passes(), &log, Ending::Exited(0))),
+            1
+        );
+        let warn = "4;WARNING: CPU: 1 PID: 214 at kernel/bpf/syscall.c:512 f+0x1/0x2";
+        let with_warn = detector(&[
+            stall,
+            "4;------------[ cut here ]------------",
+            warn,
+            "4;---[ end trace 0000000000000000 ]---",
+        ]);
+        let r = concluded(passes(), &with_warn, Ending::Exited(0));
+        assert_eq!(code(&r), 1, "{stall}: {:#?}", r.tests);
+    }
+    // Lockdep's "suspicious RCU usage" is no stall: the kernel's under TCG too.
+    let usage = detector(&["4;WARNING: suspicious RCU usage"]);
+    let r = concluded(passes(), &usage, Ending::Exited(0));
+    assert_eq!(code(&r), 1, "{:#?}", r.tests);
 }
 
 /// `bpfvm test`: each binary's libtest output, one report per kernel, the worst of them

@@ -56,6 +56,9 @@ pub(crate) fn conclude(
     let vm_ok = outcome.ending == Ending::Exited(0);
     let release = report::read_fact(shared, guest::files::RELEASE);
     let mut health = kernel_health(shared, &out_dir, &outcome, allow, p, &release)?;
+    if !p.accel.is_kvm() {
+        health.under_tcg();
+    }
     let kernel_blamed = health.blames_the_kernel();
     report::apply_kernel_health(&mut tests, &mut health, vm_ok, run.report_name);
     let mut verifier_stats = vec![];

@@ -200,6 +200,11 @@ fn block_end(records: &[Record], first: usize, mut how: Opener) -> usize {
         if text.starts_with(END_TRACE) {
             return i + 1;
         }
+        // A WARN's cut-here line opens a splat of its own, never a line of another's report:
+        // a WARN logged inside a stall's report is not folded into it.
+        if text.contains(CUT_HERE) && how != Opener::CutHere {
+            return i;
+        }
         if DIE_HEADER.is_match(text) {
             how = Opener::CutHere;
         }

@@ -186,9 +186,29 @@ pub struct Judged {
     /// The allowlist's reason, when an entry allows it: then it fails nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed: Option<String>,
+    /// Why it judges nothing, when a stall detector reported it under TCG
+    /// ([`Health::under_tcg`]): the tests it ran in are not judged, the kernel is not blamed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_clock: Option<String>,
 }
 
+/// Why a stall detector's report under TCG judges nothing.
+const HOST_CLOCK: &str = "under TCG each vCPU is a host thread the host can stop or starve while \
+     the others run, and this detector times the guest's CPUs against each other and the clock, \
+     so it fires with nothing wrong in the kernel; run again on a quiet host or under KVM";
+
 impl Judged {
+    /// A report of a detector that times the guest's CPUs: an RCU stall
+    /// (kernel/rcu/tree_stall.h), a soft lockup (kernel/watchdog.c), a hung task
+    /// (kernel/hung_task.c). Not "suspicious RCU usage", which is lockdep's and timeless.
+    pub fn timed(&self) -> bool {
+        match self.kind {
+            Kind::SoftLockup | Kind::HungTask => true,
+            Kind::Rcu => self.headline().contains("stall"),
+            _ => false,
+        }
+    }
+
     /// The line that says what happened (`WARNING: CPU: ...`), not the cut-here or banner.
     pub fn headline(&self) -> &str {
         self.text
@@ -233,9 +253,25 @@ pub struct Health {
 }
 
 impl Health {
-    /// A splat no allow entry excuses: evidence against the kernel, whatever else went wrong.
+    /// A splat no allow entry excuses and no host clock explains: evidence against the kernel,
+    /// whatever else went wrong.
     pub fn blames_the_kernel(&self) -> bool {
-        self.splats.iter().any(|s| s.allowed.is_none())
+        self.splats
+            .iter()
+            .any(|s| s.allowed.is_none() && s.host_clock.is_none())
+    }
+
+    /// Under TCG, a stall detector's report ([`Judged::timed`]) judges nothing: the host's
+    /// scheduling of the vCPU threads can make it. A run whose only evidence it is stops a
+    /// bisect (255) rather than blame the commit; under KVM it stays the kernel's.
+    pub fn under_tcg(&mut self) {
+        for s in self
+            .splats
+            .iter_mut()
+            .filter(|s| s.allowed.is_none() && s.timed())
+        {
+            s.host_clock = Some(HOST_CLOCK.into());
+        }
     }
 
     /// The log fails the run only for splats the kernel logged in its own start-up, before
@@ -329,6 +365,7 @@ pub fn judge(
                 phase: s.phase,
                 running: s.running,
                 text: s.text,
+                host_clock: None,
             }
         })
         .collect();

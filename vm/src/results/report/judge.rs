@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use bpfvm_common::protocol::SkipRecord;
+use bpfvm_common::protocol::{SkipRecord, NOT_JUDGED};
 
 use super::collect::{
     display_name, failed, parse_binary, read_binary, read_fact, read_probes, skip_records,
@@ -195,14 +195,24 @@ pub fn apply_kernel_health(
     for s in splats.iter_mut() {
         s.running = s.running.iter().map(|n| report_name(n)).collect();
     }
-    let mut kinds: BTreeMap<&str, Vec<&Judged>> = BTreeMap::new();
-    for s in splats.iter().filter(|s| s.allowed.is_none()) {
-        kinds.entry(s.kind.name()).or_default().push(s);
+    // The splats that blame the kernel first: a test's first reason is the one it keeps.
+    let mut unexcused: Vec<&Judged> = splats.iter().filter(|s| s.allowed.is_none()).collect();
+    unexcused.sort_by_key(|s| s.host_clock.is_some());
+    let mut kinds: BTreeMap<String, Vec<&Judged>> = BTreeMap::new();
+    for s in unexcused {
+        let (key, not_judged) = match &s.host_clock {
+            None => (s.kind.name().to_string(), String::new()),
+            Some(why) => (
+                format!("{}:host-clock", s.kind.name()),
+                format!("{NOT_JUDGED} {why}; "),
+            ),
+        };
+        kinds.entry(key).or_default().push(s);
         for t in tests.iter_mut().filter(|t| s.running.contains(&t.name)) {
             fail(
                 t,
                 format!(
-                    "the kernel logged a {} while this test ran: {}",
+                    "{not_judged}the kernel logged a {} while this test ran: {}",
                     s.kind.name(),
                     s.headline()
                 ),
@@ -213,11 +223,15 @@ pub fn apply_kernel_health(
     for (kind, all) in kinds {
         let more = match all.len() {
             1 => String::new(),
-            n => format!(" (and {} more {kind} splats)", n - 1),
+            n => format!(" (and {} more {} splats)", n - 1, all[0].kind.name()),
+        };
+        let not_judged = match &all[0].host_clock {
+            Some(why) => format!("{NOT_JUDGED} {why}; "),
+            None => String::new(),
         };
         let mut entry = failed(
             format!("kernel:{kind}"),
-            format!("{}{more}", all[0].describe()),
+            format!("{not_judged}{}{more}", all[0].describe()),
         );
         entry.kernel_splats = all.iter().map(|s| s.text.clone()).collect();
         tests.push(entry);

@@ -17,7 +17,8 @@ pub use bpfvm_common::protocol::files;
 
 /// Mounts what BPF tests need, starts the kernel log copy, and records which kernel and
 /// mitigations the guest really got. Only shell builtins but `dd` and `mount`: under TCG each
-/// program the guest starts costs about a tenth of a second (docs/boot-time.md).
+/// program the guest starts costs about a tenth of a second (docs/architecture.md, what a boot
+/// leaves out).
 pub(crate) fn preamble(out: &Path) -> String {
     let o = quote(&out.display().to_string());
     format!(

@@ -49,8 +49,8 @@ pub(crate) fn boot(
 ///
 /// Why TCG only: a starved vCPU under multi-threaded TCG can meet the int3 that live text
 /// patching plants while a static key flips (`text_poke_bp`, arch/x86/kernel/alternative.c);
-/// under KVM a boot failure is the kernel's own and is reported at once. What was tried to
-/// prevent it instead, with figures: docs/tcg-boot-retry.md.
+/// under KVM a boot failure is the kernel's own and is reported at once. Why it is retried
+/// rather than prevented: docs/hosts.md.
 pub(crate) fn retry_boot(first: &RunOutcome, accel: &Accel, allowed: bool) -> bool {
     allowed && !accel.is_kvm() && first.retries.is_empty() && first.failed_before_start()
 }

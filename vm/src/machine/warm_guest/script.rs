@@ -89,7 +89,7 @@ const STATE: &str = r#"bpfvm_state() {
 
 /// Waits until the host's word `NAME` (or `stop`) is in `ctl/`: 0 for NAME, 1 for stop.
 /// `read -t` on a FIFO nobody writes sleeps without starting a program (under TCG each costs
-/// about a tenth of a second, docs/boot-time.md).
+/// about a tenth of a second, docs/architecture.md).
 const WAIT: &str = r#"mkfifo /tmp/.bpfvm-warm-wait && exec 9<> /tmp/.bpfvm-warm-wait
 bpfvm_wait() {
   local f

@@ -164,7 +164,7 @@ kill $bpfvm_log 2>/dev/null
 /// libtest's threads for the suite: twice the online CPUs (`nproc`), not libtest's default of
 /// one per CPU. Many tests wait more than they compute (map frees and RCU grace periods,
 /// the other thread of a concurrency test), so under TCG 4 threads finished the suite sooner
-/// than 2 on 2 CPUs, alternated in one boot (docs/test-durations.md).
+/// than 2 on 2 CPUs (the measurement is in this line's commit history).
 const TEST_THREADS: &str = "export RUST_TEST_THREADS=$(( $(nproc) * 2 ))\n";
 
 /// The `vm-test` script: probe features, then run every test binary with libtest's JSON

@@ -44,6 +44,11 @@ pub struct SelftestsArgs {
     /// The plan's hash the matrix gave this piece: a plan cut otherwise here is an error.
     #[arg(long, value_name = "HASH", requires = "piece")]
     pub plan: Option<String>,
+    /// A deny list of your own in the format of the selftests' DENYLIST (`test` or
+    /// `test/subtest` a line, `*` test_progs' glob, a `# comment` the reason), applied after
+    /// the tree's own: each entry is a skip with its comment. Repeatable.
+    #[arg(long = "denylist", value_name = "FILE")]
+    pub denylists: Vec<std::path::PathBuf>,
 }
 
 /// `selftests`: one run, its table and report, the run's exit status.
@@ -56,6 +61,7 @@ pub fn run(args: SelftestsArgs, events: &Events) -> anyhow::Result<ExitCode> {
         clang: args.clang,
         bless: args.bless,
         piece: args.piece.map(|id| (id, args.plan)),
+        denylists: args.denylists,
     };
     let (report, dir) = bpfvm_host::flows::selftests::selftests(&opts, events)?;
     bpfvm_host::ui::print_stdout(&report::summary_table(&report));

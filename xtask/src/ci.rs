@@ -218,6 +218,7 @@ fn selftests_slice(kernel: &str, events: &Events) -> Result<()> {
         clang: None,
         bless: false,
         piece: None,
+        denylists: vec![],
     };
     let (report, dir) = bpfvm_host::flows::selftests::selftests(&opts, events)?;
     events.note(bpfvm_host::results::report::summary_table(&report));

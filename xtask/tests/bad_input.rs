@@ -517,7 +517,8 @@ fn a_directory_the_guest_cannot_see_is_refused_before_anything_runs() {
 }
 
 /// `selftests` refuses what cannot build the kernel's selftests before anything is installed
-/// or booted: a tree without them, a clang the kernel's series does not take, an image.
+/// or booted: a tree without them, a clang the kernel's series does not take, an image, a
+/// deny list that is not there.
 #[test]
 fn selftests_refuse_a_tree_without_them_and_a_clang_the_series_does_not_take() {
     let empty = tempfile::tempdir().unwrap();
@@ -538,6 +539,13 @@ fn selftests_refuse_a_tree_without_them_and_a_clang_the_series_does_not_take() {
     assert!(!err.contains("==> "), "failed before any step: {err}");
     let (code, err) = xtask(&["selftests", "--kernel", "./Cargo.toml"]);
     assert_eq!(code, STOP, "{err}");
+    let (code, err) = xtask(&["selftests", "--kernel", "6.1", "--denylist", "/nonexistent"]);
+    assert_eq!(code, STOP, "{err}");
+    assert!(
+        err.contains("cannot read the deny list /nonexistent"),
+        "{err}"
+    );
+    assert!(!err.contains("==> "), "failed before any step: {err}");
 }
 
 #[test]

@@ -24,6 +24,36 @@ pub fn load(dir: &Path, arch: &str) -> Vec<Denied> {
         .collect()
 }
 
+/// The entries of a deny list the user gave (`selftests --denylist FILE`), in the same format.
+/// test_progs splits `-d` on commas (`parse_test_list`, testing_helpers.c), so an entry with a
+/// comma would deny something else: refused, with the glob that means it.
+pub fn load_file(path: &Path) -> anyhow::Result<Vec<Denied>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read the deny list {}: {e}\nfix: give --denylist a file of `test` or \
+             `test/subtest` lines",
+            path.display()
+        )
+    })?;
+    let file = path.display().to_string();
+    let denied = parse(&text, &file);
+    if let Some(d) = denied
+        .iter()
+        .find(|d| d.test.contains(',') || d.subtest.as_deref().is_some_and(|s| s.contains(',')))
+    {
+        let entry = match &d.subtest {
+            Some(s) => format!("{}/{s}", d.test),
+            None => d.test.clone(),
+        };
+        anyhow::bail!(
+            "{file}: `{entry}` has a comma, where test_progs' -d splits its list\n\
+             fix: write `*` for the comma and what follows it up to the next word (`{}`)",
+            entry.replace(", ", "*").replace(',', "*")
+        );
+    }
+    Ok(denied)
+}
+
 /// The entries of one file's `text`; `file` names it in each reason.
 pub fn parse(text: &str, file: &str) -> Vec<Denied> {
     text.lines()
@@ -86,6 +116,45 @@ mod tests {
         assert_eq!(d[1].reason, "denied by DENYLIST (no reason given)");
         assert_eq!(d[2].test, "get_func_args_test");
         assert_eq!(d[3].subtest.as_deref(), Some("tc_redirect_dtime"));
+    }
+
+    /// A user's list loads like the tree's; an entry with a comma (a subtest such as
+    /// "check deducing bounds from const, 1") is refused with the glob that means it; a file
+    /// that is not there is an error naming it.
+    #[test]
+    fn a_users_deny_list_loads_and_an_entry_with_a_comma_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = dir.path().join("ok");
+        std::fs::write(&ok, "verif_scale_pyperf600 # clang 19\na/b*1 @unpriv\n").unwrap();
+        let d = load_file(&ok).unwrap();
+        assert_eq!(d.len(), 2);
+        assert!(d[0].reason.ends_with("/ok: clang 19"), "{}", d[0].reason);
+        let comma = dir.path().join("comma");
+        std::fs::write(&comma, "a/check deducing bounds from const, 1 @unpriv\n").unwrap();
+        let e = load_file(&comma).unwrap_err().to_string();
+        assert!(
+            e.contains("a/check deducing bounds from const*1 @unpriv"),
+            "{e}"
+        );
+        let e = load_file(&dir.path().join("none")).unwrap_err().to_string();
+        assert!(e.contains("cannot read the deny list"), "{e}");
+    }
+
+    /// The committed list for Debian's 6.12 source run as a tree loads, each entry with its
+    /// reason, and its globs name the failing @unpriv subtests only.
+    #[test]
+    fn the_committed_tree_deny_list_loads() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../kernels/selftests/debian-linux-source-6.12.denylist");
+        let d = load_file(&path).unwrap();
+        assert_eq!(d.len(), 7);
+        assert!(d.iter().all(|d| !d.reason.ends_with("(no reason given)")));
+        let sub = |n: &str| format!("check deducing bounds from const, {n} @unpriv");
+        let pat = d[1].subtest.as_deref().unwrap();
+        assert!(glob_match(&sub("1"), pat));
+        assert!(
+            !glob_match(&sub("2"), pat) && !glob_match("check deducing bounds from const, 1", pat)
+        );
     }
 
     #[test]

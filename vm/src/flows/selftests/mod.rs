@@ -45,6 +45,9 @@ pub struct Options {
     /// matrix was made from, if given; the piece that holds `test_verifier` also runs
     /// `test_maps` with `maps`.
     pub piece: Option<(PieceId, Option<String>)>,
+    /// Deny lists of the user's, in the format of the tree's `DENYLIST` (BPF CI keeps its own
+    /// beside the tree): applied after the tree's, each entry a skip with its comment.
+    pub denylists: Vec<PathBuf>,
 }
 
 /// Where a pin's inventory and known failures are: `kernels/selftests/<pin>.inventory` and
@@ -261,6 +264,7 @@ pub(crate) fn bench_binary(
         clang: None,
         bless: false,
         piece: None,
+        denylists: vec![],
     };
     let target = match check(&opts) {
         Ok(found) => found,
@@ -315,6 +319,12 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
         Target::Pin { pin, .. } => Known::load(&root.join(pin_files(&pin.version).1))?,
         Target::Tree { .. } => Known::default(),
     };
+    let users = opts
+        .denylists
+        .iter()
+        .map(|f| denylist::load_file(f))
+        .collect::<Result<Vec<_>>>()?
+        .concat();
     let mut p = run::prepare(&opts.kernel, &opts.vm, events)?;
     if let Some(t) = p.accel.tcg_thread.as_mut() {
         let chosen = tcg_thread::for_selftests(opts.vm.tcg_thread, t);
@@ -330,10 +340,11 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     let build_time = start.elapsed() - prepared;
 
     let all = list(&built.dir, None)?;
-    let denied = match &target {
+    let mut denied = match &target {
         Target::Tree { .. } => denylist::load(&built.dir, p.kernel.arch.name()),
         Target::Pin { .. } => vec![],
     };
+    denied.extend(users);
     let (units, mut first_rows) = run_units(opts, piece.as_ref(), &built.dir, &all, &denied)?;
     let known_file = match &target {
         Target::Pin { pin, .. } => {
@@ -556,6 +567,7 @@ mod tests {
             clang: None,
             bless: false,
             piece: None,
+            denylists: vec![],
         };
         let e = check(&opts).err().unwrap().to_string();
         assert!(e.contains("give a pin (--kernel 6.1) or a tree"), "{e}");
@@ -620,6 +632,7 @@ mod tests {
             clang: None,
             bless: false,
             piece: None,
+            denylists: vec![],
         };
         let e = format!("{:#}", check(&opts).err().unwrap());
         assert!(

@@ -333,11 +333,16 @@ fn copy(tree: &Path, work: &Path, events: &Events) -> Result<()> {
     let top = std::fs::read_to_string(tree.join(".gitignore")).unwrap_or_default();
     // The generated test lists (`prog_tests/tests.h`...) are not kept: make writes one again
     // when a test file is newer, never when one was removed.
+    // The .gitignore files go too (the top one's `.*` would leave them out, where git keeps
+    // them by its `!.gitignore`): with --delete, rsync protects what the receiver's copies
+    // ignore, so without them every copy deleted the build's installed headers
+    // (`tools/include`) and make, whose libbpf was up to date, did not put them back.
     let mut argv: Vec<String> = [
         "rsync",
         "-a",
         "--delete",
         "--include=tests.h",
+        "--include=.gitignore",
         "--filter=:- .gitignore",
     ]
     .map(String::from)
@@ -435,6 +440,11 @@ fn clang_version(major: u32) -> Result<String> {
         .to_string())
 }
 
+/// How a tree is copied into its build, in a tree's key (a pin's is copied once): a tree's
+/// build copied before the .gitignore files went with it has lost its installed headers, and
+/// make does not put them back.
+const COPY: &str = "\ncopy keeps .gitignore";
+
 /// The build's cache key: the source, the kernel's BTF, the compiler, the kbuild tree, what is
 /// left out and the targets.
 fn build_key(inputs: &Inputs, clang: &str) -> Result<String> {
@@ -451,11 +461,12 @@ fn build_key(inputs: &Inputs, clang: &str) -> Result<String> {
         .collect();
     Ok(hex::encode(Sha256::digest(
         format!(
-            "{}\n{}\n{clang}\n{}\n{left_out}{}",
+            "{}\n{}\n{clang}\n{}\n{left_out}{}{}",
             inputs.source.key,
             hex::encode(Sha256::digest(&btf)),
             inputs.kdir.dir().display(),
-            TARGETS.join(" ")
+            TARGETS.join(" "),
+            if inputs.source.reuse { "" } else { COPY }
         )
         .as_bytes(),
     )))
@@ -565,6 +576,33 @@ mod tests {
         let allowed =
             |k: &str| ["PATH", "HOME", "TMPDIR", "LC_ALL"].contains(&k) || k.starts_with("CCACHE_");
         assert!(seen.iter().all(|k| allowed(k)), "{seen:?}");
+    }
+
+    /// A second copy into a built tree keeps what the selftests' .gitignore ignores (the
+    /// installed headers under `tools/`), though the top .gitignore's `.*` matches the
+    /// .gitignore files themselves; a file removed from the source goes.
+    #[test]
+    fn a_copy_again_keeps_the_builds_ignored_output() {
+        let src = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let sel = src.path().join(SELFTESTS_DIR);
+        std::fs::create_dir_all(&sel).unwrap();
+        std::fs::write(src.path().join(".gitignore"), ".*\n*.o\n!.gitignore\n").unwrap();
+        std::fs::write(sel.join(".gitignore"), "/tools\n").unwrap();
+        std::fs::write(sel.join("test_progs.c"), "").unwrap();
+        std::fs::write(sel.join("gone.c"), "").unwrap();
+        let events = Events::silent();
+        copy(src.path(), work.path(), &events).unwrap();
+        let built = work
+            .path()
+            .join(SELFTESTS_DIR)
+            .join("tools/include/bpf/btf.h");
+        std::fs::create_dir_all(built.parent().unwrap()).unwrap();
+        std::fs::write(&built, "").unwrap();
+        std::fs::remove_file(sel.join("gone.c")).unwrap();
+        copy(src.path(), work.path(), &events).unwrap();
+        assert!(built.is_file(), "the build's headers were deleted");
+        assert!(!work.path().join(SELFTESTS_DIR).join("gone.c").exists());
     }
 
     #[test]

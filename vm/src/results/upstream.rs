@@ -133,7 +133,7 @@ pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
                 ),
                 ..pass(row_name)
             },
-            _ => failed(row_name, format!("test_progs: FAIL; {}", quote(&log))),
+            _ => failed(row_name, format!("{TEST_PROGS_FAILED}; {}", quote(&log))),
         });
         log.clear();
     }
@@ -241,7 +241,7 @@ pub fn apply_json(rows: &mut Vec<TestResult>, summary: &JsonSummary) {
     }
     for (name, message) in failures {
         let lines: Vec<&str> = message.lines().filter(|l| !l.trim().is_empty()).collect();
-        let why = format!("test_progs: FAIL (json summary); {}", quote(&lines));
+        let why = format!("{TEST_PROGS_FAILED} (json summary); {}", quote(&lines));
         match rows.iter_mut().find(|r| r.name == name) {
             Some(r) => {
                 r.outcome = Outcome::Fail;
@@ -284,6 +284,12 @@ pub fn judge_test_maps(out: &str, rc: Option<i32>) -> Vec<TestResult> {
     });
     rows
 }
+
+/// How a row that test_progs itself failed begins (its FAIL line or its JSON summary), and a
+/// test_verifier that exited 1, its status when a case failed: the failures by the test's own
+/// verdict, not a crash or the VM's end (`Known::apply`).
+const TEST_PROGS_FAILED: &str = "test_progs: FAIL";
+const TEST_VERIFIER_FAILED: &str = "test_verifier exited with 1;";
 
 /// A pin's known failures of the upstream selftests: `kernels/selftests/<pin>.known.toml`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -405,8 +411,7 @@ impl Known {
             .filter(|r| {
                 r.outcome == Outcome::Fail
                     && r.reason.as_deref().is_some_and(|w| {
-                        w.starts_with("test_progs: FAIL")
-                            || w.starts_with("test_verifier exited with 1;")
+                        w.starts_with(TEST_PROGS_FAILED) || w.starts_with(TEST_VERIFIER_FAILED)
                     })
                     && !self.known.iter().any(|k| k.test == r.name)
             })
@@ -1114,6 +1119,11 @@ Summary: 4 PASSED, 1 SKIPPED, 1 FAILED
             .as_deref()
             .unwrap()
             .contains("EXP: Unreleased reference"));
+        assert!(rows[2]
+            .reason
+            .as_deref()
+            .unwrap()
+            .starts_with(TEST_VERIFIER_FAILED));
         let ok = TestRun { rc: Some(0), ..run };
         let top = judge_test_verifier(&ok).pop().unwrap();
         assert_eq!(top.outcome, Outcome::Pass);

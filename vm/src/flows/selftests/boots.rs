@@ -51,6 +51,17 @@ impl Plan {
         })
     }
 
+    /// The plan for `units` units, as the run's notes say it.
+    pub(crate) fn describe(&self, units: usize) -> String {
+        format!(
+            "{units} units; each boot starts them until {} s of tests, a unit runs at most {} s \
+             (its watchdog; the first of a boot, {} s)",
+            self.budget.as_secs(),
+            self.cap.as_secs(),
+            (self.budget + self.cap).as_secs()
+        )
+    }
+
     /// How long `unit` may run before the watchdog stops it: four times its measured cost,
     /// at least a minute, at most the cap; the cap when it was never measured. The unit a boot
     /// starts with has the boot to itself, so its most is the budget and the cap together: a

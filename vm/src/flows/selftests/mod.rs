@@ -1,5 +1,6 @@
-//! `selftests`: the kernel's own BPF selftests (`test_progs`, `test_maps`, `bench`) built from
-//! the kernel's source with its own Makefile and run in one boot of that kernel, every upstream
+//! `selftests`: the kernel's own BPF selftests (`test_progs`, `test_verifier`, `test_maps`,
+//! `bench`) built from the kernel's source with its own Makefile and run in as many boots of
+//! that kernel as they take (`boots`), every upstream
 //! test and subtest judged like the suite's tests (`results::upstream`): a splat fails the test
 //! that ran, a lost kernel log record fails the run, the pin's inventory and known failures
 //! apply. `cargo xtask selftests` and `bpfvm selftests` both call [`selftests`].
@@ -326,13 +327,7 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
         .collect::<Result<Vec<_>>>()?
         .concat();
     let mut p = run::prepare(&opts.kernel, &opts.vm, events)?;
-    if let Some(t) = p.accel.tcg_thread.as_mut() {
-        let chosen = tcg_thread::for_selftests(opts.vm.tcg_thread, t);
-        if chosen != *t {
-            events.note(format!("TCG: {}", chosen.describe()));
-            *t = chosen;
-        }
-    }
+    one_tcg_thread(&mut p, opts, events);
     let prepared = start.elapsed();
 
     let (source, built) = build_for(&target, &p, &opts.vm, events)?;
@@ -340,11 +335,11 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     let build_time = start.elapsed() - prepared;
 
     let all = list(&built.dir, None)?;
-    let mut denied = match &target {
+    let denied = match &target {
         Target::Tree { .. } => denylist::load(&built.dir, p.kernel.arch.name()),
         Target::Pin { .. } => vec![],
     };
-    denied.extend(users);
+    let denied = [denied, users].concat();
     let (units, mut first_rows) = run_units(opts, piece.as_ref(), &built.dir, &all, &denied)?;
     let known_file = match &target {
         Target::Pin { pin, .. } => {
@@ -363,14 +358,7 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
         None => p.kernel.label.clone(),
     });
     let costs = run_costs(&root, &p, &out_dir)?;
-    events.note(format!(
-        "{} units; each boot starts them until {} s of tests, a unit runs at most {} s (its \
-         watchdog; the first of a boot, {} s)",
-        units.len(),
-        plan.budget.as_secs(),
-        plan.cap.as_secs(),
-        (plan.budget + plan.cap).as_secs()
-    ));
+    events.note(plan.describe(units.len()));
 
     let json = build::has_json_summary(&source.tree);
     let script =
@@ -396,12 +384,12 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     let (reports, not_run) = boots::run(&mut p, &each, &units, first_rows, events)?;
     let mut report = boots::combine(reports, not_run);
     report.selftests = Some(SelftestsInfo {
-        source: source.describe.clone(),
+        source: source.describe,
         note: match &target {
             Target::Pin { sel, .. } => sel.source_note.clone(),
             Target::Tree { .. } => None,
         },
-        clang: built.clang.clone(),
+        clang: built.clang,
         build_dir: built.dir.display().to_string(),
         build_cached: built.cached,
         build_s: built.seconds,
@@ -410,6 +398,18 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     report.timings.wall_s = Some(clock.started().elapsed().as_secs_f64());
     report::write(&report, &out_dir)?;
     Ok((report, out_dir))
+}
+
+/// Under TCG, the selftests' threading (`tcg_thread::for_selftests`), said when it differs from
+/// the accelerator's.
+fn one_tcg_thread(p: &mut Prepared, opts: &Options, events: &Events) {
+    if let Some(t) = p.accel.tcg_thread.as_mut() {
+        let chosen = tcg_thread::for_selftests(opts.vm.tcg_thread, t);
+        if chosen != *t {
+            events.note(format!("TCG: {}", chosen.describe()));
+            *t = chosen;
+        }
+    }
 }
 
 /// The piece of the selftests' plan this run is, when `--piece` names one.

@@ -19,7 +19,7 @@ pub(crate) struct Options {
     /// Seconds before each VM is killed.
     #[arg(long, default_value_t = defaults::BENCH_TIMEOUT_S)]
     timeout: u64,
-    /// The headline rows and a few more (the default; docs/benchmarks.md has its times).
+    /// The headline rows and a few more (the default; docs/benchmarks.md lists them).
     #[arg(long, conflicts_with_all = ["full", "smoke"])]
     quick: bool,
     /// The threads' whole tables (hours under TCG).

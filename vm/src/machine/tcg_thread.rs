@@ -4,8 +4,8 @@
 //! Why: under multi-threaded TCG a vCPU can reach the wrong device's MMIO while another vCPU
 //! changes the memory map (Linux does, probing PCI at boot), and qemu aborts in hw/pci/msix.c.
 //! From qemu 10.0.4 (10.1.0) nothing keeps a vCPU's stale TLB index and the dispatch table in
-//! step, so one thread for all is chosen there only: it costs 40-70 % of the tests phase.
-//! `--tcg-thread` overrides the choice; the race and its measurements: docs/hosts.md.
+//! step, so one thread for all is chosen there only: it makes the tests phase markedly slower.
+//! `--tcg-thread` overrides the choice; the race: docs/hosts.md.
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};

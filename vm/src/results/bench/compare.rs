@@ -537,7 +537,7 @@ mod tests {
     use proptest::prelude::Rng;
     use proptest::test_runner::{RngAlgorithm, TestRng};
 
-    /// A real `bench-vm --quick` report on 6.1 under TCG (see docs/benchmarks.md).
+    /// A real `bench-vm --quick` report on 6.1 under TCG.
     const RECORDED: &str = include_str!("../../../tests/data/bench-6.1-quick.json");
 
     fn recorded() -> BenchReport {
@@ -683,7 +683,7 @@ mod tests {
     }
 
     /// Two `bench-vm --quick` runs of identical code under TCG's instruction clock, one after
-    /// the other on a quiet host (see docs/benchmarks.md).
+    /// the other on a quiet host (runs B and C of docs/benchmarks.md).
     fn icount_runs() -> (BenchReport, BenchReport) {
         (
             serde_json::from_str(include_str!(

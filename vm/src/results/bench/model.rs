@@ -42,8 +42,7 @@ impl Size {
             // 99.86 %) the t quantile is about 460 with 2 boots per mode (1 df; a 0.01 % spread
             // gives intervals of several %), about 8 with 3 (about 4 df).
             (_, Clock::Icount) => 3,
-            // 8 boots with 64 B rows took 65 s each under TCG here; 10 without them fit the
-            // 10-minute budget (see docs/benchmarks.md).
+            // Five boots per mode keep a wall-clock run within its 10-minute budget under TCG.
             (Size::Quick, Clock::Wall) => 5,
             (Size::Full, Clock::Wall) => 3,
         }

@@ -301,7 +301,8 @@ pub struct Known {
 
 /// One known failure: a row's name (`test_progs/NAME[/SUB]`) and why it fails on this kernel;
 /// `unset` names the config options the reason blames, which the kernel's config must leave
-/// unset ([`Known::check_config`]).
+/// unset ([`Known::check_config`]); `timing`: whether it fails depends on how the guest's work
+/// is scheduled (the reason says how), so a pass is no sign the entry is stale.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KnownFailure {
@@ -309,6 +310,8 @@ pub struct KnownFailure {
     pub reason: String,
     #[serde(default)]
     pub unset: Vec<String>,
+    #[serde(default)]
+    pub timing: bool,
 }
 
 impl Known {
@@ -368,7 +371,7 @@ impl Known {
 
     /// A failing row this file names, or a failing subtest of a test it names, becomes a skip
     /// with its reason; a named row that passed fails (the entry is stale: the kernel or the
-    /// test was fixed).
+    /// test was fixed), but for an entry whose failure depends on timing.
     pub fn apply(&self, rows: &mut [TestResult], file: &str) {
         for k in &self.known {
             let sub = format!("{}/", k.test);
@@ -377,7 +380,7 @@ impl Known {
                 .filter(|r| r.name == k.test || r.name.starts_with(&sub))
             {
                 match r.outcome {
-                    Outcome::Pass if r.name != k.test => {}
+                    Outcome::Pass if r.name != k.test || k.timing => {}
                     Outcome::Fail => {
                         r.outcome = Outcome::Skip;
                         r.reason = Some(format!(
@@ -999,6 +1002,43 @@ test_maps: OK, 2 SKIPPED
             .as_deref()
             .unwrap()
             .contains("only its subtests listed there failed"));
+    }
+
+    /// An entry whose failure depends on timing excuses the failure and lets a pass stand;
+    /// any other entry's pass is stale.
+    #[test]
+    fn a_timing_entry_lets_a_pass_stand() {
+        let known: Known = toml::from_str(
+            "[[known]]\ntest = \"test_progs/t/f\"\nreason = \"softirq\"\ntiming = true\n\
+             [[known]]\ntest = \"test_progs/s\"\nreason = \"r\"\n",
+        )
+        .unwrap();
+        let mut passing = vec![
+            pass("test_progs/t/f".into()),
+            pass("test_progs/t".into()),
+            pass("test_progs/s".into()),
+        ];
+        known.apply(&mut passing, "k.toml");
+        assert_eq!(
+            outcomes(&passing),
+            [
+                ("test_progs/t/f".into(), Outcome::Pass),
+                ("test_progs/t".into(), Outcome::Pass),
+                ("test_progs/s".into(), Outcome::Fail),
+            ]
+        );
+        let mut failing = vec![
+            failed("test_progs/t/f".into(), "test_progs: FAIL; 0 != 1".into()),
+            failed("test_progs/t".into(), "test_progs: FAIL; f".into()),
+        ];
+        known.apply(&mut failing, "k.toml");
+        assert_eq!(
+            outcomes(&failing),
+            [
+                ("test_progs/t/f".into(), Outcome::Skip),
+                ("test_progs/t".into(), Outcome::Skip),
+            ]
+        );
     }
 
     /// The 6.1 guest's markers (its kernel.log) with a WARN planted while `bpf_loop` ran: that

@@ -11,7 +11,7 @@ use anyhow::{bail, Result};
 use crate::domain::options::VmOptions;
 use crate::flows::run::{self, Prepared, RunDir, TestRun};
 use crate::machine::guest;
-use crate::machine::vng::{Ending, Watchdog};
+use crate::machine::vng::{Ending, RunOutcome, Watchdog};
 use crate::results::costs::Costs;
 use crate::results::health::allow::Allowlist;
 use crate::results::report::{self, failed, Outcome, Report, TestResult};
@@ -153,7 +153,8 @@ pub(crate) fn run(
             tests.retain(|t| t.name != *unit && !t.name.starts_with(&format!("{unit}/")));
             again.push(unit.clone());
         } else if let Some(cut) = started.last().filter(|_| !booted.vm_ok()) {
-            blame_the_ending(&mut tests, cut, &booted.outcome.diagnosis());
+            let diagnosis = with_longer_timeout(&run.plan, &booted.outcome, run.vm.timeout);
+            blame_the_ending(&mut tests, cut, &diagnosis);
         }
         if let Some(why) = testmod_failure(&shared) {
             tests.push(failed("guest:bpf_testmod".into(), why));
@@ -207,6 +208,34 @@ fn run_again(
     let first = left.first().is_some_and(|u| u.name == *test);
     let more = plan.limit(costs, test, true) > *limit;
     (!first && more && !again.contains(test)).then(|| test.clone())
+}
+
+/// What to do when the watchdog stopped a unit at the most any boot gives one (the budget and
+/// the cap together, which `timeout` sets): only a longer `--timeout` gives it more.
+fn longer_timeout(plan: &Plan, ending: &Ending, timeout: Duration) -> Option<String> {
+    let Ending::TestHung { test, limit } = ending else {
+        return None;
+    };
+    (*limit >= plan.budget + plan.cap).then(|| {
+        format!(
+            "{test} had the whole boot, the most --timeout {} s gives one unit: a slower unit \
+             than that needs a longer --timeout",
+            timeout.as_secs()
+        )
+    })
+}
+
+/// How the VM ended, its first line (the failure's headline, `blame_the_ending`) saying when
+/// only a longer `--timeout` would have helped.
+fn with_longer_timeout(plan: &Plan, outcome: &RunOutcome, timeout: Duration) -> String {
+    let diagnosis = outcome.diagnosis();
+    match longer_timeout(plan, &outcome.ending, timeout) {
+        None => diagnosis,
+        Some(more) => match diagnosis.split_once('\n') {
+            Some((first, rest)) => format!("{first}; {more}\n{rest}"),
+            None => format!("{diagnosis}; {more}"),
+        },
+    }
 }
 
 /// The unit that was running when the VM ended (`cut`) fails with how it ended and the
@@ -383,6 +412,24 @@ mod tests {
         let own_limit = hung("test_progs/quick", Duration::from_secs(60));
         assert_eq!(run_again(&plan, &costs, &own_limit, &quick, &[]), None);
         assert_eq!(run_again(&plan, &costs, &Ending::Panic, &left, &[]), None);
+    }
+
+    #[test]
+    fn a_unit_stopped_with_the_whole_boot_names_the_longer_timeout() {
+        let plan = Plan::for_timeout(Duration::from_secs(2400)).unwrap();
+        let t = Duration::from_secs(2400);
+        let whole = Ending::TestHung {
+            test: "test_maps".into(),
+            limit: plan.budget + plan.cap,
+        };
+        let said = longer_timeout(&plan, &whole, t).unwrap();
+        assert!(said.contains("--timeout 2400 s"), "{said}");
+        let capped = Ending::TestHung {
+            test: "test_maps".into(),
+            limit: plan.cap,
+        };
+        assert_eq!(longer_timeout(&plan, &capped, t), None);
+        assert_eq!(longer_timeout(&plan, &Ending::Panic, t), None);
     }
 
     #[test]

@@ -85,6 +85,9 @@ fn host_steps(sh: &Shell, results: &mut Vec<StepResult>, events: &Events) {
     let mut ebpf_dir = None;
     step("setup and BPF objects", &mut || {
         let tools = provision::ensure(events)?;
+        // The host tests run the selftests' tree copy, whose rsync the selftests step
+        // would install only later.
+        provision::ensure_packages(&["rsync"], events)?;
         ebpf_dir = Some(build::build_ebpf(&tools.ebpf, events)?);
         Ok(())
     });

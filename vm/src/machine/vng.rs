@@ -54,7 +54,14 @@ pub struct VmSpec {
     /// Set by another thread to stop the VM at the next poll, which then ends as
     /// [`Ending::Interrupted`] (a kept guest's keeper, `warm_guest::keeper`).
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Where the guest script's stdin can be written while the VM runs (virtme-ng's
+    /// `virtme.stdin` port): filled when vng starts, emptied when it ends. A kept guest's keeper
+    /// speaks through it.
+    pub input: Option<Input>,
 }
+
+/// A writer to a running guest script's stdin ([`VmSpec::input`]).
+pub type Input = std::sync::Arc<std::sync::Mutex<Option<std::process::ChildStdin>>>;
 
 /// A per-test watchdog on the host: the guest prints a line starting with `start` and the
 /// test's name before each test and one starting with `end` after it, on its stdout; a test
@@ -264,6 +271,9 @@ pub fn run(
             };
         }
     };
+    if let Some(input) = &spec.input {
+        input.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
     for (stream, line) in group.finish() {
         forward(stream, line, &mut tail);
     }
@@ -301,12 +311,18 @@ fn start_vng(spec: &VmSpec, vng: &Path, path_prefix: &[PathBuf], events: &Events
     ));
     let mut cmd = Command::new(vng);
     cmd.args(&args).env("PATH", path_with(path_prefix));
-    Group::spawn(&mut cmd).with_context(|| {
+    let cannot = || {
         format!(
             "cannot start {} (run `cargo xtask setup` to install virtme-ng)",
             vng.display()
         )
-    })
+    };
+    let Some(input) = &spec.input else {
+        return Group::spawn(&mut cmd).with_context(cannot);
+    };
+    let (group, stdin) = Group::spawn_fed(&mut cmd).with_context(cannot)?;
+    *input.lock().unwrap_or_else(|e| e.into_inner()) = Some(stdin);
+    Ok(group)
 }
 
 /// Why the VM must stop now, if it must: Ctrl-C, the timeout, a boot that has not reached the
@@ -609,6 +625,7 @@ mod tests {
             own_root: None,
             watchdog: None,
             stop: None,
+            input: None,
         }
     }
 
@@ -848,5 +865,60 @@ mod tests {
             .starts_with("slow was still running after 1 s"));
         let ended = run_with("echo 'start slow'; sleep 1; echo 'end slow 0'; sleep 30", 3);
         assert_eq!(ended.ending, Ending::Timeout(Duration::from_secs(6)));
+    }
+
+    /// A stand-in for vng that echoes its stdin until it closes: what is written to the
+    /// spec's input while it runs reaches it, and the input is empty once it has ended.
+    #[test]
+    fn the_input_reaches_the_guest_while_it_runs_and_is_gone_after() {
+        let d = tempfile::tempdir().unwrap();
+        let vng = d.path().join("vng");
+        std::fs::write(
+            &vng,
+            format!(
+                "#!/bin/sh\necho '{START_MARKER}' >&2\nwhile read -r w; do echo \"got $w\"; \
+                 [ \"$w\" = bye ] && exit 0; done\necho eof\n"
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&vng, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let input = Input::default();
+        let spec = VmSpec {
+            rwdir: d.path().into(),
+            script: d.path().join("guest.sh"),
+            timeout: Duration::from_secs(20),
+            input: Some(input.clone()),
+            ..spec(crate::machine::accel::Kind::Tcg)
+        };
+        let writer = {
+            let input = input.clone();
+            std::thread::spawn(move || {
+                for word in ["check.0", "bye"] {
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    loop {
+                        if let Some(w) = input.lock().unwrap().as_mut() {
+                            std::io::Write::write_all(w, format!("{word}\n").as_bytes()).unwrap();
+                            break;
+                        }
+                        assert!(Instant::now() < deadline, "the input never opened");
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                }
+            })
+        };
+        let said = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let events = {
+            let said = said.clone();
+            Events::new(move |o| {
+                if let Output::GuestStdout(l) = o {
+                    said.lock().unwrap().push(l);
+                }
+            })
+        };
+        run(&spec, &vng, &[], &events).unwrap();
+        writer.join().unwrap();
+        assert_eq!(*said.lock().unwrap(), ["got check.0", "got bye"]);
+        assert!(input.lock().unwrap().is_none());
     }
 }

@@ -14,7 +14,7 @@
 //! endless line, costs the host a fixed amount of memory (the child waits on its full pipe).
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread;
@@ -87,11 +87,21 @@ impl Group {
     /// The command dies with the runner ([`dies_with_us`]): a SIGKILLed runner takes the VM
     /// with it.
     pub fn spawn(cmd: &mut Command) -> std::io::Result<Self> {
+        Self::spawn_with(cmd, Stdio::null()).map(|(group, _)| group)
+    }
+
+    /// [`Group::spawn`] with a pipe to the leader's stdin, returned beside the group.
+    pub fn spawn_fed(cmd: &mut Command) -> std::io::Result<(Self, ChildStdin)> {
+        let (group, stdin) = Self::spawn_with(cmd, Stdio::piped())?;
+        Ok((group, stdin.expect("piped stdin")))
+    }
+
+    fn spawn_with(cmd: &mut Command, stdin: Stdio) -> std::io::Result<(Self, Option<ChildStdin>)> {
         become_subreaper();
         let mut cmd = dies_with_us(cmd);
         let mut child = cmd
             .process_group(0)
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()?;
@@ -114,14 +124,16 @@ impl Group {
                 }
             });
         }
-        Ok(Self {
+        let stdin = child.stdin.take();
+        let group = Self {
             child,
             pid,
             exited: None,
             lines: rx,
             finished: false,
             terminal: None,
-        })
+        };
+        Ok((group, stdin))
     }
 
     /// Spawns `cmd` as the leader of a new process group on this process's terminal, for an

@@ -111,6 +111,7 @@ pub(crate) fn vm_spec(
         }),
         watchdog: p.watchdog.clone(),
         stop: None,
+        input: None,
     }
 }
 

@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::machine::vng::{self, RunOutcome, VmSpec, STATUS_FILE};
+use crate::machine::vng::{self, Input, RunOutcome, VmSpec, STATUS_FILE};
 use crate::machine::warm_guest::key::Key;
-use crate::machine::warm_guest::script::{self, BOOT_STATE, CTL, KMSG_LOG, SAYS};
+use crate::machine::warm_guest::script::{self, BOOT_STATE, KMSG_LOG, SAYS};
 use crate::machine::warm_guest::wire::{self, Ended, Reply, Request, Stream, WireEnding};
 use crate::support::output::{Events, Output};
 use crate::support::proc;
@@ -134,6 +134,7 @@ pub fn serve(mut k: Keeper, dir: &Path, events: &Events) -> Result<()> {
     listener.set_nonblocking(true)?;
     let stop = Arc::new(AtomicBool::new(false));
     k.spec.stop = Some(stop.clone());
+    k.spec.input = Some(Input::default());
     let shared = Arc::new(Shared {
         guest: Mutex::new(Guest::default()),
         changed: Condvar::new(),
@@ -270,12 +271,12 @@ fn route(shared: Arc<Shared>, events: Events) -> Events {
     })
 }
 
-/// Empties the share for a new boot: the last boot's records and words, runs left behind.
+/// Empties the share for a new boot: the last boot's records, runs left behind.
 fn fresh_share(share: &Path) -> Result<()> {
     if share.exists() {
         std::fs::remove_dir_all(share).with_context(|| format!("empty {}", share.display()))?;
     }
-    std::fs::create_dir_all(share.join(CTL)).with_context(|| format!("create {}", share.display()))
+    std::fs::create_dir_all(share).with_context(|| format!("create {}", share.display()))
 }
 
 /// Takes the keeper's lock, or says another keeper holds it.
@@ -419,8 +420,8 @@ fn serve_run(
         },
     )?;
     let share = &k.spec.rwdir;
-    let go = format!("{marker_seq} {} {}\n", end + 1, req.script.display());
-    say(share, &format!("go.{n}"), &go)?;
+    let go = format!("go.{n} {marker_seq} {} {}", end + 1, req.script.display());
+    say(&k.spec.input, &go)?;
     events.note(format!(
         "run {} of boot {}: using the kept guest",
         counter.runs, counter.boot
@@ -493,7 +494,7 @@ fn check_guest(
     let share = &k.spec.rwdir;
     let n = counter.next;
     counter.next += 1;
-    if let Err(e) = say(share, &format!("check.{n}"), "") {
+    if let Err(e) = say(&k.spec.input, &format!("check.{n}")) {
         return Err(refuse(format!("ask the kept guest to check: {e:#}"), true));
     }
     let checked = format!("checked {n}");
@@ -600,12 +601,17 @@ fn read_status(path: &Path) -> Option<i32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-/// Says `word` to the guest: a file in the share's `ctl/`, written beside it and renamed in,
-/// so that the guest never lists a file cut short.
-fn say(share: &Path, word: &str, text: &str) -> Result<()> {
-    let tmp = share.join(format!(".{word}"));
-    std::fs::write(&tmp, text).with_context(|| format!("write {}", tmp.display()))?;
-    std::fs::rename(&tmp, share.join(CTL).join(word)).context("tell the kept guest")
+/// Says `words` to the guest, a line on its loop's stdin (`VmSpec::input`): the loop waits in
+/// a blocking read, so an idle guest polls nothing and wakes at once.
+fn say(input: &Option<Input>, words: &str) -> Result<()> {
+    let input = input.as_ref().context("the kept guest has no input")?;
+    let mut held = input.lock().unwrap_or_else(|e| e.into_inner());
+    let w = held
+        .as_mut()
+        .context("the kept guest's VM is not running")?;
+    w.write_all(format!("{words}\n").as_bytes())
+        .and_then(|()| w.flush())
+        .context("tell the kept guest")
 }
 
 /// The kernel log copy at `path` from byte `from` to the end of check `n`'s marker (waiting

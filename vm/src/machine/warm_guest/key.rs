@@ -120,6 +120,7 @@ mod tests {
             own_root: None,
             watchdog: None,
             stop: None,
+            input: None,
         };
         let vng = Path::new("/v/vng");
         let base = Key::of(&spec, "6.1.0-57", vng, "loop").unwrap();

@@ -1,14 +1,13 @@
-//! The kept guest's side: the script virtme-ng runs instead of one run's, a loop that waits in
-//! the shared directory for the host's word, records its own state when asked (a check),
-//! then runs one run's guest script (unchanged but for its kernel log copy,
-//! `machine::guest`), and again.
+//! The kept guest's side: the script virtme-ng runs instead of one run's, a loop that waits for
+//! the host's word, records its own state when asked (a check), then runs one run's guest
+//! script (unchanged but for its kernel log copy, `machine::guest`), and again.
 //!
-//! The host speaks by creating files in `ctl/` (`check.N`, `go.N`, `stop`), written elsewhere
-//! and renamed in; the guest finds them by listing the directory (`readdir` goes to virtiofsd
-//! every time, where a lookup of a name that was missing may be answered from the guest's
-//! cache for a second). The guest speaks on its stdout, one `bpfvm-warm: ` line per step,
-//! which the keeper reads as it comes. Each check also writes a marker into the kernel log,
-//! `bpfvm: warm check N`, so that the host knows which records it covers.
+//! The host speaks a line at a time on the loop's stdin (`check.N`, `go.N ...`; virtme-ng's
+//! `virtme.stdin` port, `vng::VmSpec::input`), which the loop waits on in a blocking read: an
+//! idle guest polls nothing, and its end of file (the keeper gone) ends the loop. The guest
+//! speaks on its stdout, one `bpfvm-warm: ` line per step, which the keeper reads as it comes.
+//! Each check also writes a marker into the kernel log, `bpfvm: warm check N`, so that the
+//! host knows which records it covers.
 //!
 //! The guest keeps one copy of `/dev/kmsg` running for its whole life (`kmsg.log` in the
 //! shared directory): a run's own copy is that file from the byte after its check, and the
@@ -25,8 +24,6 @@ pub const SAYS: &str = "bpfvm-warm: ";
 pub const KMSG_LOG: &str = "kmsg.log";
 /// The record of the guest's state right after its boot, in the shared directory.
 pub const BOOT_STATE: &str = "state.boot";
-/// The directory the host's words appear in.
-pub const CTL: &str = "ctl";
 
 /// The record of check `n`, in the shared directory.
 pub fn state_file(n: u64) -> String {
@@ -87,25 +84,20 @@ const STATE: &str = r#"bpfvm_state() {
 }
 "#;
 
-/// Waits until the host's word `NAME` (or `stop`) is in `ctl/`: 0 for NAME, 1 for stop.
-/// `read -t` on a FIFO nobody writes sleeps without starting a program (under TCG each costs
-/// about a tenth of a second, docs/architecture.md).
-const WAIT: &str = r#"mkfifo /tmp/.bpfvm-warm-wait && exec 9<> /tmp/.bpfvm-warm-wait
-bpfvm_wait() {
-  local f
-  while :; do
-    for f in "$W"/ctl/*; do
-      case ${f##*/} in "$1") return 0 ;; stop) return 1 ;; esac
-    done
-    read -r -t 0.05 -u 9 _
+/// Reads the host's lines until one says `NAME`, its words after the name in `bpfvm_after`,
+/// `bpfvm_from` and `bpfvm_script` (the last takes the rest of the line); 1 at end of file.
+const WAIT: &str = r#"bpfvm_wait() {
+  while read -r bpfvm_word bpfvm_after bpfvm_from bpfvm_script; do
+    [ "$bpfvm_word" = "$1" ] && return 0
   done
+  return 1
 }
 "#;
 
 /// The loop, for a guest whose shared directory is `share`. As `machine::guest`'s scripts, it
 /// runs under bash, mounts bpffs and debugfs and copies the kernel's BTF to where each run
 /// puts it, so that its state before the first run is what each run's own preamble leaves.
-/// `go.N` holds the seq of the check's marker, the byte of the kernel log copy after it
+/// `go.N` carries the seq of the check's marker, the byte of the kernel log copy after it
 /// (1-based, as `tail -c +K`) and the run's script.
 pub fn loop_script(share: &Path) -> String {
     let w = quote(&share.display().to_string());
@@ -121,15 +113,14 @@ echo on > /proc/sys/kernel/printk_devkmsg 2>/dev/null
 grep -q ' /sys/fs/bpf ' /proc/self/mounts || mount -t bpf bpf /sys/fs/bpf
 grep -q ' /sys/kernel/debug ' /proc/self/mounts || mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 cp /sys/kernel/btf/vmlinux /tmp/bpfvm-vmlinux.btf 2>/dev/null
-{WAIT}{STATE}bpfvm_state > "$W/{BOOT_STATE}"
+{WAIT}{STATE}bpfvm_state < /dev/null > "$W/{BOOT_STATE}"
 echo "{SAYS}ready"
 n=0
 while bpfvm_wait check.$n; do
-  bpfvm_state > "$W/state.$n"
+  bpfvm_state < /dev/null > "$W/state.$n"
   echo "bpfvm: warm check $n" > /dev/kmsg
   echo "{SAYS}checked $n"
   bpfvm_wait go.$n || break
-  read -r bpfvm_after bpfvm_from bpfvm_script < "$W/ctl/go.$n"
   echo "{SAYS}started $n"
   BPFVM_WARM_KMSG="$W/{KMSG_LOG}" BPFVM_WARM_KMSG_FROM=$bpfvm_from BPFVM_WARM_AFTER=$bpfvm_after \
     bash "$bpfvm_script" < /dev/null
@@ -169,15 +160,41 @@ mod tests {
         assert!(!text.contains("perl failed"), "{text}");
     }
 
+    /// The wait under the host's bash, fed as the keeper feeds it: other words are passed
+    /// over, the awaited one's words land in their variables (a script path with a space
+    /// whole), and the end of the input ends the wait with 1.
+    #[test]
+    fn a_wait_takes_its_word_with_its_words_and_ends_at_end_of_file() {
+        let run = |input: &str| {
+            let mut child = std::process::Command::new("bash")
+                .arg("-c")
+                .arg(format!(
+                    "{WAIT}bpfvm_wait go.1; echo \"$? [$bpfvm_after] [$bpfvm_from] [$bpfvm_script]\""
+                ))
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            std::io::Write::write_all(child.stdin.as_mut().unwrap(), input.as_bytes()).unwrap();
+            drop(child.stdin.take());
+            String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
+        };
+        assert_eq!(
+            run("check.1\ngo.0 1 2 /a\ngo.1 42 1234 /t/my run/guest.sh\n"),
+            "0 [42] [1234] [/t/my run/guest.sh]\n"
+        );
+        assert_eq!(run("check.1\n"), "1 [] [] []\n");
+    }
+
     #[test]
     fn the_loop_checks_then_runs_each_script_with_its_log_copy() {
         let s = loop_script(Path::new("/t/vm-guest/share"));
         assert!(s.contains("W=/t/vm-guest/share\n"));
         let order: Vec<usize> = [
-            "bpfvm_state > \"$W/state.boot\"",
+            "bpfvm_state < /dev/null > \"$W/state.boot\"",
             "echo \"bpfvm-warm: ready\"",
             "while bpfvm_wait check.$n",
-            "bpfvm_state > \"$W/state.$n\"",
+            "bpfvm_state < /dev/null > \"$W/state.$n\"",
             "echo \"bpfvm: warm check $n\" > /dev/kmsg",
             "bpfvm_wait go.$n",
             "BPFVM_WARM_KMSG=\"$W/kmsg.log\" BPFVM_WARM_KMSG_FROM=$bpfvm_from",

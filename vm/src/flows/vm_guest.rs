@@ -34,7 +34,7 @@ pub fn vm_guest(
     let share = dir.join(wire::SHARE);
     let mut spec = run::vm_spec(&p, &vm, &share, &dir.join("guest-loop.sh"), BOOT_TIMEOUT);
     spec.timeout = LIFETIME;
-    let loop_script = script::loop_script(&share);
+    let loop_script = script::loop_script(&share, p.kernel.arch);
     let key = Key::of(
         &spec,
         &p.kernel.bootable.release,

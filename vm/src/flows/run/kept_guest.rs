@@ -79,7 +79,7 @@ pub(super) fn boot_tests(
         None => "no kept guest in this checkout (`cargo xtask vm-guest` keeps one)".into(),
         Some(share) => {
             let spec = vm_spec(p, vm, &files.shared, &files.script, BOOT_TIMEOUT);
-            let loop_script = script::loop_script(&share);
+            let loop_script = script::loop_script(&share, p.kernel.arch);
             let req = wire::Request {
                 key: Key::of(
                     &spec,

@@ -86,6 +86,15 @@ impl Arch {
         }
     }
 
+    /// Its number of `bpf(2)`: each architecture has its own syscall table (x86_64's
+    /// arch/x86/entry/syscalls/syscall_64.tbl, arm64's include/uapi/asm-generic/unistd.h).
+    pub fn bpf_syscall(self) -> u32 {
+        match self {
+            Arch::X86_64 => 321,
+            Arch::Arm64 => 280,
+        }
+    }
+
     /// Whether its pins boot the host's own root. bpfvm's host is x86_64's: another
     /// architecture's pin boots a root made from its packages (`kernel::pins::userland`), and
     /// only pins (not an image or a tree), with the commands docs/arm64.md lists.
@@ -196,5 +205,29 @@ mod tests {
         );
         assert_eq!(Arch::Arm64.qemu_system(), "qemu-system-aarch64");
         assert_eq!(Arch::Arm64.cross_gcc(), "aarch64-linux-gnu-gcc");
+    }
+
+    /// The numbers are the kernel's own, as its uapi headers on the host define them
+    /// (`linux-libc-dev`): x86_64's table, and the generic one arm64's `asm/unistd.h`
+    /// includes.
+    #[test]
+    fn the_bpf_syscall_is_each_architectures_own() {
+        let defined = |header: &str| -> u32 {
+            let text = std::fs::read_to_string(header).unwrap();
+            let line = text
+                .lines()
+                .find_map(|l| l.strip_prefix("#define __NR_bpf "))
+                .unwrap_or_else(|| panic!("{header} defines no __NR_bpf"));
+            line.trim().parse().unwrap()
+        };
+        assert_eq!(
+            Arch::X86_64.bpf_syscall(),
+            defined("/usr/include/x86_64-linux-gnu/asm/unistd_64.h")
+        );
+        assert_eq!(
+            Arch::Arm64.bpf_syscall(),
+            defined("/usr/include/asm-generic/unistd.h")
+        );
+        assert_eq!(Arch::host().bpf_syscall() as libc::c_long, libc::SYS_bpf);
     }
 }

@@ -1,10 +1,11 @@
 //! `vm-guest`: keeps a guest of one kernel up for this checkout's `vm-test` runs, until
 //! Ctrl-C or `idle` without a run (`machine::warm_guest`, docs/warm-guest.md). It boots the VM
 //! `vm-test` would boot with the same options, and judges each check by
-//! `results::freshness`.
+//! `results::freshness`. A guest with a root of its own (an arm64 pin's) boots it with no
+//! host directory to read: each run stages its binaries in the share (`client::stage`).
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 use crate::domain::options::VmOptions;
 use crate::flows::run::{self, BOOT_TIMEOUT};
@@ -25,16 +26,13 @@ pub fn vm_guest(
     idle: Duration,
     events: &Events,
 ) -> Result<()> {
-    let p = run::prepare(kernel, opts, events)?;
-    if p.kernel.guest_root.is_some() {
-        bail!("a kept guest runs the host's root: not a guest with a root of its own");
-    }
+    let p = run::prepare_any_arch(kernel, opts, events)?;
     let vm = run::with_offline_cpus(opts);
     let dir = wire::dir(&target_dir());
     let share = dir.join(wire::SHARE);
     let mut spec = run::vm_spec(&p, &vm, &share, &dir.join("guest-loop.sh"), BOOT_TIMEOUT);
     spec.timeout = LIFETIME;
-    let loop_script = script::loop_script(&share);
+    let loop_script = script::loop_script(&share, p.kernel.arch);
     let key = Key::of(
         &spec,
         &p.kernel.bootable.release,

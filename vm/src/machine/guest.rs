@@ -80,12 +80,13 @@ bpfvm_copy() {
 /// copy is then the guest's running copy of `/dev/kmsg` from the byte after the check that let
 /// this run in (`BPFVM_WARM_KMSG`, `BPFVM_WARM_KMSG_FROM`), after a first line that names the
 /// last record before it (`health::log::Marker::Continues`, `BPFVM_WARM_AFTER`). `tail`
-/// polls a virtiofs file (no inotify there) every `-s` seconds.
+/// polls a virtiofs file (no inotify there) every `-s` seconds, as often as the loop says
+/// (`BPFVM_WARM_POLL`: an own root's `tail` is busybox's, which takes whole seconds only).
 fn kernel_log() -> String {
     format!(
         r#"echo on > /proc/sys/kernel/printk_devkmsg 2>/dev/null
 if [ -n "$BPFVM_WARM_KMSG" ]; then
-  (ulimit -f {blocks}; echo "bpfvm: continues after seq $BPFVM_WARM_AFTER"; exec tail -s 0.05 -c "+$BPFVM_WARM_KMSG_FROM" -f "$BPFVM_WARM_KMSG") > "$OUT/{log}" 2>/dev/null &
+  (ulimit -f {blocks}; echo "bpfvm: continues after seq $BPFVM_WARM_AFTER"; exec tail -s "$BPFVM_WARM_POLL" -c "+$BPFVM_WARM_KMSG_FROM" -f "$BPFVM_WARM_KMSG") > "$OUT/{log}" 2>/dev/null &
 else
   (ulimit -f {blocks}; exec dd if=/dev/kmsg of="$OUT/{log}" bs=8k conv=noerror status=none 2>/dev/null) &
 fi

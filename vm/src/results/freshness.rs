@@ -16,9 +16,11 @@
 //! - `bpffs`: every file and directory under `/sys/fs/bpf` (pinned objects);
 //! - `prog`, `map`, `link`, `btf`: the id of every BPF object the kernel holds
 //!   (`BPF_*_GET_NEXT_ID`);
-//! - `tmp`: every entry the guest wrote into `/tmp` (the host's files there are not the guest's);
+//! - `tmp`: every entry the guest wrote into `/tmp` (the host's files there are not the guest's;
+//!   the loop's own `.bpfvm-warm` is always one);
 //! - `process`: the name of every user-space process (kernel threads left out); one that a run
 //!   started and left counts, one that ended does not, and udev's workers never do;
+//! - `perl failed`: the BPF objects and pins could not be listed, which refuses the record;
 //! - `end`: the record is whole.
 //!
 //! The kernel log since the last check (the records after it, up to this check's marker)
@@ -43,8 +45,9 @@ pub struct GuestState {
 }
 
 /// The kinds a record must hold at least once (a guest whose record lacks one of them did not
-/// write it whole, whatever its `end` says).
-const ALWAYS: [&str; 4] = ["release", "tainted", "mount", "process"];
+/// write it whole, whatever its `end` says; no `tmp` line: its `/tmp` was not the overlay the
+/// record reads).
+const ALWAYS: [&str; 5] = ["release", "tainted", "mount", "tmp", "process"];
 
 impl GuestState {
     /// Reads a record; an `Err` says why it is not one (cut short, a line without a value).
@@ -72,6 +75,10 @@ impl GuestState {
         }
         if let Some(k) = ALWAYS.iter().find(|k| !kinds.contains_key(**k)) {
             return Err(format!("no `{k}` line"));
+        }
+        // Both records without the BPF objects would compare equal: never a pass.
+        if kinds.contains_key("perl") {
+            return Err("its BPF objects and pins were not listed (perl failed)".into());
         }
         for values in kinds.values_mut() {
             values.sort();
@@ -399,6 +406,11 @@ mod tests {
                 "no `release` line",
             ),
             (String::new(), "cut short"),
+            (BOOT.replace("tmp bpfvm-vmlinux.btf\n", ""), "no `tmp` line"),
+            (
+                BOOT.replace("btf 1\n", "perl failed\n"),
+                "not listed (perl failed)",
+            ),
         ] {
             let why = judge(&evidence(&now, LOG));
             assert!(

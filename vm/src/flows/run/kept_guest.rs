@@ -20,19 +20,21 @@ use crate::support::paths::target_dir;
 pub(super) const REUSED: &str = "reused";
 
 /// The kept guest's share when a keeper listens in this checkout and the run may use it
-/// (not `fresh`, not a guest with a root of its own).
-pub(super) fn share(fresh: bool, p: &Prepared) -> Option<PathBuf> {
-    if fresh || p.kernel.guest_root.is_some() {
+/// (not `fresh`).
+pub(super) fn share(fresh: bool) -> Option<PathBuf> {
+    if fresh {
         return None;
     }
     client::share(&wire::dir(&target_dir()))
 }
 
 /// The run's binaries and objects at paths in its own directory when a kept guest may
-/// run it (`client::stage`), else as they are.
+/// run it (`client::stage`), else as they are. A guest with a root of its own then reads that
+/// directory alone, should the run boot its own VM (the keeper's refusal).
 pub(super) fn stage(
     kept: &Option<PathBuf>,
     files: &RunDir,
+    p: &mut Prepared,
     probe: PathBuf,
     verifier: VerifierRun,
     binaries: Vec<TestBinary>,
@@ -45,6 +47,7 @@ pub(super) fn stage(
     all.extend(binaries.iter().map(|b| b.path.clone()));
     let bin = files.script.parent().unwrap_or(Path::new("/")).join("bin");
     let mut staged = client::stage(&all, &bin)?.into_iter();
+    p.guest_reads = vec![bin];
     let probe = staged.next().expect("staged");
     let bin = staged.next().expect("staged");
     let objects = staged
@@ -79,7 +82,7 @@ pub(super) fn boot_tests(
         None => "no kept guest in this checkout (`cargo xtask vm-guest` keeps one)".into(),
         Some(share) => {
             let spec = vm_spec(p, vm, &files.shared, &files.script, BOOT_TIMEOUT);
-            let loop_script = script::loop_script(&share);
+            let loop_script = script::loop_script(&share, p.kernel.arch);
             let req = wire::Request {
                 key: Key::of(
                     &spec,

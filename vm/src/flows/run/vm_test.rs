@@ -95,9 +95,10 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     };
     // A kept guest (`cargo xtask vm-guest`) may take the run: its files then go where that
     // guest sees them, its binaries staged there (`kept_guest`).
-    let kept = kept_guest::share(opts.fresh, &p);
+    let kept = kept_guest::share(opts.fresh);
     let files = RunDir::new(kept.as_deref().unwrap_or(&out_dir))?;
-    let (probe, verifier, binaries) = kept_guest::stage(&kept, &files, probe, verifier, binaries)?;
+    let (probe, verifier, binaries) =
+        kept_guest::stage(&kept, &files, &mut p, probe, verifier, binaries)?;
     let vm = with_offline_cpus(&opts.vm);
     let facts = KnownFacts::find(&p, &vm, &probe, &verifier, &files.shared, events)?;
     guest::write(

@@ -1,7 +1,7 @@
 //! The guest's root for a kernel of another architecture than the host's: the host's `/`
-//! cannot run there, so the pin lists the packages of a minimal root (busybox, bash, libc and
-//! the libraries the guest binaries link) beside its kernel, and its extracted tree becomes
-//! that root. The packages are extracted, never installed (no maintainer scripts, no binfmt);
+//! cannot run there, so the pin lists the packages of a minimal root (busybox, bash, libc, the
+//! libraries the guest binaries link, and perl for a kept guest's state record) beside its
+//! kernel, and its extracted tree becomes that root. The packages are extracted, never installed (no maintainer scripts, no binfmt);
 //! this module adds what their maintainer scripts or an installer would.
 use std::path::Path;
 use std::process::Command;

@@ -179,7 +179,7 @@ fn keep(k: &Keeper, shared: &Arc<Shared>, events: &Events) -> Result<()> {
         }
         shared.stop.store(false, Ordering::SeqCst);
         fresh_share(&share)?;
-        std::fs::write(&k.spec.script, script::loop_script(&share))
+        std::fs::write(&k.spec.script, script::loop_script(&share, k.spec.arch))
             .with_context(|| format!("write {}", k.spec.script.display()))?;
         events.step(format!("booting the kept guest (boot {boot})"));
         let started = Instant::now();

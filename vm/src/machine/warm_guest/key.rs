@@ -8,9 +8,11 @@ use serde::{Deserialize, Serialize};
 use crate::machine::vng::VmSpec;
 use crate::support::fs::sha256_file;
 
-/// The parts of a boot, each with its value: the kernel image's digest and release, the
-/// accelerator, the VM's CPUs, memory, kernel command line and qemu options, virtme-ng and the
-/// guest loop. Not the guest's test binaries: each run hands its own (`client`).
+/// The parts of a boot, each with its value: the kernel image's digest and release, its
+/// architecture and the guest's root, the accelerator, the VM's CPUs, memory, kernel command
+/// line and qemu options, virtme-ng and the guest loop. Not the guest's test binaries, nor the
+/// host directories a guest with its own root reads: each run hands its binaries in the share
+/// (`client`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Key {
     pub parts: Vec<(String, String)>,
@@ -24,6 +26,14 @@ impl Key {
         let parts = [
             ("kernel image", sha256_file(&spec.vmlinuz)?),
             ("kernel release", release.to_string()),
+            ("architecture", spec.arch.name().to_string()),
+            // A pin's cached root is named by the pin's digest (its packages).
+            (
+                "guest root",
+                spec.own_root
+                    .as_ref()
+                    .map_or("the host's".into(), |o| o.root.display().to_string()),
+            ),
             (
                 "accelerator",
                 format!("{:?} {:?}", spec.accel.kind, spec.accel.qemu_opts()),
@@ -95,7 +105,8 @@ mod tests {
         );
     }
 
-    /// Every part that makes a boot is in the key: a change to any of them is another key.
+    /// Every part that makes a boot is in the key: a change to any of them is another key. An
+    /// arm64 run never takes an x86_64 guest, nor one of another pin's root.
     #[test]
     fn the_key_changes_with_the_image_the_options_and_the_loop() {
         let dir = tempfile::tempdir().unwrap();
@@ -140,6 +151,42 @@ mod tests {
         assert_eq!(
             differs(Key::of(&other, "6.1.0-57", vng, "loop").unwrap()),
             2
+        );
+        let mut arm64 = spec.clone();
+        arm64.arch = crate::domain::arch::Arch::Arm64;
+        arm64.own_root = Some(crate::machine::own_root::OwnRoot {
+            root: dir.path().join("6.12-arm64-fe64c9765f3a"),
+            reads: vec![],
+        });
+        assert_eq!(
+            differs(Key::of(&arm64, "6.1.0-57", vng, "loop").unwrap()),
+            2,
+            "another architecture, its own root"
+        );
+        let mut other_root = arm64.clone();
+        other_root.own_root = Some(crate::machine::own_root::OwnRoot {
+            root: dir.path().join("6.12-arm64-0123456789ab"),
+            reads: vec![],
+        });
+        let arm64_key = Key::of(&arm64, "6.1.0-57", vng, "loop").unwrap();
+        assert_eq!(
+            Key::of(&other_root, "6.1.0-57", vng, "loop")
+                .unwrap()
+                .differences(&arm64_key)
+                .len(),
+            1
+        );
+        let mut reading = arm64.clone();
+        reading.own_root = Some(crate::machine::own_root::OwnRoot {
+            reads: vec![dir.path().join("cross")],
+            ..arm64.own_root.clone().unwrap()
+        });
+        assert!(
+            Key::of(&reading, "6.1.0-57", vng, "loop")
+                .unwrap()
+                .differences(&arm64_key)
+                .is_empty(),
+            "a run's reads are staged in the share, not mounted"
         );
         let mut long = spec.clone();
         long.timeout = std::time::Duration::from_secs(99);

@@ -14,6 +14,7 @@
 //! host reads the records between two checks there.
 use std::path::Path;
 
+use crate::domain::arch::Arch;
 use crate::machine::vng::START_MARKER;
 use crate::support::guest_files;
 use crate::support::shell::quote;
@@ -36,14 +37,16 @@ pub fn check_marker(n: u64) -> String {
 }
 
 /// Writes the guest's state to stdout as `KIND VALUE` lines ending with `end`, as
-/// `results::freshness` reads them. Shell builtins but one `perl` (Essential in Debian, as
-/// `machine::guest`'s settle step uses), which lists bpffs and asks the kernel for the id of
-/// every BPF program, map, link and BTF object (`bpf(2)`, syscall 321 on x86-64:
-/// `BPF_PROG_GET_NEXT_ID` 11, `BPF_MAP_GET_NEXT_ID` 12, `BPF_BTF_GET_NEXT_ID` 23,
+/// `results::freshness` reads them; its argument is the architecture's `bpf(2)` number
+/// (`Arch::bpf_syscall`). Shell builtins but one `perl` (Essential in Debian, as
+/// `machine::guest`'s settle step uses; an arm64 pin's root lists `perl-base`), which lists
+/// bpffs and asks the kernel for the id of every BPF program, map, link and BTF object
+/// (`BPF_PROG_GET_NEXT_ID` 11, `BPF_MAP_GET_NEXT_ID` 12, `BPF_BTF_GET_NEXT_ID` 23,
 /// `BPF_LINK_GET_NEXT_ID` 31, each taking `start_id` and returning `next_id`, include/uapi/
-/// linux/bpf.h). `/tmp` is virtme-ng's overlay of the host's: only what the guest wrote there
-/// (its upper directory) counts. A process is named by its `comm`; kernel threads (kthreadd's children) and
-/// the loop's own shell are left out.
+/// linux/bpf.h). Only ENOENT (2 on both architectures) ends a list: any other failure (a
+/// wrong syscall number's ENOSYS) is `perl failed`, which the judgement refuses. A process is
+/// named by its `comm`; kernel threads (kthreadd's children) and the loop's own shell are
+/// left out.
 const STATE: &str = r#"bpfvm_state() {
   local f line pid rest ppid comm
   read -r line < /proc/sys/kernel/osrelease && echo "release $line"
@@ -55,11 +58,7 @@ const STATE: &str = r#"bpfvm_state() {
     read -r line < "$f" 2>/dev/null && echo "sysctl $f $line"
   done
   while read -r _ line f _; do echo "mount $line $f"; done < /proc/self/mounts
-  while read -r _ line f rest _; do
-    [ "$line $f" = "/tmp overlay" ] || continue
-    rest=${rest#*upperdir=}
-    for f in "${rest%%,*}"/* "${rest%%,*}"/.[!.]*; do [ -e "$f" ] || [ -L "$f" ] && echo "tmp ${f##*/}"; done
-  done < /proc/self/mounts
+  bpfvm_tmp /proc/self/mounts
   for f in /proc/[0-9]*/stat; do
     read -r line < "$f" 2>/dev/null || continue
     pid=${line%% *}
@@ -71,6 +70,7 @@ const STATE: &str = r#"bpfvm_state() {
     echo "process ${comm%)*}"
   done
   perl -e '
+    my $nr = shift;
     sub walk { my ($d) = @_; opendir(my $h, $d) or return;
       for my $e (sort readdir $h) { next if $e eq "." || $e eq ".."; my $p = "$d/$e";
         print "bpffs $p\n"; walk($p) if -d $p && !-l $p; } }
@@ -78,9 +78,24 @@ const STATE: &str = r#"bpfvm_state() {
     for my $c ([11, "prog"], [12, "map"], [23, "btf"], [31, "link"]) {
       my $id = 0;
       while (1) { my $a = pack("L3", $id, 0, 0);
-        last if syscall(321, $c->[0], $a, 12) != 0;
-        $id = (unpack("L3", $a))[1]; print "$c->[1] $id\n"; } }' || echo "perl failed"
+        if (syscall($nr, $c->[0], $a, 12) != 0) { last if $! == 2; die "bpf: $!\n"; }
+        $id = (unpack("L3", $a))[1]; print "$c->[1] $id\n"; } }' "$1" || echo "perl failed"
   echo end
+}
+"#;
+
+/// Writes a `tmp NAME` line for each entry the guest wrote into `/tmp`, as the mount table
+/// in `$1` shows it: virtme-ng mounts an overlay there, over the host's `/tmp` or over an own
+/// root's empty one (virtme-init's `mount_virtme_overlays`, its upper directory in
+/// `/run/tmp`), so only the upper directory is the guest's. Another `/tmp` gives no line,
+/// and a record without one is refused.
+const TMP: &str = r#"bpfvm_tmp() {
+  local line f rest
+  while read -r _ line f rest _; do
+    [ "$line $f" = "/tmp overlay" ] || continue
+    rest=${rest#*upperdir=}
+    for f in "${rest%%,*}"/* "${rest%%,*}"/.[!.]*; do [ -e "$f" ] || [ -L "$f" ] && echo "tmp ${f##*/}"; done
+  done < "$1"
 }
 "#;
 
@@ -94,13 +109,25 @@ const WAIT: &str = r#"bpfvm_wait() {
 }
 "#;
 
+/// How often, in seconds, a run's copy of the kernel log looks for more in the guest's
+/// running copy (`tail -s`, `machine::guest`): an own root's `tail` is busybox's, which
+/// refuses a fraction ("invalid number '0.05'") and so copies nothing.
+fn log_poll(arch: Arch) -> &'static str {
+    if arch.boots_host_root() {
+        "0.05"
+    } else {
+        "1"
+    }
+}
+
 /// The loop, for a guest whose shared directory is `share`. As `machine::guest`'s scripts, it
 /// runs under bash, mounts bpffs and debugfs and copies the kernel's BTF to where each run
 /// puts it, so that its state before the first run is what each run's own preamble leaves.
 /// `go.N` carries the seq of the check's marker, the byte of the kernel log copy after it
 /// (1-based, as `tail -c +K`) and the run's script.
-pub fn loop_script(share: &Path) -> String {
+pub fn loop_script(share: &Path, arch: Arch) -> String {
     let w = quote(&share.display().to_string());
+    let (bpf, poll) = (arch.bpf_syscall(), log_poll(arch));
     let blocks = guest_files::MAX_FILE / 512;
     format!(
         r#"#!/bin/sh
@@ -113,17 +140,19 @@ echo on > /proc/sys/kernel/printk_devkmsg 2>/dev/null
 grep -q ' /sys/fs/bpf ' /proc/self/mounts || mount -t bpf bpf /sys/fs/bpf
 grep -q ' /sys/kernel/debug ' /proc/self/mounts || mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 cp /sys/kernel/btf/vmlinux /tmp/bpfvm-vmlinux.btf 2>/dev/null
-{WAIT}{STATE}bpfvm_state < /dev/null > "$W/{BOOT_STATE}"
+# The loop's own file in /tmp: a record of the overlay there always has a `tmp` line.
+: > /tmp/.bpfvm-warm
+{WAIT}{TMP}{STATE}bpfvm_state {bpf} < /dev/null > "$W/{BOOT_STATE}"
 echo "{SAYS}ready"
 n=0
 while bpfvm_wait check.$n; do
-  bpfvm_state < /dev/null > "$W/state.$n"
+  bpfvm_state {bpf} < /dev/null > "$W/state.$n"
   echo "bpfvm: warm check $n" > /dev/kmsg
   echo "{SAYS}checked $n"
   bpfvm_wait go.$n || break
   echo "{SAYS}started $n"
   BPFVM_WARM_KMSG="$W/{KMSG_LOG}" BPFVM_WARM_KMSG_FROM=$bpfvm_from BPFVM_WARM_AFTER=$bpfvm_after \
-    bash "$bpfvm_script" < /dev/null
+    BPFVM_WARM_POLL={poll} bash "$bpfvm_script" < /dev/null
   echo "{SAYS}ended $n $?"
   n=$((n + 1))
 done
@@ -136,16 +165,24 @@ echo "{SAYS}stopped"
 mod tests {
     use super::*;
 
-    /// The state record runs under the host's bash as it would in the guest: whole, every
-    /// kind the judgement needs, no kernel thread.
-    #[test]
-    fn the_state_record_is_whole_and_names_no_kernel_thread() {
+    /// `bpfvm_state` with `bpf` for its syscall number, run under the host's bash as it would
+    /// be in the guest: its record and its stderr.
+    fn state_on_the_host(bpf: u32) -> (String, String) {
         let out = std::process::Command::new("bash")
             .arg("-c")
-            .arg(format!("{STATE}bpfvm_state"))
+            .arg(format!("{TMP}{STATE}bpfvm_state {bpf}"))
             .output()
             .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (text(&out.stdout), text(&out.stderr))
+    }
+
+    /// The record is whole, with every kind the judgement needs, no kernel thread, and the
+    /// BPF objects listed by the host's own `bpf(2)`: as an unprivileged user the kernel
+    /// refuses the listing (EPERM), which is still that syscall, never ENOSYS.
+    #[test]
+    fn the_state_record_is_whole_and_names_no_kernel_thread() {
+        let (text, stderr) = state_on_the_host(Arch::host().bpf_syscall());
         assert!(text.ends_with("end\n"), "{text}");
         for kind in [
             "release ",
@@ -157,7 +194,74 @@ mod tests {
             assert!(text.lines().any(|l| l.starts_with(kind)), "{kind}: {text}");
         }
         assert!(!text.contains("process kthreadd"), "{text}");
-        assert!(!text.contains("perl failed"), "{text}");
+        assert!(
+            !text.contains("perl failed") || stderr.contains("bpf: Operation not permitted"),
+            "{text}{stderr}"
+        );
+    }
+
+    /// A syscall that is not `bpf(2)` (another architecture's number) ends in `perl failed`,
+    /// which the judgement refuses, not in a record without BPF objects.
+    #[test]
+    fn a_syscall_that_is_not_bpf_fails_the_record() {
+        let (text, stderr) = state_on_the_host(999_999);
+        assert!(text.ends_with("perl failed\nend\n"), "{text}");
+        assert!(stderr.contains("bpf: Function not implemented"), "{stderr}");
+    }
+
+    /// `/tmp` as an arm64 guest's mount table shows it (virtme-init's overlay over its own
+    /// root's `/tmp`, read in a 6.12 arm64 guest), and as an x86_64 guest's (the host's
+    /// `/tmp` below): only its upper directory's entries are listed, hidden and dangling ones
+    /// too, and nothing of another overlay's.
+    #[test]
+    fn the_tmp_record_lists_what_the_guest_wrote_over_its_tmp() {
+        let t = tempfile::tempdir().unwrap();
+        let upper = |n: u32| t.path().join(format!("run/tmp/virtme_rw_overlay{n}/upper"));
+        for n in [6, 7] {
+            std::fs::create_dir_all(upper(n)).unwrap();
+        }
+        std::fs::write(upper(7).join("bpfvm-vmlinux.btf"), "").unwrap();
+        std::fs::write(upper(7).join(".bpfvm-warm-wait"), "").unwrap();
+        std::os::unix::fs::symlink("/nowhere", upper(7).join("left")).unwrap();
+        std::fs::write(upper(6).join("not-tmp"), "").unwrap();
+        let overlay = |n: u32, dir: &str, tail: &str| {
+            format!(
+                "virtme_rw_overlay{n} {dir} overlay rw,relatime,lowerdir={dir},upperdir={},\
+                 workdir=/run/tmp/virtme_rw_overlay{n}/work{tail} 0 0\n",
+                upper(n).display()
+            )
+        };
+        let list = |mounts: String| {
+            let file = t.path().join("mounts");
+            std::fs::write(&file, mounts).unwrap();
+            let out = std::process::Command::new("bash")
+                .arg("-c")
+                .arg(format!("{TMP}bpfvm_tmp {}", file.display()))
+                .output()
+                .unwrap();
+            let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(String::from)
+                .collect();
+            lines.sort();
+            lines
+        };
+        let want = ["tmp .bpfvm-warm-wait", "tmp bpfvm-vmlinux.btf", "tmp left"];
+        let arm64 = format!(
+            "ROOTFS / virtiofs ro,relatime 0 0\n{}{}tmpfs /var/tmp tmpfs rw,relatime 0 0\n",
+            overlay(6, "/var", ",uuid=on"),
+            overlay(7, "/tmp", ",uuid=on")
+        );
+        assert_eq!(list(arm64), want);
+        let x86_64 = format!(
+            "ROOTFS / virtiofs ro,relatime 0 0\n{}",
+            overlay(7, "/tmp", ",xino=off")
+        );
+        assert_eq!(list(x86_64), want);
+        assert_eq!(
+            list("tmpfs /tmp tmpfs rw,relatime 0 0\n".into()),
+            Vec::<String>::new()
+        );
     }
 
     /// The wait under the host's bash, fed as the keeper feeds it: other words are passed
@@ -188,13 +292,13 @@ mod tests {
 
     #[test]
     fn the_loop_checks_then_runs_each_script_with_its_log_copy() {
-        let s = loop_script(Path::new("/t/vm-guest/share"));
+        let s = loop_script(Path::new("/t/vm-guest/share"), Arch::Arm64);
         assert!(s.contains("W=/t/vm-guest/share\n"));
         let order: Vec<usize> = [
-            "bpfvm_state < /dev/null > \"$W/state.boot\"",
+            "bpfvm_state 280 < /dev/null > \"$W/state.boot\"",
             "echo \"bpfvm-warm: ready\"",
             "while bpfvm_wait check.$n",
-            "bpfvm_state < /dev/null > \"$W/state.$n\"",
+            "bpfvm_state 280 < /dev/null > \"$W/state.$n\"",
             "echo \"bpfvm: warm check $n\" > /dev/kmsg",
             "bpfvm_wait go.$n",
             "BPFVM_WARM_KMSG=\"$W/kmsg.log\" BPFVM_WARM_KMSG_FROM=$bpfvm_from",
@@ -205,5 +309,9 @@ mod tests {
         .collect();
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
         assert_eq!(check_marker(3), "bpfvm: warm check 3");
+        assert!(s.contains("BPFVM_WARM_POLL=1 bash \"$bpfvm_script\""));
+        let x86_64 = loop_script(Path::new("/t/vm-guest/share"), Arch::X86_64);
+        assert!(x86_64.contains("bpfvm_state 321 < /dev/null > \"$W/state.$n\""));
+        assert!(x86_64.contains("BPFVM_WARM_POLL=0.05 bash \"$bpfvm_script\""));
     }
 }

@@ -95,6 +95,22 @@ impl Arch {
         }
     }
 
+    /// Its number of `membarrier(2)` (the same tables as [`Arch::bpf_syscall`]).
+    pub fn membarrier_syscall(self) -> u32 {
+        match self {
+            Arch::X86_64 => 324,
+            Arch::Arm64 => 283,
+        }
+    }
+
+    /// The machine's name as `uname -m` and perl's `$Config{archname}` begin with it.
+    pub fn machine(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "x86_64",
+            Arch::Arm64 => "aarch64",
+        }
+    }
+
     /// Whether its pins boot the host's own root. bpfvm's host is x86_64's: another
     /// architecture's pin boots a root made from its packages (`kernel::pins::userland`), and
     /// only pins (not an image or a tree), with the commands docs/arm64.md lists.
@@ -229,5 +245,29 @@ mod tests {
             defined("/usr/include/asm-generic/unistd.h")
         );
         assert_eq!(Arch::host().bpf_syscall() as libc::c_long, libc::SYS_bpf);
+    }
+
+    #[test]
+    fn the_membarrier_syscall_is_each_architectures_own() {
+        let defined = |header: &str| -> u32 {
+            let text = std::fs::read_to_string(header).unwrap();
+            let line = text
+                .lines()
+                .find_map(|l| l.strip_prefix("#define __NR_membarrier "))
+                .unwrap_or_else(|| panic!("{header} defines no __NR_membarrier"));
+            line.trim().parse().unwrap()
+        };
+        assert_eq!(
+            Arch::X86_64.membarrier_syscall(),
+            defined("/usr/include/x86_64-linux-gnu/asm/unistd_64.h")
+        );
+        assert_eq!(
+            Arch::Arm64.membarrier_syscall(),
+            defined("/usr/include/asm-generic/unistd.h")
+        );
+        assert_eq!(
+            Arch::host().membarrier_syscall() as libc::c_long,
+            libc::SYS_membarrier
+        );
     }
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use crate::domain::arch::Arch;
 use crate::machine::build::TestBinary;
 use crate::machine::vng::{END_MARKER, START_MARKER, STATUS_FILE};
 use crate::support::guest_files;
@@ -128,14 +129,27 @@ const MARK_TESTS: &str = r#"bpfvm_mark_tests() {
 /// `bpf_map_free_deferred` on a workqueue, kernel/bpf/syscall.c; a program's goes through an RCU
 /// callback first, `__bpf_prog_put_noref`). First an RCU grace period, as the kernel's
 /// `test_progs` waits for one (`kern_sync_rcu()`, tools/testing/selftests/bpf/testing_helpers.c):
-/// `membarrier(MEMBARRIER_CMD_GLOBAL)` (syscall 324 on x86-64, command 1) runs
-/// `synchronize_rcu()` when more than one CPU is online (`sys_membarrier`, kernel/sched/
-/// membarrier.c), called through `perl` (Essential in Debian; the shell has no syscall). Then until no kworker is running or
-/// runnable (`R`/`D` in `/proc/PID/stat`; an idle worker sleeps in `I`), at most 3 s. Under
-/// TCG this costs 0.3-0.5 s when nothing is pending (docs/kernel-log.md).
-const SETTLE: &str = r#"perl -e 'syscall(324, 1, 0, 0) == 0 or die "$!\n"' 2>/dev/null ||
+/// `membarrier(MEMBARRIER_CMD_GLOBAL)` (command 1; its number is the guest's architecture's,
+/// which perl tells by its own `archname`) runs `synchronize_rcu()` when more than one CPU is
+/// online (`sys_membarrier`, kernel/sched/membarrier.c), called through `perl` (Essential in
+/// Debian, `perl-base` in an arm64 pin's root; the shell has no syscall). Then until no kworker
+/// is running or runnable (`R`/`D` in `/proc/PID/stat`; an idle worker sleeps in `I`), at most
+/// 3 s. Under TCG this costs 0.3-0.5 s when nothing is pending (docs/kernel-log.md).
+fn settle() -> String {
+    let numbers: Vec<String> = Arch::EVERY
+        .iter()
+        .map(|a| format!("{} => {}", a.machine(), a.membarrier_syscall()))
+        .collect();
+    format!(
+        r#"perl -MConfig -e 'my %nr = ({}); my ($m) = $Config{{archname}} =~ /^([^-]+)/;
+  syscall($nr{{$m}} // die("$m\n"), 1, 0, 0) == 0 or die "$!\n"' 2>/dev/null ||
   echo "bpfvm: no RCU grace period waited for (membarrier failed)" > /dev/kmsg
-bpfvm_workqueues_busy() {
+{WORKQUEUES}"#,
+        numbers.join(", ")
+    )
+}
+
+const WORKQUEUES: &str = r#"bpfvm_workqueues_busy() {
   for bpfvm_f in /proc/[0-9]*/stat; do
     read -r bpfvm_stat < "$bpfvm_f" 2>/dev/null || continue
     case $bpfvm_stat in *' (kworker/'*') '[RD]' '*) return 0 ;; esac
@@ -418,7 +432,7 @@ fn export(s: &mut String, env: &[(String, String)]) {
 /// shell word) that tells the host the guest finished, then the marker that times the end of
 /// the script.
 pub(crate) fn epilogue(s: &mut String, status: &str) {
-    s.push_str(SETTLE);
+    s.push_str(&settle());
     s.push_str(END_KERNEL_LOG);
     writeln!(s, "echo {status} > \"$OUT/{STATUS_FILE}\"").unwrap();
     writeln!(s, "echo '{END_MARKER}' >&2").unwrap();
@@ -435,6 +449,30 @@ pub fn write(path: &Path, script: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The grace period's perl, run on the host, finds the host's membarrier by its own
+    /// archname and waits without failing; a table without the host's machine fails.
+    #[test]
+    fn the_settle_step_calls_the_hosts_own_membarrier() {
+        let first = |script: &str| {
+            let cut = script.find(" 2>/dev/null ||").unwrap();
+            let status = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(&script[..cut])
+                .status()
+                .unwrap();
+            status.success()
+        };
+        let s = settle();
+        assert!(s.contains(&format!(
+            "{} => {}",
+            Arch::host().machine(),
+            Arch::host().membarrier_syscall()
+        )));
+        assert!(first(&s));
+        let others = s.replace(Arch::host().machine(), "elsewhere");
+        assert!(!first(&others));
+    }
 
     #[test]
     fn test_script_runs_each_binary_with_json_output_and_the_filter() {

@@ -103,7 +103,7 @@ impl Arch {
         }
     }
 
-    /// The machine's name as `uname -m` and perl's `$Config{archname}` begin with it.
+    /// The machine's name, as `uname -m` and bash's `$HOSTTYPE` say it.
     pub fn machine(self) -> &'static str {
         match self {
             Arch::X86_64 => "x86_64",

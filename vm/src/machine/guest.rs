@@ -130,7 +130,8 @@ const MARK_TESTS: &str = r#"bpfvm_mark_tests() {
 /// callback first, `__bpf_prog_put_noref`). First an RCU grace period, as the kernel's
 /// `test_progs` waits for one (`kern_sync_rcu()`, tools/testing/selftests/bpf/testing_helpers.c):
 /// `membarrier(MEMBARRIER_CMD_GLOBAL)` (command 1; its number is the guest's architecture's,
-/// which perl tells by its own `archname`) runs `synchronize_rcu()` when more than one CPU is
+/// which bash's own `$HOSTTYPE` tells without a process: perl's `Config` loads slowly
+/// under TCG) runs `synchronize_rcu()` when more than one CPU is
 /// online (`sys_membarrier`, kernel/sched/membarrier.c), called through `perl` (Essential in
 /// Debian, `perl-base` in an arm64 pin's root; the shell has no syscall). Then until no kworker
 /// is running or runnable (`R`/`D` in `/proc/PID/stat`; an idle worker sleeps in `I`), at most
@@ -138,14 +139,14 @@ const MARK_TESTS: &str = r#"bpfvm_mark_tests() {
 fn settle() -> String {
     let numbers: Vec<String> = Arch::EVERY
         .iter()
-        .map(|a| format!("{} => {}", a.machine(), a.membarrier_syscall()))
+        .map(|a| format!("{}) bpfvm_nr={} ;;", a.machine(), a.membarrier_syscall()))
         .collect();
     format!(
-        r#"perl -MConfig -e 'my %nr = ({}); my ($m) = $Config{{archname}} =~ /^([^-]+)/;
-  syscall($nr{{$m}} // die("$m\n"), 1, 0, 0) == 0 or die "$!\n"' 2>/dev/null ||
+        r#"case $HOSTTYPE in {} *) bpfvm_nr= ;; esac
+[ -n "$bpfvm_nr" ] && perl -e 'syscall(shift, 1, 0, 0) == 0 or die "$!\n"' "$bpfvm_nr" 2>/dev/null ||
   echo "bpfvm: no RCU grace period waited for (membarrier failed)" > /dev/kmsg
 {WORKQUEUES}"#,
-        numbers.join(", ")
+        numbers.join(" ")
     )
 }
 
@@ -268,7 +269,8 @@ fn verifier_step(s: &mut String, run: &VerifierRun, wrap: &str) {
 }
 
 /// Runs test binary `path` (its files named `name`) with the libtest arguments `args`: its list
-/// first, so that tests a crash never reaches are reported by name, then the tests with
+/// first, so that tests a crash never reaches are reported by name (unless the host wrote it,
+/// [`list_on_host`]), then the tests with
 /// libtest's JSON output (each test's start and end marked in the kernel log by
 /// `bpfvm_mark_tests`, which the script defines first; stdout teed to the host for live
 /// progress; the exit status into `<name>.rc`). `wrap` is put before the test command (a shell
@@ -292,10 +294,9 @@ fn run_test_binary(
     list.extend(args.iter().cloned());
     writeln!(
         s,
-        "{} > \"$OUT/{}\" 2> \"$OUT/{n}.stderr\" || rm -f \"$OUT/{}\"",
+        "[ -e \"$OUT/{l}\" ] || {} > \"$OUT/{l}\" 2> \"$OUT/{n}.stderr\" || rm -f \"$OUT/{l}\"",
         join(&list),
-        files::list(n),
-        files::list(n)
+        l = files::list(n),
     )
     .unwrap();
     let mut argv = vec![
@@ -319,17 +320,70 @@ fn run_test_binary(
     .unwrap();
 }
 
+/// Writes each binary's list (`--list --format terse` with its libtest arguments `args`) into
+/// `out` on the host when the host runs the guest's binaries (`arch` is the host's), so that
+/// the guest script does not: a listing runs no test and asks nothing of the kernel, and under
+/// TCG the guest pays a tenth of a second or more for each program it starts. A listing that
+/// fails or takes over 10 s writes nothing, and the guest lists that binary itself.
+pub fn list_on_host(
+    out: &Path,
+    arch: Arch,
+    binaries: &[TestBinary],
+    args: &dyn Fn(&str) -> Vec<String>,
+) -> Result<()> {
+    if arch != Arch::host() {
+        return Ok(());
+    }
+    for b in binaries {
+        let to = out.join(files::list(&b.name));
+        let mut argv = vec!["--list".to_string(), "--format".into(), "terse".into()];
+        argv.extend(args(&b.name));
+        let listing = duct::cmd(&b.path, &argv)
+            .stdout_path(&to)
+            .stderr_null()
+            .unchecked()
+            .start()
+            .with_context(|| format!("list {}", b.path.display()))?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let listed = loop {
+            if let Some(o) = listing.try_wait()? {
+                break o.status.success();
+            }
+            if std::time::Instant::now() > deadline {
+                listing.kill()?;
+                break false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        if !listed {
+            std::fs::remove_file(&to).with_context(|| format!("remove {}", to.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Where the guest copies the kernel's BTF for the tests ([`kernel_btf_once`]).
+pub const KERNEL_BTF_COPY: &str = "/tmp/bpfvm-vmlinux.btf";
+
 /// Defines `with_kernel_btf_once CMD...`. aya 0.14's `EbpfLoader::new` parses the kernel's BTF
 /// (`/sys/kernel/btf/vmlinux`, ~0.3 s under TCG) on every object load, even when it is then
 /// handed a parsed copy; that parse was most of a test's time. So the tests parse a copy once
 /// per process (`BPFVM_KERNEL_BTF`, see `tests/src/object.rs`) and run in a mount namespace where
 /// the sysfs file reads empty, so that the loader's own parse fails at once. A kernel without
-/// BTF runs the tests as they are.
+/// BTF runs the tests as they are. A kept guest's loop (`machine::warm_guest::script`) made the
+/// copy and hid the sysfs file for the whole guest at boot, and the check before each run found
+/// both as they were then (the copy's inode, size and change time; the mount): its run
+/// (`BPFVM_WARM_KMSG`) takes them as they are, without copying 5 MiB again (0.2 s under TCG) or
+/// starting three programs for each namespace.
 fn kernel_btf_once() -> String {
     format!(
-        r#"if cp /sys/kernel/btf/vmlinux /tmp/bpfvm-vmlinux.btf 2>/dev/null; then
-  export {KERNEL_BTF_ENV}=/tmp/bpfvm-vmlinux.btf
-  with_kernel_btf_once() {{ unshare --mount sh -c 'mount --bind /dev/null /sys/kernel/btf/vmlinux && exec "$@"' sh "$@"; }}
+        r#"if {{ [ -n "$BPFVM_WARM_KMSG" ] && [ -s {KERNEL_BTF_COPY} ]; }} || cp /sys/kernel/btf/vmlinux {KERNEL_BTF_COPY} 2>/dev/null; then
+  export {KERNEL_BTF_ENV}={KERNEL_BTF_COPY}
+  if [ -n "$BPFVM_WARM_KMSG" ] && bpfvm_mounted /sys/kernel/btf/vmlinux; then
+    with_kernel_btf_once() {{ "$@"; }}
+  else
+    with_kernel_btf_once() {{ unshare --mount sh -c 'mount --bind /dev/null /sys/kernel/btf/vmlinux && exec "$@"' sh "$@"; }}
+  fi
 else
   with_kernel_btf_once() {{ "$@"; }}
 fi
@@ -450,28 +504,127 @@ pub fn write(path: &Path, script: &str) -> Result<()> {
 mod tests {
     use super::*;
 
-    /// The grace period's perl, run on the host, finds the host's membarrier by its own
-    /// archname and waits without failing; a table without the host's machine fails.
+    /// The grace period, run under the host's bash, finds the host's membarrier by bash's
+    /// `$HOSTTYPE` and waits without failing; a machine the table lacks fails.
     #[test]
     fn the_settle_step_calls_the_hosts_own_membarrier() {
-        let first = |script: &str| {
-            let cut = script.find(" 2>/dev/null ||").unwrap();
-            let status = std::process::Command::new("sh")
+        let first = |host_type: &str| {
+            let s = settle();
+            let cut = s.find(" 2>/dev/null ||").unwrap();
+            let status = std::process::Command::new("bash")
                 .arg("-c")
-                .arg(&script[..cut])
+                .arg(format!("HOSTTYPE={host_type}\n{}", &s[..cut]))
                 .status()
                 .unwrap();
             status.success()
         };
-        let s = settle();
-        assert!(s.contains(&format!(
-            "{} => {}",
+        assert!(settle().contains(&format!(
+            "{}) bpfvm_nr={} ;;",
             Arch::host().machine(),
             Arch::host().membarrier_syscall()
         )));
-        assert!(first(&s));
-        let others = s.replace(Arch::host().machine(), "elsewhere");
-        assert!(!first(&others));
+        let host = std::process::Command::new("bash")
+            .args(["-c", "echo $HOSTTYPE"])
+            .output()
+            .unwrap();
+        let host = String::from_utf8(host.stdout).unwrap();
+        assert!(first(host.trim()));
+        assert!(!first("elsewhere"));
+    }
+
+    /// The host lists a binary it can run (its arguments after libtest's), writes nothing for
+    /// one whose listing fails, and nothing for another architecture's; the guest's line then
+    /// keeps the host's list and lists only a binary the host did not.
+    #[test]
+    fn the_host_lists_what_it_runs_and_the_guest_lists_the_rest() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let bin = |name: &str, body: &str| {
+            let path = t.path().join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            TestBinary {
+                name: name.into(),
+                path,
+            }
+        };
+        let (ok, bad) = (
+            bin("ok", "echo \"a: test $*\""),
+            bin("bad", "echo a: test; exit 3"),
+        );
+        let out = t.path().join("out");
+        std::fs::create_dir(&out).unwrap();
+        let args = |b: &str| vec![format!("only-{b}")];
+        let other = match Arch::host() {
+            Arch::X86_64 => Arch::Arm64,
+            Arch::Arm64 => Arch::X86_64,
+        };
+        list_on_host(&out, other, std::slice::from_ref(&ok), &args).unwrap();
+        assert!(!out.join(files::list("ok")).exists());
+        list_on_host(&out, Arch::host(), &[ok.clone(), bad], &args).unwrap();
+        let read = || std::fs::read_to_string(out.join(files::list("ok"))).unwrap();
+        assert_eq!(read(), "a: test --list --format terse only-ok\n");
+        assert!(!out.join(files::list("bad")).exists());
+        let guest_line = || {
+            let mut s = String::new();
+            run_test_binary(&mut s, "ok", &ok.path, &[], "", "");
+            let line = s.lines().next().unwrap().to_string();
+            let status = std::process::Command::new("bash")
+                .arg("-c")
+                .arg(line)
+                .env("OUT", &out)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        };
+        guest_line();
+        assert_eq!(read(), "a: test --list --format terse only-ok\n", "kept");
+        std::fs::remove_file(out.join(files::list("ok"))).unwrap();
+        guest_line();
+        assert_eq!(
+            read(),
+            "a: test --list --format terse\n",
+            "listed by the guest"
+        );
+    }
+
+    /// A boot's run copies the kernel's BTF and hides the sysfs file in a namespace of each
+    /// test binary's; a kept guest's run takes the loop's copy (checked before the run), copies
+    /// only when there is none, and needs no namespace while the loop's mount hides the file.
+    #[test]
+    fn a_kept_guests_run_takes_the_loops_btf_copy_and_mount() {
+        let t = tempfile::tempdir().unwrap();
+        let (src, copy) = (t.path().join("vmlinux"), t.path().join("copy.btf"));
+        std::fs::write(&src, "NEW").unwrap();
+        // The loop's mount, as the mount table would show it: `HIDDEN` set.
+        let mounted =
+            "bpfvm_mounted() { [ -n \"$HIDDEN\" ] && [ \"$1\" = /sys/kernel/btf/vmlinux ]; }\n";
+        let script = format!("{BUILTINS}{mounted}{}", kernel_btf_once())
+            .replace("/sys/kernel/btf/vmlinux", &src.display().to_string())
+            .replace(KERNEL_BTF_COPY, &copy.display().to_string());
+        let run = |warm: bool, hidden: bool| {
+            let mut cmd = std::process::Command::new("bash");
+            cmd.arg("-c").arg(format!(
+                "{script}echo ${KERNEL_BTF_ENV}; declare -f with_kernel_btf_once"
+            ));
+            if warm {
+                cmd.env("BPFVM_WARM_KMSG", "/share/kmsg.log");
+            }
+            if hidden {
+                cmd.env("HIDDEN", "1");
+            }
+            let out = String::from_utf8(cmd.output().unwrap().stdout).unwrap();
+            let (first, wrapper) = out.split_once('\n').unwrap();
+            assert_eq!(first, copy.display().to_string());
+            let copied = std::fs::read_to_string(&copy).unwrap();
+            (copied, wrapper.contains("unshare --mount"))
+        };
+        std::fs::write(&copy, "KEPT").unwrap();
+        assert_eq!(run(true, true), ("KEPT".into(), false));
+        assert_eq!(run(true, false), ("KEPT".into(), true));
+        assert_eq!(run(false, true), ("NEW".into(), true), "a boot's run");
+        std::fs::remove_file(&copy).unwrap();
+        assert_eq!(run(true, true), ("NEW".into(), false));
     }
 
     #[test]
@@ -515,7 +668,7 @@ mod tests {
              [ $bpfvm_rc -eq 0 ] && export BPFVM_FEATURES=\"$OUT/features.json\"\n"
         ));
         assert!(s.contains(
-            "/t/deps/bpfvm_tests-abc --list --format terse bloom > \"$OUT/bpfvm_tests.list\""
+            "[ -e \"$OUT/bpfvm_tests.list\" ] || /t/deps/bpfvm_tests-abc --list --format terse bloom > \"$OUT/bpfvm_tests.list\""
         ));
         assert!(
             s.ends_with("echo 0 > \"$OUT/exit-status\"\necho 'bpfvm: guest script finished' >&2\n")
@@ -740,7 +893,7 @@ mod tests {
         // The user's RUST_BACKTRACE overrides the default set before it.
         assert!(s.find("RUST_BACKTRACE=1").unwrap() < s.find("RUST_BACKTRACE=0").unwrap());
         assert!(s.contains(
-            "cd /u/sub || exit 1\n/u/target/debug/deps/maps-2 --list --format terse --test-threads 1 > \"$OUT/maps.list\""
+            "cd /u/sub || exit 1\n[ -e \"$OUT/maps.list\" ] || /u/target/debug/deps/maps-2 --list --format terse --test-threads 1 > \"$OUT/maps.list\""
         ));
         assert!(s.contains(
             "{ /u/target/debug/deps/demo-1 -Z unstable-options --format json --report-time --test-threads 1 2>> \"$OUT/demo.stderr\"; echo $? > \"$OUT/demo.rc\"; } | bpfvm_mark_tests demo:: | tee \"$OUT/demo.jsonl\""

@@ -18,6 +18,8 @@
 //!   (`BPF_*_GET_NEXT_ID`);
 //! - `tmp`: every entry the guest wrote into `/tmp` (the host's files there are not the guest's;
 //!   the loop's own `.bpfvm-warm` is always one);
+//! - `btfcopy`: the inode, size and change time of the loop's copy of the kernel's BTF in
+//!   `/tmp`, which runs take as it is;
 //! - `process`: the name of every user-space process (kernel threads left out); one that a run
 //!   started and left counts, one that ended does not, and udev's workers never do;
 //! - `perl failed`: the BPF objects and pins could not be listed, which refuses the record;
@@ -107,6 +109,18 @@ impl GuestState {
                     was.join(" "),
                     now.join(" ")
                 )),
+                "btfcopy" => {
+                    let or_none = |v: &[String]| match v {
+                        [] => "none".to_string(),
+                        v => v.join(", "),
+                    };
+                    why.push(format!(
+                        "the kernel BTF's copy in /tmp changed (inode, size, change time: {} at \
+                         boot, {} now)",
+                        or_none(was),
+                        or_none(now)
+                    ))
+                }
                 // NAME VALUE: a changed value is one change, not a removal and an addition.
                 "sysctl" => {
                     let map = |v: &[String]| -> BTreeMap<String, String> {
@@ -255,7 +269,7 @@ mod tests {
 
     const BOOT: &str = "release 6.1.0-57-cloud-amd64\ntainted 0\nmodule virtiofs\n\
         sysctl /proc/sys/kernel/bpf_stats_enabled 0\nsysctl /proc/sys/kernel/unprivileged_bpf_disabled 2\n\
-        mount /sys/fs/bpf bpf\nbtf 1\ntmp bpfvm-vmlinux.btf\nprocess virtme-ng-init\n\
+        mount /sys/fs/bpf bpf\nbtf 1\ntmp bpfvm-vmlinux.btf\nbtfcopy 12 5000 100\nprocess virtme-ng-init\n\
         process sh\nprocess dd\nend\n";
     const LOG: &str =
         "6,100,9000000,-;virtio_net: something\n12,101,9000001,-;bpfvm: warm check 0\n";
@@ -323,6 +337,18 @@ mod tests {
                 "module virtiofs\n",
                 "",
                 "a module gone since boot: virtiofs",
+            ),
+            (
+                "btfcopy 12 5000 100\n",
+                "btfcopy 12 5000 107\n",
+                "the kernel BTF's copy in /tmp changed (inode, size, change time: 12 5000 100 at \
+                 boot, 12 5000 107 now)",
+            ),
+            (
+                "btfcopy 12 5000 100\n",
+                "",
+                "the kernel BTF's copy in /tmp changed (inode, size, change time: 12 5000 100 at \
+                 boot, none now)",
             ),
         ];
         for (was, now, want) in cases {

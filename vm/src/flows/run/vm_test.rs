@@ -112,6 +112,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
             &args,
         ),
     )?;
+    guest::list_on_host(&files.shared, p.kernel.arch, &binaries, &args)?;
     let built = start.elapsed() - prepared;
 
     let (booted, guest_use, _hold) =

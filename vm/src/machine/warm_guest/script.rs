@@ -15,6 +15,7 @@
 use std::path::Path;
 
 use crate::domain::arch::Arch;
+use crate::machine::guest::KERNEL_BTF_COPY;
 use crate::machine::vng::START_MARKER;
 use crate::support::guest_files;
 use crate::support::shell::quote;
@@ -37,8 +38,8 @@ pub fn check_marker(n: u64) -> String {
 }
 
 /// Writes the guest's state to stdout as `KIND VALUE` lines ending with `end`, as
-/// `results::freshness` reads them; its argument is the architecture's `bpf(2)` number
-/// (`Arch::bpf_syscall`). Shell builtins but one `perl` (Essential in Debian, as
+/// `results::freshness` reads them; its arguments are the architecture's `bpf(2)` number
+/// (`Arch::bpf_syscall`) and the kernel BTF's copy. Shell builtins but one `perl` (Essential in Debian, as
 /// `machine::guest`'s settle step uses; an arm64 pin's root lists `perl-base`), which lists
 /// bpffs and asks the kernel for the id of every BPF program, map, link and BTF object
 /// (`BPF_PROG_GET_NEXT_ID` 11, `BPF_MAP_GET_NEXT_ID` 12, `BPF_BTF_GET_NEXT_ID` 23,
@@ -46,7 +47,9 @@ pub fn check_marker(n: u64) -> String {
 /// linux/bpf.h). Only ENOENT (2 on both architectures) ends a list: any other failure (a
 /// wrong syscall number's ENOSYS) is `perl failed`, which the judgement refuses. A process is
 /// named by its `comm`; kernel threads (kthreadd's children) and the loop's own shell are
-/// left out.
+/// left out. The loop's copy of the kernel's BTF, which runs take instead of copying it again
+/// (`machine::guest::KERNEL_BTF_COPY`), is recorded by its inode, size and change time: any
+/// write, truncation, `touch` or replacement changes one of them.
 const STATE: &str = r#"bpfvm_state() {
   local f line pid rest ppid comm
   read -r line < /proc/sys/kernel/osrelease && echo "release $line"
@@ -70,16 +73,17 @@ const STATE: &str = r#"bpfvm_state() {
     echo "process ${comm%)*}"
   done
   perl -e '
-    my $nr = shift;
+    my ($nr, $btf) = (shift, shift // "");
     sub walk { my ($d) = @_; opendir(my $h, $d) or return;
       for my $e (sort readdir $h) { next if $e eq "." || $e eq ".."; my $p = "$d/$e";
         print "bpffs $p\n"; walk($p) if -d $p && !-l $p; } }
     walk("/sys/fs/bpf");
+    if (my @s = stat($btf)) { print "btfcopy $s[1] $s[7] $s[10]\n"; }
     for my $c ([11, "prog"], [12, "map"], [23, "btf"], [31, "link"]) {
       my $id = 0;
       while (1) { my $a = pack("L3", $id, 0, 0);
         if (syscall($nr, $c->[0], $a, 12) != 0) { last if $! == 2; die "bpf: $!\n"; }
-        $id = (unpack("L3", $a))[1]; print "$c->[1] $id\n"; } }' "$1" || echo "perl failed"
+        $id = (unpack("L3", $a))[1]; print "$c->[1] $id\n"; } }' "$1" "$2" || echo "perl failed"
   echo end
 }
 "#;
@@ -128,6 +132,7 @@ fn log_poll(arch: Arch) -> &'static str {
 pub fn loop_script(share: &Path, arch: Arch) -> String {
     let w = quote(&share.display().to_string());
     let (bpf, poll) = (arch.bpf_syscall(), log_poll(arch));
+    let btf = KERNEL_BTF_COPY;
     let blocks = guest_files::MAX_FILE / 512;
     format!(
         r#"#!/bin/sh
@@ -139,14 +144,16 @@ echo on > /proc/sys/kernel/printk_devkmsg 2>/dev/null
 (ulimit -f {blocks}; exec dd if=/dev/kmsg of="$W/{KMSG_LOG}" bs=8k conv=noerror status=none 2>/dev/null) &
 grep -q ' /sys/fs/bpf ' /proc/self/mounts || mount -t bpf bpf /sys/fs/bpf
 grep -q ' /sys/kernel/debug ' /proc/self/mounts || mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
-cp /sys/kernel/btf/vmlinux /tmp/bpfvm-vmlinux.btf 2>/dev/null
+# Each run's tests read the kernel's BTF from this copy and find the sysfs file empty
+# (`machine::guest::kernel_btf_once`): hidden here once, for the guest's whole life.
+cp /sys/kernel/btf/vmlinux {btf} 2>/dev/null && mount --bind /dev/null /sys/kernel/btf/vmlinux
 # The loop's own file in /tmp: a record of the overlay there always has a `tmp` line.
 : > /tmp/.bpfvm-warm
-{WAIT}{TMP}{STATE}bpfvm_state {bpf} < /dev/null > "$W/{BOOT_STATE}"
+{WAIT}{TMP}{STATE}bpfvm_state {bpf} {btf} < /dev/null > "$W/{BOOT_STATE}"
 echo "{SAYS}ready"
 n=0
 while bpfvm_wait check.$n; do
-  bpfvm_state {bpf} < /dev/null > "$W/state.$n"
+  bpfvm_state {bpf} {btf} < /dev/null > "$W/state.$n"
   echo "bpfvm: warm check $n" > /dev/kmsg
   echo "{SAYS}checked $n"
   bpfvm_wait go.$n || break
@@ -168,9 +175,13 @@ mod tests {
     /// `bpfvm_state` with `bpf` for its syscall number, run under the host's bash as it would
     /// be in the guest: its record and its stderr.
     fn state_on_the_host(bpf: u32) -> (String, String) {
+        state_with_btf(bpf, Path::new("/nowhere"))
+    }
+
+    fn state_with_btf(bpf: u32, btf: &Path) -> (String, String) {
         let out = std::process::Command::new("bash")
             .arg("-c")
-            .arg(format!("{TMP}{STATE}bpfvm_state {bpf}"))
+            .arg(format!("{TMP}{STATE}bpfvm_state {bpf} {}", btf.display()))
             .output()
             .unwrap();
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
@@ -198,6 +209,50 @@ mod tests {
             !text.contains("perl failed") || stderr.contains("bpf: Operation not permitted"),
             "{text}{stderr}"
         );
+    }
+
+    /// The BTF copy's line changes with any write to it, a `touch`, or a new file in its place,
+    /// and is absent when there is no copy (a kernel without BTF).
+    #[test]
+    fn the_btf_copy_is_recorded_so_that_any_change_shows() {
+        let t = tempfile::tempdir().unwrap();
+        let btf = t.path().join("bpfvm-vmlinux.btf");
+        let line = || {
+            let (text, _) = state_with_btf(Arch::host().bpf_syscall(), &btf);
+            let lines: Vec<String> = text
+                .lines()
+                .filter(|l| l.starts_with("btfcopy "))
+                .map(String::from)
+                .collect();
+            lines
+        };
+        assert_eq!(line(), Vec::<String>::new());
+        std::fs::write(&btf, "BTF").unwrap();
+        let first = line();
+        assert_eq!(first.len(), 1, "{first:?}");
+        assert_eq!(line(), first, "the same file reads the same");
+        let changed = |what: &str, change: &dyn Fn()| {
+            let before = line();
+            // A change time in whole seconds: let the next change fall in another second.
+            std::thread::sleep(std::time::Duration::from_millis(1100));
+            change();
+            assert_ne!(line(), before, "{what}");
+        };
+        changed("rewritten, same size", &|| {
+            std::fs::write(&btf, "FTB").unwrap()
+        });
+        changed("touched", &|| {
+            std::fs::File::options()
+                .write(true)
+                .open(&btf)
+                .unwrap()
+                .set_modified(std::time::SystemTime::UNIX_EPOCH)
+                .unwrap()
+        });
+        changed("replaced", &|| {
+            std::fs::remove_file(&btf).unwrap();
+            std::fs::write(&btf, "FTB").unwrap();
+        });
     }
 
     /// A syscall that is not `bpf(2)` (another architecture's number) ends in `perl failed`,
@@ -295,10 +350,10 @@ mod tests {
         let s = loop_script(Path::new("/t/vm-guest/share"), Arch::Arm64);
         assert!(s.contains("W=/t/vm-guest/share\n"));
         let order: Vec<usize> = [
-            "bpfvm_state 280 < /dev/null > \"$W/state.boot\"",
+            "bpfvm_state 280 /tmp/bpfvm-vmlinux.btf < /dev/null > \"$W/state.boot\"",
             "echo \"bpfvm-warm: ready\"",
             "while bpfvm_wait check.$n",
-            "bpfvm_state 280 < /dev/null > \"$W/state.$n\"",
+            "bpfvm_state 280 /tmp/bpfvm-vmlinux.btf < /dev/null > \"$W/state.$n\"",
             "echo \"bpfvm: warm check $n\" > /dev/kmsg",
             "bpfvm_wait go.$n",
             "BPFVM_WARM_KMSG=\"$W/kmsg.log\" BPFVM_WARM_KMSG_FROM=$bpfvm_from",
@@ -311,7 +366,9 @@ mod tests {
         assert_eq!(check_marker(3), "bpfvm: warm check 3");
         assert!(s.contains("BPFVM_WARM_POLL=1 bash \"$bpfvm_script\""));
         let x86_64 = loop_script(Path::new("/t/vm-guest/share"), Arch::X86_64);
-        assert!(x86_64.contains("bpfvm_state 321 < /dev/null > \"$W/state.$n\""));
+        assert!(
+            x86_64.contains("bpfvm_state 321 /tmp/bpfvm-vmlinux.btf < /dev/null > \"$W/state.$n\"")
+        );
         assert!(x86_64.contains("BPFVM_WARM_POLL=0.05 bash \"$bpfvm_script\""));
     }
 }

@@ -3,14 +3,15 @@
 //! into the shared directory, and finally the exit status that tells the host it finished.
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 
 use anyhow::{Context, Result};
 
 use crate::domain::arch::Arch;
 use crate::machine::build::TestBinary;
 use crate::machine::vng::{END_MARKER, START_MARKER, STATUS_FILE};
-use crate::support::guest_files;
 use crate::support::shell::{join, quote};
+use crate::support::{guest_files, wait};
 use bpfvm_common::protocol::{EXPECT_RELEASE_ENV, FEATURES_ENV, KERNEL_BTF_ENV, RESULTS_ENV};
 
 /// Files the guest writes into the shared directory, read back by `report`.
@@ -322,9 +323,9 @@ fn run_test_binary(
 
 /// Writes each binary's list (`--list --format terse` with its libtest arguments `args`) into
 /// `out` on the host when the host runs the guest's binaries (`arch` is the host's), so that
-/// the guest script does not: a listing runs no test and asks nothing of the kernel, and under
-/// TCG the guest pays a tenth of a second or more for each program it starts. A listing that
-/// fails or takes over 10 s writes nothing, and the guest lists that binary itself.
+/// the guest script does not: a listing runs no test and asks nothing of the kernel, and each
+/// program the guest starts is slow under TCG ([`preamble`]). A listing that fails or takes
+/// over 10 s writes nothing, and the guest lists that binary itself.
 pub fn list_on_host(
     out: &Path,
     arch: Arch,
@@ -336,31 +337,22 @@ pub fn list_on_host(
     }
     for b in binaries {
         let to = out.join(files::list(&b.name));
-        let mut argv = vec!["--list".to_string(), "--format".into(), "terse".into()];
-        argv.extend(args(&b.name));
-        let listing = duct::cmd(&b.path, &argv)
-            .stdout_path(&to)
-            .stderr_null()
-            .unchecked()
-            .start()
+        let file =
+            std::fs::File::create(&to).with_context(|| format!("create {}", to.display()))?;
+        let mut cmd = std::process::Command::new(&b.path);
+        cmd.args(["--list", "--format", "terse"])
+            .args(args(&b.name));
+        let listed = wait::status_within(&cmd, file.into(), Stdio::null(), LIST_LIMIT)
             .with_context(|| format!("list {}", b.path.display()))?;
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        let listed = loop {
-            if let Some(o) = listing.try_wait()? {
-                break o.status.success();
-            }
-            if std::time::Instant::now() > deadline {
-                listing.kill()?;
-                break false;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        };
-        if !listed {
+        if !listed.is_some_and(|s| s.success()) {
             std::fs::remove_file(&to).with_context(|| format!("remove {}", to.display()))?;
         }
     }
     Ok(())
 }
+
+/// How long the host gives a test binary's listing.
+const LIST_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Where the guest copies the kernel's BTF for the tests ([`kernel_btf_once`]).
 pub const KERNEL_BTF_COPY: &str = "/tmp/bpfvm-vmlinux.btf";
@@ -373,8 +365,8 @@ pub const KERNEL_BTF_COPY: &str = "/tmp/bpfvm-vmlinux.btf";
 /// BTF runs the tests as they are. A kept guest's loop (`machine::warm_guest::script`) made the
 /// copy and hid the sysfs file for the whole guest at boot, and the check before each run found
 /// both as they were then (the copy's inode, size and change time; the mount): its run
-/// (`BPFVM_WARM_KMSG`) takes them as they are, without copying 5 MiB again (0.2 s under TCG) or
-/// starting three programs for each namespace.
+/// (`BPFVM_WARM_KMSG`) takes them as they are, without copying 5 MiB again or starting three
+/// programs for each namespace.
 fn kernel_btf_once() -> String {
     format!(
         r#"if {{ [ -n "$BPFVM_WARM_KMSG" ] && [ -s {KERNEL_BTF_COPY} ]; }} || cp /sys/kernel/btf/vmlinux {KERNEL_BTF_COPY} 2>/dev/null; then

@@ -78,6 +78,22 @@ pub fn status(cmd: &Command, out: Stdio, err: Stdio) -> Result<ExitStatus> {
     wait_until(&mut child, interrupted)
 }
 
+/// [`status`] with a time limit: `None` when `cmd` had not ended after `limit` (it and what it
+/// started are then killed).
+pub fn status_within(
+    cmd: &Command,
+    out: Stdio,
+    err: Stdio,
+    limit: Duration,
+) -> Result<Option<ExitStatus>> {
+    let mut child = spawn(cmd, out, err)?;
+    let deadline = Instant::now() + limit;
+    match wait_until(&mut child, || interrupted() || Instant::now() > deadline) {
+        Err(e) if e.is::<Interrupted>() && !interrupted() => Ok(None),
+        ended => ended.map(Some),
+    }
+}
+
 /// Runs `cmd` (in its own process group) capturing stdout and stderr, like
 /// [`Command::output`].
 pub fn output(cmd: &Command) -> Result<Output> {
@@ -128,7 +144,10 @@ fn spawn(cmd: &Command, out: Stdio, err: Stdio) -> std::io::Result<Child> {
         .spawn()
 }
 
+/// Waits for `child` to end, or `stop` (then kills its group). The first looks come after 1,
+/// 2, 4 ... ms, up to [`POLL`]: a child that ends at once is not kept waiting for a whole poll.
 fn wait_until(child: &mut Child, stop: impl Fn() -> bool) -> Result<ExitStatus> {
+    let mut nap = Duration::from_millis(1);
     loop {
         if let Some(status) = child.try_wait()? {
             return Ok(status);
@@ -137,7 +156,8 @@ fn wait_until(child: &mut Child, stop: impl Fn() -> bool) -> Result<ExitStatus> 
             kill_group(child);
             return Err(Interrupted.into());
         }
-        std::thread::sleep(POLL);
+        std::thread::sleep(nap);
+        nap = (nap * 2).min(POLL);
     }
 }
 
@@ -194,6 +214,35 @@ mod tests {
             }
         }
         found
+    }
+
+    /// A child that ends in time gives its status; one that does not is killed with what it
+    /// started, and gives `None`.
+    #[test]
+    fn a_time_limit_ends_a_child_and_what_it_started() {
+        let secs = format!("600.{}2", std::process::id());
+        let argv = format!("sleep\0{secs}\0");
+        let limit = Duration::from_millis(300);
+        let done = status_within(
+            Command::new("sh").args(["-c", "exit 3"]),
+            Stdio::null(),
+            Stdio::null(),
+            limit,
+        )
+        .unwrap();
+        assert_eq!(done.and_then(|s| s.code()), Some(3));
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(format!("sleep {secs} & wait"));
+        let start = Instant::now();
+        let late = status_within(&cmd, Stdio::null(), Stdio::null(), limit).unwrap();
+        assert_eq!(late, None);
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            start.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(running(&argv), Vec::<String>::new(), "outlived its limit");
     }
 
     #[test]

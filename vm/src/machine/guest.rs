@@ -10,8 +10,9 @@ use anyhow::{Context, Result};
 use crate::domain::arch::Arch;
 use crate::machine::build::TestBinary;
 use crate::machine::vng::{END_MARKER, START_MARKER, STATUS_FILE};
+use crate::support::guest_files;
 use crate::support::shell::{join, quote};
-use crate::support::{guest_files, wait};
+use crate::support::wait;
 use bpfvm_common::protocol::{EXPECT_RELEASE_ENV, FEATURES_ENV, KERNEL_BTF_ENV, RESULTS_ENV};
 
 /// Files the guest writes into the shared directory, read back by `report`.

@@ -79,8 +79,9 @@ fn run_in_kept_guest(snippet: &str) -> String {
     let key: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("key.json")).unwrap()).unwrap();
     let mut s = UnixStream::connect(dir.join("guest.sock")).unwrap();
-    let req = serde_json::json!({"key": key, "script": script, "shared": shared, "timeout_s": 60});
-    s.write_all(format!("{req}\n").as_bytes()).unwrap();
+    let req = serde_json::json!({"key": key});
+    let run = serde_json::json!({"script": script, "shared": shared, "timeout_s": 60});
+    s.write_all(format!("{req}\n{run}\n").as_bytes()).unwrap();
     let mut said = String::new();
     for line in BufReader::new(s).lines() {
         let line = line.unwrap();

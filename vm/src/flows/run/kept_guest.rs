@@ -1,5 +1,6 @@
 //! `vm-test`'s use of a kept guest (`machine::warm_guest`, docs/warm-guest.md): where the
-//! run's files go, its binaries staged, and its boot, or the kept guest's run instead.
+//! run's files go, the question asked before the build, its binaries staged, and its boot, or
+//! the kept guest's run instead.
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -26,6 +27,30 @@ pub(super) fn share(fresh: bool) -> Option<PathBuf> {
         return None;
     }
     client::share(&wire::dir(&target_dir()))
+}
+
+/// Asks the keeper whose share is `kept` for its guest, before the run builds: the guest's
+/// check runs beside the build, and [`boot_tests`] reads the answer.
+pub(super) fn ask(
+    kept: &Option<PathBuf>,
+    p: &Prepared,
+    vm: &crate::domain::options::VmOptions,
+    files: &RunDir,
+) -> Result<Option<client::Asked>> {
+    let Some(share) = kept else {
+        return Ok(None);
+    };
+    let spec = vm_spec(p, vm, &files.shared, &files.script, BOOT_TIMEOUT);
+    let loop_script = script::loop_script(share, p.kernel.arch);
+    let req = wire::Request {
+        key: Key::of(
+            &spec,
+            &p.kernel.bootable.release,
+            &p.tools.vng,
+            &loop_script,
+        )?,
+    };
+    Ok(Some(client::ask(&wire::dir(&target_dir()), &req)))
 }
 
 /// The run's binaries and objects at paths in its own directory when a kept guest may
@@ -62,13 +87,14 @@ pub(super) fn stage(
     Ok((probe, VerifierRun { bin, objects }, binaries))
 }
 
-/// The run in the kept guest when it takes it, else a boot of its own ([`boot`]); how the
-/// run got its guest and why; the refusing keeper's socket, to hold until the run ends.
+/// The run in the kept guest when it takes it (`asked`, [`ask`]), else a boot of its own
+/// ([`boot`]); how the run got its guest and why; the refusing keeper's socket, to hold until
+/// the run ends.
 pub(super) fn boot_tests(
     p: &Prepared,
     vm: &crate::domain::options::VmOptions,
     fresh: bool,
-    kept: Option<PathBuf>,
+    asked: Option<client::Asked>,
     files: RunDir,
     out_dir: &Path,
     events: &Events,
@@ -77,19 +103,11 @@ pub(super) fn boot_tests(
         how: how.into(),
         why,
     };
-    let why = match kept {
+    let why = match asked {
         None if fresh => "--fresh".to_string(),
         None => "no kept guest in this checkout (`cargo xtask vm-guest` keeps one)".into(),
-        Some(share) => {
-            let spec = vm_spec(p, vm, &files.shared, &files.script, BOOT_TIMEOUT);
-            let loop_script = script::loop_script(&share, p.kernel.arch);
-            let req = wire::Request {
-                key: Key::of(
-                    &spec,
-                    &p.kernel.bootable.release,
-                    &p.tools.vng,
-                    &loop_script,
-                )?,
+        Some(asked) => {
+            let run = wire::Run {
                 script: files.script.clone(),
                 shared: files.shared.clone(),
                 timeout_s: vm.timeout.as_secs(),
@@ -100,7 +118,7 @@ pub(super) fn boot_tests(
                 p.kernel.expected.clone(),
             );
             let started = Instant::now();
-            match client::run(&wire::dir(&target_dir()), &req, &live)? {
+            match client::run(asked, &run, &live)? {
                 client::Attempt::Ran { why, outcome, .. } => {
                     if outcome.ending == Ending::Interrupted {
                         anyhow::bail!(

@@ -72,6 +72,16 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     let piece = suite_piece(opts)?;
     let mut p = prepare_any_arch(&opts.kernel, &opts.vm, events)?;
     let prepared = start.elapsed();
+    let out_dir = target_dir().join("vm-test").join(match &piece {
+        Some(a) => a.dir_name(&p.kernel.label),
+        None => p.kernel.label.clone(),
+    });
+    // A kept guest (`cargo xtask vm-guest`) may take the run: its files then go where that
+    // guest sees them, and it checks its guest while the run builds (`kept_guest`).
+    let kept = kept_guest::share(opts.fresh);
+    let files = RunDir::new(kept.as_deref().unwrap_or(&out_dir))?;
+    let vm = with_offline_cpus(&opts.vm);
+    let asked = kept_guest::ask(&kept, &p, &vm, &files)?;
     let ebpf_dir = build::build_ebpf(&p.tools.ebpf, events)?;
     let build::GuestBuild {
         tests: binaries,
@@ -85,21 +95,12 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
         objects: build::list_objects(&ebpf_dir)?,
     };
 
-    let out_dir = target_dir().join("vm-test").join(match &piece {
-        Some(a) => a.dir_name(&p.kernel.label),
-        None => p.kernel.label.clone(),
-    });
     let args = |binary: &str| match &piece {
         Some(a) => a.piece.libtest_args(binary),
         None => opts.filter.iter().cloned().collect(),
     };
-    // A kept guest (`cargo xtask vm-guest`) may take the run: its files then go where that
-    // guest sees them, its binaries staged there (`kept_guest`).
-    let kept = kept_guest::share(opts.fresh);
-    let files = RunDir::new(kept.as_deref().unwrap_or(&out_dir))?;
     let (probe, verifier, binaries) =
         kept_guest::stage(&kept, &files, &mut p, probe, verifier, binaries)?;
-    let vm = with_offline_cpus(&opts.vm);
     let facts = KnownFacts::find(&p, &vm, &probe, &verifier, &files.shared, events)?;
     guest::write(
         &files.script,
@@ -116,7 +117,7 @@ pub fn vm_test(opts: &TestOptions, events: &Events) -> Result<(Report, PathBuf)>
     let built = start.elapsed() - prepared;
 
     let (booted, guest_use, _hold) =
-        kept_guest::boot_tests(&p, &vm, opts.fresh, kept, files, &out_dir, events)?;
+        kept_guest::boot_tests(&p, &vm, opts.fresh, asked, files, &out_dir, events)?;
     let names: Vec<String> = binaries.iter().map(|b| b.name.clone()).collect();
     let (tests, verdict) = judge_boot(&booted, &p, opts, piece.as_ref(), &names);
     let rules = TestRun {

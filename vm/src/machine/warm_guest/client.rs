@@ -1,6 +1,7 @@
-//! A run's side of a kept guest: asks the checkout's keeper (`wire`) to run its guest script,
-//! and either gets how it ended, with the guest's output passed on as a boot's would be, or is
-//! told to boot afresh, and why.
+//! A run's side of a kept guest: asks the checkout's keeper (`wire`) for its guest before it
+//! builds ([`ask`], so that the guest's check runs beside the build), hands it its guest script
+//! once built ([`run`]), and either gets how it ended, with the guest's output passed on as a
+//! boot's would be, or is told to boot afresh, and why.
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::machine::vng::{Ending, RunOutcome};
-use crate::machine::warm_guest::wire::{self, Reply, Request, Stream};
+use crate::machine::warm_guest::wire::{self, Reply, Request, Run, Stream};
 use crate::support::output::{Events, Output};
 use crate::support::proc;
 
@@ -62,24 +63,42 @@ pub fn stage(files: &[PathBuf], into: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Asks the keeper listening in `dir` to run `req`; the guest's output goes to `events` as a
-/// boot's does.
-pub fn run(dir: &Path, req: &Request, events: &Events) -> Result<Attempt> {
+/// A question asked of a keeper, its answer not yet read.
+pub enum Asked {
+    /// The keeper has the question on this socket, and checks its guest.
+    Keeper(UnixStream),
+    /// No keeper took the question: why.
+    Nobody(String),
+}
+
+/// Asks the keeper listening in `dir` for its guest, for a run with `req`'s key; reads no answer,
+/// so that the run builds while the guest is checked.
+pub fn ask(dir: &Path, req: &Request) -> Asked {
     let socket = dir.join(wire::SOCKET);
-    let mut stream = match UnixStream::connect(&socket) {
-        Ok(s) => s,
-        Err(e) => {
-            return Ok(Attempt::Boot {
-                why: format!("no kept guest answers at {} ({e})", socket.display()),
-                hold: None,
-            })
-        }
+    match UnixStream::connect(&socket) {
+        Ok(mut s) => match s.write_all(wire::line(req).as_bytes()) {
+            Ok(()) => Asked::Keeper(s),
+            Err(e) => Asked::Nobody(format!("the kept guest's keeper took no question ({e})")),
+        },
+        Err(e) => Asked::Nobody(format!(
+            "no kept guest answers at {} ({e})",
+            socket.display()
+        )),
+    }
+}
+
+/// Hands the keeper `asked` what to run; the guest's output goes to `events` as a boot's does.
+pub fn run(asked: Asked, what: &Run, events: &Events) -> Result<Attempt> {
+    let mut stream = match asked {
+        Asked::Keeper(s) => s,
+        Asked::Nobody(why) => return Ok(Attempt::Boot { why, hold: None }),
     };
     let asked = Instant::now();
-    stream
-        .write_all(wire::line(req).as_bytes())
-        .context("ask the kept guest")?;
-    // Short reads, so that Ctrl-C is seen at once; the keeper waits for a booting guest, a
+    if let Err(e) = stream.write_all(wire::line(what).as_bytes()) {
+        let why = format!("the kept guest's keeper went away before the run ({e})");
+        return Ok(Attempt::Boot { why, hold: None });
+    }
+    // Short reads, so that Ctrl-C is seen at once; the keeper waits for a booting guest, its
     // check and the run itself.
     stream.set_read_timeout(Some(Duration::from_millis(100)))?;
     let mut reader = BufReader::new(stream.try_clone()?);

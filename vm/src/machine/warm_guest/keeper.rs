@@ -22,7 +22,7 @@ use anyhow::{bail, Context, Result};
 use crate::machine::vng::{self, Input, RunOutcome, VmSpec, STATUS_FILE};
 use crate::machine::warm_guest::key::Key;
 use crate::machine::warm_guest::script::{self, BOOT_STATE, KMSG_LOG, SAYS};
-use crate::machine::warm_guest::wire::{self, Ended, Reply, Request, Stream, WireEnding};
+use crate::machine::warm_guest::wire::{self, Ended, Reply, Request, Run, Stream, WireEnding};
 use crate::support::output::{Events, Output};
 use crate::support::proc;
 
@@ -366,7 +366,7 @@ fn send(stream: &mut UnixStream, reply: &Reply) -> Result<()> {
         .context("write to the run")
 }
 
-/// Serves one run: its question, the check, the run itself.
+/// Serves one run: its question, the check, the run's script, the run itself.
 fn serve_run(
     mut stream: UnixStream,
     shared: &Shared,
@@ -374,29 +374,32 @@ fn serve_run(
     counter: &mut Counter,
     events: &Events,
 ) -> Result<()> {
-    let asked = Instant::now();
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     stream.set_write_timeout(Some(Duration::from_secs(30)))?;
-    let mut line = String::new();
-    BufReader::new(stream.try_clone()?)
+    // One reader for the connection: a run may send both of its lines at once.
+    let mut lines = BufReader::new(stream.try_clone()?);
+    let mut line = Vec::new();
+    (&mut lines)
         .take(1 << 20)
-        .read_line(&mut line)
+        .read_until(b'\n', &mut line)
         .context("read the run's question")?;
-    let req: Request = serde_json::from_str(&line).context("read the run's question")?;
+    let req: Request = serde_json::from_slice(&line).context("read the run's question")?;
+    // A refusal is said at once (the run reads it once built); a use only once the run says
+    // what it runs, the guest held for it meanwhile.
     let (n, marker_seq, end) = match check_guest(&req, shared, k, counter) {
         Ok(checked) => checked,
-        Err(Refusal { why, stop }) => {
-            events.note(format!("a run refused: {why}"));
-            if stop {
-                shared.stop_vm();
-            }
-            send(&mut stream, &Reply::Refused(why))?;
-            // The refused run boots its own VM now: this guest boots again once it let go.
-            stream.set_read_timeout(None)?;
-            let _ = stream.read(&mut [0u8; 1]);
-            return Ok(());
-        }
+        Err(refusal) => return refuse(stream, lines, refusal, shared, events),
     };
+    let Some(run) = wait_for_run(&mut lines, shared)? else {
+        // The run ended while it built (a failed build, Ctrl-C): nothing ran in the guest.
+        return Ok(());
+    };
+    if shared.lock().down.is_some() {
+        let why = "the kept guest stopped after its check".to_string();
+        let refusal = Refusal { why, stop: false };
+        return refuse(stream, lines, refusal, shared, events);
+    }
+    let asked = Instant::now();
     counter.from = end;
     counter.after = Some(marker_seq);
     let because = format!(
@@ -420,17 +423,17 @@ fn serve_run(
         },
     )?;
     let share = &k.spec.rwdir;
-    let go = format!("go.{n} {marker_seq} {} {}", end + 1, req.script.display());
+    let go = format!("go.{n} {marker_seq} {} {}", end + 1, run.script.display());
     say(&k.spec.input, &go)?;
     events.note(format!(
         "run {} of boot {}: using the kept guest",
         counter.runs, counter.boot
     ));
-    let Some((ending, start)) = watch_run(&stream, &req, shared, n, asked)? else {
+    let Some((ending, start)) = watch_run(&stream, &run, shared, n, asked)? else {
         events.warn("the run let go of the kept guest before its end: stopping the guest");
         shared.stop_vm();
-        if req.shared.starts_with(share) {
-            if let Some(run_dir) = req.shared.parent() {
+        if run.shared.starts_with(share) {
+            if let Some(run_dir) = run.shared.parent() {
                 let _ = std::fs::remove_dir_all(run_dir);
             }
         }
@@ -456,6 +459,54 @@ fn serve_run(
         guest_s: start.map(|s| now.duration_since(s).as_secs_f64()),
     };
     send(&mut stream, &Reply::Ended(ended))
+}
+
+/// Refuses the run on `stream`, stopping the guest when the refusal says so; returns when the
+/// run lets go of the socket (the run boots its own VM meanwhile, and this guest boots again
+/// only after it).
+fn refuse(
+    mut stream: UnixStream,
+    mut lines: BufReader<UnixStream>,
+    Refusal { why, stop }: Refusal,
+    shared: &Shared,
+    events: &Events,
+) -> Result<()> {
+    events.note(format!("a run refused: {why}"));
+    if stop {
+        shared.stop_vm();
+    }
+    send(&mut stream, &Reply::Refused(why))?;
+    stream.set_read_timeout(None)?;
+    // To its end of file, past the run's `Run` line.
+    let _ = std::io::copy(&mut lines, &mut std::io::sink());
+    Ok(())
+}
+
+/// The run's [`Run`] line, read while it builds; `None` at its end of file, or when the keeper
+/// ends first.
+fn wait_for_run(lines: &mut BufReader<UnixStream>, shared: &Shared) -> Result<Option<Run>> {
+    lines
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_millis(100)))?;
+    let mut line = Vec::new();
+    loop {
+        if proc::interrupted() || shared.lock().quit {
+            return Ok(None);
+        }
+        match lines.take(1 << 20).read_until(b'\n', &mut line) {
+            Ok(0) => return Ok(None),
+            Ok(_) if line.ends_with(b"\n") => break,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => return Err(e).context("read what the run runs"),
+        }
+    }
+    let run = serde_json::from_slice(&line).context("read what the run runs")?;
+    Ok(Some(run))
 }
 
 /// Why a run may not use the kept guest, and whether the guest must stop for it.
@@ -536,7 +587,7 @@ fn check_guest(
 /// the run let go of the socket before its end.
 fn watch_run(
     stream: &UnixStream,
-    req: &Request,
+    req: &Run,
     shared: &Shared,
     n: u64,
     asked: Instant,
@@ -661,6 +712,75 @@ fn found_at((text, seq, end): (String, u64, u64), from: u64) -> (String, u64, u6
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn shared() -> Shared {
+        Shared {
+            guest: Mutex::new(Guest::default()),
+            changed: Condvar::new(),
+            stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn run_line(script: &str) -> String {
+        wire::line(&Run {
+            script: script.into(),
+            shared: "/s".into(),
+            timeout_s: 5,
+        })
+    }
+
+    /// A run may send its question and its script in one write: the one reader of the
+    /// connection reads both, and a run that lets go while it builds runs nothing.
+    #[test]
+    fn the_runs_script_comes_after_its_question_or_never() {
+        let (mut run, keeper) = UnixStream::pair().unwrap();
+        let key = Key { parts: vec![] };
+        let both = wire::line(&Request { key }) + &run_line("/g.sh");
+        run.write_all(both.as_bytes()).unwrap();
+        let mut lines = BufReader::new(keeper);
+        let mut question = Vec::new();
+        lines.read_until(b'\n', &mut question).unwrap();
+        assert!(serde_json::from_slice::<Request>(&question).is_ok());
+        let got = wait_for_run(&mut lines, &shared()).unwrap().unwrap();
+        assert_eq!(got.script, Path::new("/g.sh"));
+
+        let (run, keeper) = UnixStream::pair().unwrap();
+        let waiting = std::thread::spawn(move || {
+            wait_for_run(&mut BufReader::new(keeper), &shared()).unwrap()
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        drop(run);
+        assert!(waiting.join().unwrap().is_none(), "its end of file");
+    }
+
+    /// A refusal is said at once, before the run's script; the keeper lets go (and may boot
+    /// its guest again) only at the run's end of file, not at its script's line.
+    #[test]
+    fn a_refusal_is_said_at_once_and_held_to_the_runs_end() {
+        let (mut run, keeper) = UnixStream::pair().unwrap();
+        let lines = BufReader::new(keeper.try_clone().unwrap());
+        let refusal = Refusal {
+            why: "a pin left".into(),
+            stop: false,
+        };
+        let events = Events::new(|_| {});
+        let held = std::thread::spawn(move || {
+            refuse(keeper, lines, refusal, &shared(), &events).unwrap();
+        });
+        let mut answer = String::new();
+        BufReader::new(run.try_clone().unwrap())
+            .read_line(&mut answer)
+            .unwrap();
+        let Reply::Refused(why) = serde_json::from_str(&answer).unwrap() else {
+            panic!("{answer}")
+        };
+        assert_eq!(why, "a pin left");
+        run.write_all(run_line("/g.sh").as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!held.is_finished(), "let go at the script's line");
+        drop(run);
+        held.join().unwrap();
+    }
 
     #[test]
     fn the_checks_marker_is_found_whole_with_its_seq() {

@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 use crate::machine::vng::VmSpec;
 use crate::support::fs::sha256_file;
 
+/// What a run and its keeper say to each other (`wire`), as a part of the key: a run of
+/// another version is refused at once, never left waiting for a line it does not send.
+const PROTOCOL: &str = "2: the question before the build, the script after";
+
 /// The parts of a boot, each with its value: the kernel image's digest and release, its
 /// architecture and the guest's root, the accelerator, the VM's CPUs, memory, kernel command
 /// line and qemu options, virtme-ng and the guest loop. Not the guest's test binaries, nor the
@@ -45,6 +49,7 @@ impl Key {
             ("virtme-ng", vng.display().to_string()),
             ("guest loop", loop_digest),
             ("bpfvm", env!("CARGO_PKG_VERSION").to_string()),
+            ("protocol", PROTOCOL.to_string()),
         ];
         Ok(Self {
             parts: parts.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),

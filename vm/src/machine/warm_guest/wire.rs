@@ -1,7 +1,9 @@
 //! Where a checkout's kept guest lives and what a run and its keeper say to each other: one
 //! JSON object a line over a Unix socket under the checkout's `target/` (so two checkouts never
-//! share a guest). The run asks once ([`Request`]); the keeper answers with a [`Reply`]: a
-//! refusal, or the use of its guest followed by the guest's output and how the run ended.
+//! share a guest). The run asks ([`Request`]) as soon as it knows its VM, and the keeper checks
+//! its guest while the run builds; once built, the run says what to run ([`Run`]). The keeper
+//! answers with a [`Reply`]: a refusal, or the use of its guest followed by the guest's output
+//! and how the run ended.
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -22,10 +24,17 @@ pub const LOCK: &str = "lock";
 /// The directory the guest shares with the host, in [`dir`]: a run's directory goes there.
 pub const SHARE: &str = "share";
 
-/// A run's one question.
+/// A run's question: may a VM of this key be the kept guest? The keeper checks its guest
+/// and holds it for the run until the run's [`Run`], or its end of file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Request {
     pub key: Key,
+}
+
+/// What the run runs, sent after its [`Request`] whatever the answer (the keeper answers only
+/// then, so the run reads nothing while it builds).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Run {
     /// The run's guest script, in the share.
     pub script: PathBuf,
     /// The run's shared directory, where its script writes its exit status.
@@ -56,8 +65,8 @@ pub enum Stream {
     Console,
 }
 
-/// [`RunOutcome`] over the wire. `boot_s` is the time from the run's question to its script's
-/// first line (the check and the handover), `guest_s` the script's own.
+/// [`RunOutcome`] over the wire. `boot_s` is the time from the run's [`Run`] to its script's
+/// first line (the handover), `guest_s` the script's own.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Ended {
     pub ending: WireEnding,

@@ -103,14 +103,22 @@ const TMP: &str = r#"bpfvm_tmp() {
 }
 "#;
 
-/// Reads the host's lines until one says `NAME`, its words after the name in `bpfvm_after`,
-/// `bpfvm_from` and `bpfvm_script` (the last takes the rest of the line); 1 at end of file.
-const WAIT: &str = r#"bpfvm_wait() {
-  while read -r bpfvm_word bpfvm_after bpfvm_from bpfvm_script; do
-    [ "$bpfvm_word" = "$1" ] && return 0
-  done
-  return 1
-}
+/// The loop's reading of the host's lines: `check.N` records the state (`bpfvm_check N`),
+/// `go.N` runs the script it names (`bpfvm_run N`, with the seq and byte in `bpfvm_after` and
+/// `bpfvm_from`, and the script, the rest of the line, in `bpfvm_script`), but only for the
+/// last check and once: a run that went away after its check (a failed build) leaves no go,
+/// and the next check is heard. Other lines are passed over; the end of the input ends it.
+const DISPATCH: &str = r#"bpfvm_n=
+while read -r bpfvm_word bpfvm_after bpfvm_from bpfvm_script; do
+  case $bpfvm_word in
+    check.[0-9]*)
+      bpfvm_n=${bpfvm_word#check.}
+      bpfvm_check "$bpfvm_n" ;;
+    go.[0-9]*)
+      [ -n "$bpfvm_n" ] && [ "$bpfvm_word" = "go.$bpfvm_n" ] && bpfvm_run "$bpfvm_n"
+      bpfvm_n= ;;
+  esac
+done
 "#;
 
 /// How often, in seconds, a run's copy of the kernel log looks for more in the guest's
@@ -149,21 +157,20 @@ grep -q ' /sys/kernel/debug ' /proc/self/mounts || mount -t debugfs debugfs /sys
 cp /sys/kernel/btf/vmlinux {btf} 2>/dev/null && mount --bind /dev/null /sys/kernel/btf/vmlinux
 # The loop's own file in /tmp: a record of the overlay there always has a `tmp` line.
 : > /tmp/.bpfvm-warm
-{WAIT}{TMP}{STATE}bpfvm_state {bpf} {btf} < /dev/null > "$W/{BOOT_STATE}"
-echo "{SAYS}ready"
-n=0
-while bpfvm_wait check.$n; do
-  bpfvm_state {bpf} {btf} < /dev/null > "$W/state.$n"
-  echo "bpfvm: warm check $n" > /dev/kmsg
-  echo "{SAYS}checked $n"
-  bpfvm_wait go.$n || break
-  echo "{SAYS}started $n"
+{TMP}{STATE}bpfvm_state {bpf} {btf} < /dev/null > "$W/{BOOT_STATE}"
+bpfvm_check() {{
+  bpfvm_state {bpf} {btf} < /dev/null > "$W/state.$1"
+  echo "bpfvm: warm check $1" > /dev/kmsg
+  echo "{SAYS}checked $1"
+}}
+bpfvm_run() {{
+  echo "{SAYS}started $1"
   BPFVM_WARM_KMSG="$W/{KMSG_LOG}" BPFVM_WARM_KMSG_FROM=$bpfvm_from BPFVM_WARM_AFTER=$bpfvm_after \
     BPFVM_WARM_POLL={poll} bash "$bpfvm_script" < /dev/null
-  echo "{SAYS}ended $n $?"
-  n=$((n + 1))
-done
-echo "{SAYS}stopped"
+  echo "{SAYS}ended $1 $?"
+}}
+echo "{SAYS}ready"
+{DISPATCH}echo "{SAYS}stopped"
 "#
     )
 }
@@ -319,17 +326,18 @@ mod tests {
         );
     }
 
-    /// The wait under the host's bash, fed as the keeper feeds it: other words are passed
-    /// over, the awaited one's words land in their variables (a script path with a space
-    /// whole), and the end of the input ends the wait with 1.
+    /// The dispatch under the host's bash, fed as the keeper feeds it: a go runs only after
+    /// its own check, the last one, and once (a check left without its go, as by a run whose
+    /// build failed, does not keep the next check from being heard); a script path with a
+    /// space is whole; other lines are passed over; the end of the input ends the loop.
     #[test]
-    fn a_wait_takes_its_word_with_its_words_and_ends_at_end_of_file() {
+    fn a_go_runs_only_its_own_last_check_and_the_next_check_is_always_heard() {
         let run = |input: &str| {
+            let stubs = "bpfvm_check() { echo \"check $1\"; }\n\
+                         bpfvm_run() { echo \"run $1 [$bpfvm_after] [$bpfvm_from] [$bpfvm_script]\"; }\n";
             let mut child = std::process::Command::new("bash")
                 .arg("-c")
-                .arg(format!(
-                    "{WAIT}bpfvm_wait go.1; echo \"$? [$bpfvm_after] [$bpfvm_from] [$bpfvm_script]\""
-                ))
+                .arg(format!("{stubs}{DISPATCH}echo end"))
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .spawn()
@@ -339,10 +347,14 @@ mod tests {
             String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
         };
         assert_eq!(
-            run("check.1\ngo.0 1 2 /a\ngo.1 42 1234 /t/my run/guest.sh\n"),
-            "0 [42] [1234] [/t/my run/guest.sh]\n"
+            run("go.0 1 2 /a\ncheck.0\nnoise\ngo.0 42 1234 /t/my run/guest.sh\ngo.0 1 2 /again\n"),
+            "check 0\nrun 0 [42] [1234] [/t/my run/guest.sh]\nend\n"
         );
-        assert_eq!(run("check.1\n"), "1 [] [] []\n");
+        assert_eq!(
+            run("check.1\ncheck.2\ngo.1 1 2 /stale\ncheck.3\ngo.3 7 8 /s\n"),
+            "check 1\ncheck 2\ncheck 3\nrun 3 [7] [8] [/s]\nend\n"
+        );
+        assert_eq!(run("check.1\n"), "check 1\nend\n");
     }
 
     #[test]
@@ -351,13 +363,14 @@ mod tests {
         assert!(s.contains("W=/t/vm-guest/share\n"));
         let order: Vec<usize> = [
             "bpfvm_state 280 /tmp/bpfvm-vmlinux.btf < /dev/null > \"$W/state.boot\"",
-            "echo \"bpfvm-warm: ready\"",
-            "while bpfvm_wait check.$n",
-            "bpfvm_state 280 /tmp/bpfvm-vmlinux.btf < /dev/null > \"$W/state.$n\"",
-            "echo \"bpfvm: warm check $n\" > /dev/kmsg",
-            "bpfvm_wait go.$n",
+            "bpfvm_state 280 /tmp/bpfvm-vmlinux.btf < /dev/null > \"$W/state.$1\"",
+            "echo \"bpfvm: warm check $1\" > /dev/kmsg",
+            "echo \"bpfvm-warm: checked $1\"",
+            "echo \"bpfvm-warm: started $1\"",
             "BPFVM_WARM_KMSG=\"$W/kmsg.log\" BPFVM_WARM_KMSG_FROM=$bpfvm_from",
-            "echo \"bpfvm-warm: ended $n $?\"",
+            "echo \"bpfvm-warm: ended $1 $?\"",
+            "echo \"bpfvm-warm: ready\"",
+            DISPATCH,
         ]
         .iter()
         .map(|p| s.find(p).unwrap_or_else(|| panic!("{p}")))
@@ -367,7 +380,7 @@ mod tests {
         assert!(s.contains("BPFVM_WARM_POLL=1 bash \"$bpfvm_script\""));
         let x86_64 = loop_script(Path::new("/t/vm-guest/share"), Arch::X86_64);
         assert!(
-            x86_64.contains("bpfvm_state 321 /tmp/bpfvm-vmlinux.btf < /dev/null > \"$W/state.$n\"")
+            x86_64.contains("bpfvm_state 321 /tmp/bpfvm-vmlinux.btf < /dev/null > \"$W/state.$1\"")
         );
         assert!(x86_64.contains("BPFVM_WARM_POLL=0.05 bash \"$bpfvm_script\""));
     }

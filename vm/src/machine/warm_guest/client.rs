@@ -93,7 +93,7 @@ pub fn run(asked: Asked, what: &Run, events: &Events) -> Result<Attempt> {
         Asked::Keeper(s) => s,
         Asked::Nobody(why) => return Ok(Attempt::Boot { why, hold: None }),
     };
-    let asked = Instant::now();
+    let handed = Instant::now();
     if let Err(e) = stream.write_all(wire::line(what).as_bytes()) {
         let why = format!("the kept guest's keeper went away before the run ({e})");
         return Ok(Attempt::Boot { why, hold: None });
@@ -106,7 +106,7 @@ pub fn run(asked: Asked, what: &Run, events: &Events) -> Result<Attempt> {
     let mut using: Option<(String, u64)> = None;
     loop {
         if proc::interrupted() {
-            return Ok(ran(using, RunOutcome::stopped(Ending::Interrupted, asked)));
+            return Ok(ran(using, RunOutcome::stopped(Ending::Interrupted, handed)));
         }
         match reader.read_until(b'\n', &mut buf) {
             Ok(0) => {
@@ -114,7 +114,7 @@ pub fn run(asked: Asked, what: &Run, events: &Events) -> Result<Attempt> {
                 return Ok(match using {
                     Some(_) => ran(
                         using,
-                        RunOutcome::stopped(Ending::VmFailed(why.into()), asked),
+                        RunOutcome::stopped(Ending::VmFailed(why.into()), handed),
                     ),
                     None => Attempt::Boot {
                         why: why.into(),
@@ -167,7 +167,7 @@ fn ran(using: Option<(String, u64)>, outcome: RunOutcome) -> Attempt {
 }
 
 impl RunOutcome {
-    /// A run that ended `ending` without its script's end, `since` it was asked for.
+    /// A run that ended `ending` without its script's end, `since` it was handed over.
     fn stopped(ending: Ending, since: Instant) -> Self {
         RunOutcome {
             ending,

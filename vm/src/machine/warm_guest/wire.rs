@@ -31,8 +31,8 @@ pub struct Request {
     pub key: Key,
 }
 
-/// What the run runs, sent after its [`Request`] whatever the answer (the keeper answers only
-/// then, so the run reads nothing while it builds).
+/// What the run runs, sent after its [`Request`] whatever the answer: a refusal is said at
+/// once, a use only after this, and the run reads neither until it is built.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Run {
     /// The run's guest script, in the share.

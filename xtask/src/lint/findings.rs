@@ -31,29 +31,41 @@ impl fmt::Display for Finding {
 
 /// Where the files the linters read are shown: the docs' examples, written elsewhere, by
 /// their doc and its line; every other file as given.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Places {
+    /// The linters' directory, which a relative path they print is relative to.
+    base: PathBuf,
     /// (the file a linter read, the doc, the doc's line of the file's line 1).
     moved: Vec<(PathBuf, String, usize)>,
 }
 
 impl Places {
+    pub(crate) fn new(base: &Path) -> Self {
+        Self {
+            base: base.to_path_buf(),
+            moved: vec![],
+        }
+    }
+
     pub(crate) fn add(&mut self, read: PathBuf, doc: &Path, first_line: usize) {
         self.moved
-            .push((read, doc.display().to_string(), first_line));
+            .push((same(&read), doc.display().to_string(), first_line));
     }
 
     /// `path` and its 1-based `line`, as shown.
     pub(crate) fn shown(&self, path: &str, line: usize) -> (String, usize) {
-        match self
-            .moved
-            .iter()
-            .find(|(read, _, _)| Path::new(path) == read)
-        {
+        let read = same(&self.base.join(path));
+        match self.moved.iter().find(|(r, _, _)| *r == read) {
             Some((_, doc, first)) => (doc.clone(), first + line.saturating_sub(1)),
             None => (path.to_string(), line),
         }
     }
+}
+
+/// `path` with `..` and links resolved where it exists: actionlint prints a file outside
+/// its directory as `../../tmp/...`.
+fn same(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// actionlint's `-format '{{json .}}'`: an array of {message, filepath, line, column, kind}.
@@ -164,21 +176,27 @@ fn num_at(v: &Value, pointer: &str) -> Result<usize> {
 mod tests {
     use super::*;
 
-    fn places() -> Places {
-        let mut p = Places::default();
-        p.add(
-            "/tmp/x/docs_own-crate.md-line64.yml".into(),
-            Path::new("docs/own-crate.md"),
-            64,
-        );
-        p
+    /// An example written outside the linters' directory (`w`), as `ci` does: at
+    /// `<dir>/x.yml`, which a linter may print as `../x.yml`.
+    fn places() -> (tempfile::TempDir, Places) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("w")).unwrap();
+        std::fs::write(dir.path().join("x.yml"), "").unwrap();
+        let mut p = Places::new(&dir.path().join("w"));
+        p.add(dir.path().join("x.yml"), Path::new("docs/own-crate.md"), 64);
+        (dir, p)
     }
 
     #[test]
     fn an_example_s_finding_names_its_doc_and_the_doc_s_line() {
-        let json = r#"[{"message":"m","filepath":"/tmp/x/docs_own-crate.md-line64.yml","line":5,"column":15,"kind":"action"},
-                       {"message":"n","filepath":".github/workflows/a.yml","line":3,"column":1,"kind":"syntax-check"}]"#;
-        let got = actionlint(json, &places()).unwrap();
+        let (dir, places) = places();
+        let json = serde_json::json!([
+            {"message": "m", "filepath": "../x.yml", "line": 5, "column": 15, "kind": "action"},
+            {"message": "n", "filepath": ".github/workflows/a.yml", "line": 3, "column": 1, "kind": "syntax-check"},
+            {"message": "o", "filepath": dir.path().join("x.yml"), "line": 1, "column": 1, "kind": "action"},
+        ])
+        .to_string();
+        let got = actionlint(&json, &places).unwrap();
         assert_eq!(
             got[0].to_string(),
             "docs/own-crate.md:68:15: actionlint [action] m"
@@ -187,10 +205,15 @@ mod tests {
             got[1].to_string(),
             ".github/workflows/a.yml:3:1: actionlint [syntax-check] n"
         );
+        assert_eq!(
+            got[2].to_string(),
+            "docs/own-crate.md:64:1: actionlint [action] o"
+        );
     }
 
     #[test]
     fn zizmor_s_rows_are_0_based_and_ignored_findings_are_dropped() {
+        let (dir, places) = places();
         let finding = |path: &str, row: u64, ignored: bool| {
             serde_json::json!({
                 "ident": "template-injection",
@@ -208,10 +231,10 @@ mod tests {
         let json = Value::Array(vec![
             finding(".github/workflows/a.yml", 9, false),
             finding(".github/workflows/a.yml", 11, true),
-            finding("/tmp/x/docs_own-crate.md-line64.yml", 0, false),
+            finding(&dir.path().join("x.yml").display().to_string(), 0, false),
         ])
         .to_string();
-        let got: Vec<String> = zizmor(&json, &places())
+        let got: Vec<String> = zizmor(&json, &places)
             .unwrap()
             .iter()
             .map(ToString::to_string)

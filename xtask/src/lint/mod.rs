@@ -66,7 +66,7 @@ impl Inputs {
             .map(|f| f.strip_prefix(root).map(Path::to_path_buf).unwrap_or(f))
             .collect();
         let dir = tempfile::Builder::new().prefix("bpfvm-lint.").tempdir()?;
-        let mut places = Places::default();
+        let mut places = Places::new(root);
         let mut written = vec![];
         for e in examples::examples(root, &examples::docs(root)?)? {
             let path = dir.path().join(examples::file_name(&e));

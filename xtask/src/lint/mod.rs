@@ -389,5 +389,19 @@ mod tests {
                 );
             }
         }
+        std::fs::write(&workflow, &original).unwrap();
+        // And a script of ci/ that shellcheck warns about.
+        std::fs::write(copy.path().join("ci/bad.sh"), "#!/bin/sh\necho $1\n").unwrap();
+        let found: Vec<String> = lint(&sh, copy.path(), &Events::silent())
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert!(
+            found
+                .iter()
+                .any(|f| f.starts_with("ci/bad.sh:2:6: shellcheck [SC2086]")),
+            "{found:#?}"
+        );
     }
 }

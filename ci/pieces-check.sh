@@ -2,8 +2,8 @@
 # The pieces workflow's steps (.github/workflows/pieces.yml) run locally as its runners would,
 # on real boots: a fresh clone for the plan and the merge, the plan of `vm-test --kernel
 # $KERNEL` in $PIECES pieces, each piece in a fresh clone of its own with its own target
-# directory, each piece's report directory copied into an artifacts directory as
-# download-artifact lays them out, the merge; then the merged report's tests and outcomes
+# directory, each piece's report directory laid out as upload-artifact and download-artifact
+# (the versions the workflow pins) lay it out, the merge; then the merged report's tests and outcomes
 # against one whole `vm-test --kernel $KERNEL` run (in the merge's clone, or the report.json
 # given as WHOLE). docs/pieces.md. Takes about 5 minutes per clone that builds the guest suite.
 #
@@ -42,11 +42,25 @@ while read -r row; do
     (cd "$dir" && BPFVM_PIECE="$piece" BPFVM_PLAN="$plan" cargo xtask vm-test --kernel "$kernel") \
         >"$work/piece-$i.log" 2>&1 || rc=$?
     echo "piece $piece exited $rc ($(grep -E '^kernel .*passed' "$work/piece-$i.log" || echo 'no summary'))"
-    # download-artifact@v4 with a pattern: one directory per artifact, named after it.
-    mkdir -p "$work/artifacts/piece-$kernel-$i"
-    cp -r "$dir/target/vm-test/$kernel.piece-${piece%/*}-of-${piece#*/}" "$work/artifacts/piece-$kernel-$i/"
+    # upload-artifact (v4 and later) given one directory: the artifact holds that directory's
+    # files at its root, hidden files left out. Named as the workflow names it.
+    uploaded="$work/uploaded/piece-$kernel-$i"
+    mkdir -p "$uploaded"
+    cp -r "$dir/target/vm-test/$kernel.piece-${piece%/*}-of-${piece#*/}/." "$uploaded/"
+    find "$uploaded" -mindepth 1 -name '.*' -prune -exec rm -rf {} +
     i=$((i + 1))
 done < <(jq -c '.include[]' <<<"$matrix")
+
+# download-artifact (v5 and later) with a pattern: one matching artifact is extracted into the
+# path itself, several each into path/<its name>.
+mkdir -p "$work/artifacts"
+uploads=("$work"/uploaded/*)
+if [ "${#uploads[@]}" -eq 1 ]; then
+    cp -r "${uploads[0]}/." "$work/artifacts/"
+else
+    cp -r "$work/uploaded/." "$work/artifacts/"
+fi
+echo "artifacts: $(cd "$work/artifacts" && find . -name report.json | sort | tr '\n' ' ')"
 
 rc=0
 cargo xtask merge --for suite --kernel "$KERNEL" --pieces "$PIECES" --out "$work/merged" "$work/artifacts" \

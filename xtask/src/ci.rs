@@ -108,7 +108,7 @@ fn host_steps(sh: &Shell, results: &mut Vec<StepResult>, events: &Events) {
         )
     });
     step(
-        "actionlint (workflows, action.yml), shellcheck (ci/)",
+        "lint: pins, actionlint, zizmor (workflows, action.yml, docs' examples), shellcheck (ci/)",
         &mut || crate::lint::check(sh, events),
     );
     step("host tests", &mut || {

@@ -62,6 +62,7 @@ enum Cmd {
     VmTest(vm_test::Options),
     VmGuest(vm_guest::Options),
     Inventory(inventory::Options),
+    Lint(lint::Options),
     /// Build the kernel's own BPF selftests (test_progs, test_maps, bench) from its source and
     /// run them to the end in as many boots as it takes, each upstream test judged like the
     /// suite's (docs/selftests.md).
@@ -97,6 +98,7 @@ fn run(cmd: Cmd, events: &Events) -> Result<ExitCode> {
         Cmd::VmTest(opts) => vm_test::run(opts, events),
         Cmd::VmGuest(opts) => vm_guest::run(opts, events),
         Cmd::Inventory(opts) => inventory::run(opts, events),
+        Cmd::Lint(opts) => lint::run(opts, events),
         Cmd::Selftests(args) => selftests::run(args, events),
         Cmd::BenchVm(opts) => bench_vm::run(opts, events),
         Cmd::BenchCompare(opts) => bench_compare::run(opts),

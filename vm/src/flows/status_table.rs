@@ -153,20 +153,40 @@ fn vm_test() {
 }
 
 /// A kernel log where `reports` (each "LEVEL;TEXT") were logged while bloom_filter::a ran,
-/// the log complete.
+/// the log complete, with the guest script's taint markers around the test (`bpfvm: tainted`,
+/// the boot's mask 0, then the flags the reports set: [`taint_of`]).
 fn detector(reports: &[&str]) -> String {
-    let mut log =
-        "12,0,0,-;bpfvm: phase tests\n12,1,10,-;bpfvm: test start bloom_filter::a\n".to_string();
-    let mut seq = 2;
+    let mut log = "12,0,0,-;bpfvm: phase tests\n12,1,5,-;bpfvm: tainted 0\n\
+                   12,2,10,-;bpfvm: test start bloom_filter::a\n"
+        .to_string();
+    let mut seq = 3;
+    let mut mask = 0;
     for r in reports {
         let (level, text) = r.split_once(';').unwrap();
         log += &format!("{level},{seq},{},-;{text}\n", 10 + seq);
+        mask |= taint_of(text);
         seq += 1;
     }
     log + &format!(
-        "12,{seq},90,-;bpfvm: test end bloom_filter::a\n12,{},95,-;bpfvm: phase end\n",
-        seq + 1
+        "12,{seq},90,-;bpfvm: test end bloom_filter::a\n12,{},91,-;bpfvm: tainted {mask}\n\
+         12,{},95,-;bpfvm: phase end\n",
+        seq + 1,
+        seq + 2
     )
+}
+
+/// The taint flag the kernel sets with the report `text`: `L` with a soft lockup
+/// (`watchdog_timer_fn`, kernel/watchdog.c), `W` with a WARN (`__warn`, kernel/panic.c); an
+/// RCU stall (kernel/rcu/tree_stall.h), a hung task (kernel/hung_task.c) and lockdep's
+/// suspicious RCU usage (`lockdep_rcu_suspicious`, kernel/locking/lockdep.c) set none.
+fn taint_of(text: &str) -> u64 {
+    if text.contains("BUG: soft lockup") {
+        health::taint::SOFTLOCKUP
+    } else if text.starts_with("WARNING: CPU:") {
+        health::taint::WARN
+    } else {
+        0
+    }
 }
 
 /// The stall detectors (an RCU stall, a soft lockup, a hung task) time the guest's CPUs, which

@@ -290,6 +290,82 @@ fn selftests() {
     assert_eq!(error_code(&host_failed()), 255);
 }
 
+/// `selftests` over several boots (`boots::combine`): a unit the watchdog stopped at the cap
+/// after others runs again first in the next boot, and its retry decides. A pass there is a
+/// pass (0), its first stop named as slowness; a second stop fails it by name (1), so that a
+/// bisect finds a real hang; a splat in the first boot still fails the run (1).
+#[test]
+fn selftests_a_unit_stopped_at_the_cap_is_judged_by_its_retry() {
+    use crate::flows::run::conclude::status_before_a_retry;
+    use crate::flows::selftests::boots::{combine, name_the_first_stop};
+    let cap = Duration::from_secs(1110);
+    let first_boot = |log: &str| {
+        let stopped = Ending::TestHung {
+            test: "test_maps".into(),
+            limit: cap,
+        };
+        let mut r = concluded(vec![pass("test_progs/a")], log, stopped);
+        assert_eq!(code(&r), 1, "as conclude alone judges it");
+        r.status = Some(status_before_a_retry(&r, false));
+        r
+    };
+    let stops = [(
+        "test_maps".to_string(),
+        "boot 1's watchdog stopped it at 1110 s, the limit of a unit after others in its boot, \
+         and it ran again first in boot 2, where its limit is 2220 s"
+            .to_string(),
+    )];
+    let mut passed = vec![pass("test_maps")];
+    name_the_first_stop(&mut passed, &stops);
+    let run = combine(
+        vec![
+            first_boot(CLEAN),
+            concluded(passed, CLEAN, Ending::Exited(0)),
+        ],
+        vec![],
+    );
+    assert_eq!(code(&run), 0, "{:#?}", run.tests);
+    assert_eq!(run.vm.ending, report::VmEnding::Exited);
+    let maps = run.tests.iter().find(|t| t.name == "test_maps").unwrap();
+    let why = maps.reason.as_deref().unwrap();
+    assert!(
+        why.starts_with("slow, not hung: boot 1's watchdog"),
+        "{why}"
+    );
+
+    let mut hung = vec![report::failed(
+        "test_maps".into(),
+        "the VM ended while it ran".into(),
+    )];
+    name_the_first_stop(&mut hung, &stops);
+    let again = Ending::TestHung {
+        test: "test_maps".into(),
+        limit: cap * 2,
+    };
+    let run = combine(
+        vec![first_boot(CLEAN), concluded(hung, CLEAN, again)],
+        vec![],
+    );
+    assert_eq!(code(&run), 1);
+    let maps = run.tests.iter().find(|t| t.name == "test_maps").unwrap();
+    assert_eq!(maps.outcome, Outcome::Fail);
+    assert!(maps
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("stopped it at 1110 s"));
+
+    let mut passed = vec![pass("test_maps")];
+    name_the_first_stop(&mut passed, &stops);
+    let warned_first = first_boot(&warned());
+    assert_eq!(code(&warned_first), 1, "a splat stands");
+    let run = combine(
+        vec![warned_first, concluded(passed, CLEAN, Ending::Exited(0))],
+        vec![],
+    );
+    assert_eq!(code(&run), 1);
+}
+
 fn recorded_bench() -> BenchReport {
     serde_json::from_str(include_str!("../../tests/data/bench-6.1-quick.json")).unwrap()
 }

@@ -108,6 +108,8 @@ pub(crate) fn run(
     let mut left: &[Unit] = units;
     let mut reports = Vec::new();
     let mut again: Vec<String> = Vec::new();
+    // Each unit run again, with what its first stop was: its retry's row says it.
+    let mut stops: Vec<(String, String)> = Vec::new();
     loop {
         let n = reports.len() + 1;
         if n > 1 {
@@ -143,15 +145,17 @@ pub(crate) fn run(
         };
         let retry = run_again(&run.plan, run.costs, &booted.outcome.ending, left, &again);
         if let Some(unit) = &retry {
-            events.note(format!(
-                "{unit} was stopped at {} s, the limit of a unit after others in its boot: it \
-                 runs again first in boot {}, where its limit is {} s",
+            let stop = format!(
+                "boot {n}'s watchdog stopped it at {} s, the limit of a unit after others in its \
+                 boot, and it ran again first in boot {}, where its limit is {} s",
                 run.plan.cap.as_secs(),
                 n + 1,
                 run.plan.limit(run.costs, unit, true).as_secs()
-            ));
+            );
+            events.note(format!("{unit}: {stop}"));
             tests.retain(|t| t.name != *unit && !t.name.starts_with(&format!("{unit}/")));
             again.push(unit.clone());
+            stops.push((unit.clone(), stop));
         } else if let Some(cut) = started.last().filter(|_| !booted.vm_ok()) {
             let diagnosis = with_longer_timeout(&run.plan, &booted.outcome, run.vm.timeout);
             blame_the_ending(&mut tests, cut, &diagnosis);
@@ -159,9 +163,18 @@ pub(crate) fn run(
         if let Some(why) = testmod_failure(&shared) {
             tests.push(failed("guest:bpf_testmod".into(), why));
         }
+        name_the_first_stop(&mut tests, &stops);
         tests.append(&mut first_rows);
         (run.finish)(&mut tests);
-        let report = run::conclude(p, booted, tests, run.rules, run.allow, events, |_| {})?;
+        let mut report = run::conclude(p, booted, tests, run.rules, run.allow, events, |_| {})?;
+        if retry.is_some() {
+            // The stopped unit's verdict is its retry's: this boot is judged by the rest.
+            report.status = Some(run::conclude::status_before_a_retry(
+                &report,
+                run.rules.filter.is_some(),
+            ));
+            report::write(&report, &dir)?;
+        }
         reports.push(report);
         let ran = left
             .iter()
@@ -208,6 +221,27 @@ fn run_again(
     let first = left.first().is_some_and(|u| u.name == *test);
     let more = plan.limit(costs, test, true) > *limit;
     (!first && more && !again.contains(test)).then(|| test.clone())
+}
+
+/// The row of each unit run again (`stops`: the unit, how it was stopped first) says so: a
+/// pass is a slow unit's, not a hang (the first stop was slowness); a failure (it hung again,
+/// or failed) keeps its reason after it.
+pub(crate) fn name_the_first_stop(tests: &mut [TestResult], stops: &[(String, String)]) {
+    for (unit, stop) in stops {
+        let Some(r) = tests.iter_mut().find(|t| t.name == *unit) else {
+            continue;
+        };
+        r.reason = Some(match r.outcome {
+            Outcome::Fail => format!("{stop}; there: {}", r.reason.as_deref().unwrap_or_default()),
+            _ => {
+                let passed = match &r.reason {
+                    Some(why) => format!("{why}; "),
+                    None => String::new(),
+                };
+                format!("{passed}slow, not hung: {stop}, and ended there")
+            }
+        });
+    }
 }
 
 /// What to do when the watchdog stopped a unit at the most any boot gives one (the budget and
@@ -279,15 +313,21 @@ pub(crate) fn combine(boots: Vec<Report>, not_run: Vec<TestResult>) -> Report {
     let status = Status::combine(boots.iter().map(Report::status));
     let mut all = boots.into_iter().enumerate();
     let (_, mut report) = all.next().expect("a run boots at least once");
+    // A boot whose ending judged nothing against it (its stopped unit passed in its retry)
+    // gives the run no failed ending.
+    if report.status() == Status::Good {
+        report.vm.ending = report::VmEnding::Exited;
+    }
     if several {
         name_boot_rows(&mut report.tests, 1);
     }
     for (i, b) in all {
+        let judged_against = b.status() != Status::Good;
         let mut tests = b.tests;
         name_boot_rows(&mut tests, i + 1);
         report.tests.extend(tests);
         report.kernel_splats.extend(b.kernel_splats);
-        if report.vm.ending == report::VmEnding::Exited {
+        if report.vm.ending == report::VmEnding::Exited && judged_against {
             report.vm.ending = b.vm.ending;
             report.vm.console_tail = b.vm.console_tail;
         }

@@ -290,6 +290,37 @@ fn selftests() {
     assert_eq!(error_code(&host_failed()), 255);
 }
 
+/// `selftests`: an output too big to read is the guest writing more than a run may (1), named;
+/// a unit no boot ran leaves the run no pass (255, with boots that judged nothing against the
+/// kernel: here the first boot's rows are the tree's DENYLIST skips).
+#[test]
+fn selftests_an_output_too_big_or_a_unit_not_run() {
+    use crate::flows::selftests::boots::combine;
+    use crate::results::upstream::{self, Output};
+    let flooded = Output::Unread {
+        why: "test_progs.out is larger than the 64 MiB bpfvm reads of a guest file".into(),
+        started: vec![("test_progs/a".into(), 70 << 20)],
+    };
+    let rows = upstream::judge(std::path::Path::new("/nowhere"), &flooded, "");
+    let r = concluded(rows, CLEAN, Ending::Exited(0));
+    assert_eq!(code(&r), 1, "{:#?}", r.tests);
+    let denied = TestResult {
+        outcome: Outcome::Skip,
+        reason: Some("denied by DENYLIST".into()),
+        ..pass("test_progs/denied")
+    };
+    let boot = concluded(vec![denied], CLEAN, Ending::Exited(0));
+    assert_eq!(code(&boot), 0);
+    let not_run = vec![report::failed(
+        "test_progs/a".into(),
+        format!(
+            "{}boot 1 started no unit (it ran none of them), so the run stopped",
+            upstream::NOT_RUN
+        ),
+    )];
+    assert_eq!(code(&combine(vec![boot], not_run)), 255);
+}
+
 /// `selftests` over several boots (`boots::combine`): a unit the watchdog stopped at the cap
 /// after others runs again first in the next boot, and its retry decides. A pass there is a
 /// pass (0), its first stop named as slowness; a second stop fails it by name (1), so that a

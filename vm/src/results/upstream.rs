@@ -30,6 +30,15 @@ pub const END: &str = "bpfvm-selftest end ";
 /// The line of the first unit a boot left for the next one (its time budget was spent).
 pub const DEFER: &str = "bpfvm-selftest defer ";
 
+/// How the row of a unit no boot ran begins (`flows::selftests::boots`): it failed, and
+/// nothing of it was judged.
+pub const NOT_RUN: &str = "not run: ";
+
+/// Whether row `t` is of a unit no boot ran ([`NOT_RUN`]).
+pub fn not_run(t: &TestResult) -> bool {
+    t.outcome == Outcome::Fail && t.reason.as_deref().is_some_and(|r| r.starts_with(NOT_RUN))
+}
+
 /// Report rows of `test_progs` are `test_progs/<test>[/<subtest>]`.
 pub const TEST_PROGS: &str = "test_progs";
 /// `test_maps` is one row (one process runs every map test; a splat cannot be told apart
@@ -448,15 +457,85 @@ impl Known {
     }
 }
 
+/// What a boot's [`TEST_PROGS_OUT`] holds: every unit's run, or why it could not be read
+/// whole, with what a bounded scan of it still tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    Runs(Vec<TestRun>),
+    Unread {
+        /// The read's error (a file over `guest_files::MAX_FILE`, not a regular file).
+        why: String,
+        /// The units it started, in order, with how many bytes of output each wrote.
+        started: Vec<(String, u64)>,
+    },
+}
+
+impl Output {
+    /// Reads the boot's [`TEST_PROGS_OUT`] in `shared`; none there is no unit started. A file
+    /// that cannot be read whole is scanned line by line for its start lines.
+    pub fn read(shared: &Path) -> Output {
+        let path = shared.join(TEST_PROGS_OUT);
+        match guest_files::read(&path) {
+            Ok(text) => Output::Runs(split_runs(&text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Output::Runs(vec![]),
+            Err(e) => Output::Unread {
+                why: e.to_string(),
+                started: scan_starts(&path).unwrap_or_default(),
+            },
+        }
+    }
+
+    /// The units the boot started, in order (those it left for the next boot have no start
+    /// line).
+    pub fn started(&self) -> Vec<String> {
+        match self {
+            Output::Runs(runs) => runs.iter().map(|r| r.name.clone()).collect(),
+            Output::Unread { started, .. } => started.iter().map(|(u, _)| u.clone()).collect(),
+        }
+    }
+}
+
+/// The start lines of the file at `path`, read in pieces of at most 4 KiB (a line longer
+/// than that is no start line but its first piece), with the bytes each unit wrote after its
+/// own.
+fn scan_starts(path: &Path) -> std::io::Result<Vec<(String, u64)>> {
+    use std::io::{BufRead, Read};
+    let mut reader = std::io::BufReader::new(guest_files::open_regular(path)?);
+    let mut started: Vec<(String, u64)> = Vec::new();
+    let (mut piece, mut line_start) = (Vec::new(), true);
+    loop {
+        piece.clear();
+        let n = (&mut reader).take(4096).read_until(b'\n', &mut piece)?;
+        if n == 0 {
+            return Ok(started);
+        }
+        let text = String::from_utf8_lossy(&piece);
+        match text.strip_prefix(START).filter(|_| line_start) {
+            Some(name) => started.push((name.trim().to_string(), 0)),
+            None => {
+                if let Some((_, bytes)) = started.last_mut() {
+                    *bytes += n as u64;
+                }
+            }
+        }
+        line_start = piece.ends_with(b"\n");
+    }
+}
+
 /// One boot's rows: each unit's that started (`test_progs/NAME`, `test_verifier`,
-/// `test_maps`), each unit timed from its kernel log markers.
-pub fn judge(shared: &Path, kernel_log: &str) -> Vec<TestResult> {
-    let runs = guest_files::read(&shared.join(TEST_PROGS_OUT))
-        .map(|t| split_runs(&t))
-        .unwrap_or_default();
+/// `test_maps`), each unit timed from its kernel log markers. An output that could not be
+/// read is a failing `guest:test_progs.out` row naming the unit that wrote the most (the
+/// guest writing more than a run may: docs/exit-status.md), and each unit it started fails
+/// unjudged: its verdict is in the file unread.
+pub fn judge(shared: &Path, output: &Output, kernel_log: &str) -> Vec<TestResult> {
     let mut rows = Vec::new();
-    for run in &runs {
-        rows.extend(judge_unit(shared, run));
+    match output {
+        Output::Runs(runs) => {
+            for run in runs {
+                rows.extend(judge_unit(shared, run));
+            }
+        }
+        Output::Unread { why, started } => rows.extend(unread(why, started)),
     }
     let times = durations(kernel_log);
     for r in rows.iter_mut() {
@@ -464,6 +543,32 @@ pub fn judge(shared: &Path, kernel_log: &str) -> Vec<TestResult> {
             r.duration_ms = *ms;
         }
     }
+    rows
+}
+
+/// The rows of an output bpfvm could not read ([`Output::Unread`]).
+fn unread(why: &str, started: &[(String, u64)]) -> Vec<TestResult> {
+    let most = started.iter().max_by_key(|(_, bytes)| *bytes);
+    let wrote = match most {
+        Some((unit, bytes)) => format!(
+            "{unit} wrote the most of it ({} MiB of output)",
+            bytes >> 20
+        ),
+        None => "no unit's start line could be read from it".into(),
+    };
+    let mut rows = vec![failed(
+        format!("guest:{TEST_PROGS_OUT}"),
+        format!("{why}: the guest wrote more than a run may; {wrote}"),
+    )];
+    rows.extend(started.iter().map(|(unit, _)| {
+        failed(
+            unit.clone(),
+            format!(
+                "{} its output is in {TEST_PROGS_OUT}, which could not be read ({why})",
+                bpfvm_common::protocol::NOT_JUDGED
+            ),
+        )
+    }));
     rows
 }
 
@@ -476,7 +581,17 @@ fn judge_unit(shared: &Path, run: &TestRun) -> Vec<TestResult> {
             let mut own = judge_run(run);
             let test = run.name.trim_start_matches(&format!("{TEST_PROGS}/"));
             let json = shared.join(JSON_DIR).join(format!("{test}.json"));
-            if let Ok(text) = guest_files::read(&json) {
+            let read = match guest_files::read(&json) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                read => Some(read),
+            };
+            if let Some(Err(e)) = &read {
+                own.push(failed(
+                    format!("guest:{JSON_DIR}/{test}.json"),
+                    format!("could not be read: {e}"),
+                ));
+            }
+            if let Some(Ok(text)) = read {
                 match serde_json::from_str::<JsonSummary>(&text) {
                     Ok(summary) => apply_json(&mut own, &summary),
                     // test_progs writes its summary as it exits: one that never exited (the
@@ -492,13 +607,6 @@ fn judge_unit(shared: &Path, run: &TestRun) -> Vec<TestResult> {
             own
         }
     }
-}
-
-/// The units a boot started, in order (those it left for the next boot have no start line).
-pub fn started(shared: &Path) -> Vec<String> {
-    guest_files::read(&shared.join(TEST_PROGS_OUT))
-        .map(|t| split_runs(&t).into_iter().map(|r| r.name).collect())
-        .unwrap_or_default()
 }
 
 /// `test_verifier`'s rows (`do_test` in test_verifier.c): each case prints `#N/p DESCR ` (or
@@ -675,6 +783,54 @@ pub fn inventory_of(all: &str) -> Inventory {
 mod tests {
     use super::*;
 
+    /// A `test_progs.out` over the 64 MiB bpfvm reads of a guest file is never read as
+    /// empty: its units are found by a scan, each fails unjudged, and a `guest:` row names the
+    /// file, the limit and the unit that wrote the most.
+    #[test]
+    fn an_output_too_big_to_read_names_the_file_and_the_unit() {
+        let d = tempfile::tempdir().unwrap();
+        let line = "x".repeat(1023) + "\n";
+        let flood = line.repeat(65 << 10);
+        let text = format!(
+            "{START}test_progs/a\n#1 a:OK\n{END}test_progs/a 0\n\
+             {START}test_progs/b\n{flood}{END}test_progs/b 0\n\
+             {START}test_progs/c\n#3 c:OK\n"
+        );
+        std::fs::write(d.path().join(TEST_PROGS_OUT), text).unwrap();
+        let out = Output::read(d.path());
+        assert_eq!(
+            out.started(),
+            ["test_progs/a", "test_progs/b", "test_progs/c"]
+        );
+        let rows = judge(d.path(), &out, "");
+        let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "guest:test_progs.out",
+                "test_progs/a",
+                "test_progs/b",
+                "test_progs/c"
+            ]
+        );
+        assert!(rows.iter().all(|r| r.outcome == Outcome::Fail), "{rows:#?}");
+        let why = rows[0].reason.as_deref().unwrap();
+        assert!(
+            why.contains("test_progs.out is larger than the 64 MiB")
+                && why.contains("the guest wrote more than a run may")
+                && why.contains("test_progs/b wrote the most of it (65 MiB"),
+            "{why}"
+        );
+        assert!(rows[1]
+            .reason
+            .as_deref()
+            .unwrap()
+            .starts_with(bpfvm_common::protocol::NOT_JUDGED));
+        // None there: no unit started.
+        let none = tempfile::tempdir().unwrap();
+        assert_eq!(Output::read(none.path()), Output::Runs(vec![]));
+    }
+
     /// `test_progs -a bloom_filter_map` and `-a bpf_loop` on the 6.1 pin, as its guest wrote
     /// them (`selftests --kernel 6.1 -t bloom_filter_map,bpf_loop`, test_progs of 6.1.192-3).
     const GREEN: &str = "\
@@ -821,7 +977,7 @@ bpfvm-selftest end test_progs/bpf_loop 1
         let run = |end: &str| {
             let out = format!("bpfvm-selftest start test_progs/uprobe_multi_test\n{end}");
             std::fs::write(d.path().join(TEST_PROGS_OUT), out).unwrap();
-            judge(d.path(), "")
+            judge(d.path(), &Output::read(d.path()), "")
         };
         let killed = run("");
         assert_eq!(
@@ -1121,12 +1277,12 @@ test_maps: OK, 2 SKIPPED
         std::fs::write(d.path().join(TEST_PROGS_OUT), out).unwrap();
         let log = "12,5,1000000,-;bpfvm: test start test_maps\n\
                    12,7,3500000,-;bpfvm: test end test_maps\n";
-        let rows = judge(d.path(), log);
+        let rows = judge(d.path(), &Output::read(d.path()), log);
         let maps = rows.iter().find(|r| r.name == "test_maps").unwrap();
         assert_eq!((maps.outcome, maps.duration_ms), (Outcome::Pass, 2500));
         assert_eq!(rows.len(), 10, "{rows:?}");
         assert_eq!(
-            started(d.path()),
+            Output::read(d.path()).started(),
             [
                 "test_progs/bloom_filter_map",
                 "test_progs/bpf_loop",

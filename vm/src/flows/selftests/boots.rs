@@ -138,10 +138,11 @@ pub(crate) fn run(
         let shared = booted.files.shared.clone();
         let kernel_log = crate::support::guest_files::read(&shared.join(guest::files::KERNEL_LOG))
             .unwrap_or_default();
-        let started = upstream::started(&shared);
+        let output = upstream::Output::read(&shared);
+        let started = output.started();
         let mut tests = match booted.outcome.boot {
             None if !booted.vm_ok() => vec![report::never_started(&booted.ending())],
-            _ => upstream::judge(&shared, &kernel_log),
+            _ => upstream::judge(&shared, &output, &kernel_log),
         };
         let retry = run_again(&run.plan, run.costs, &booted.outcome.ending, left, &again);
         if let Some(unit) = &retry {
@@ -195,7 +196,10 @@ pub(crate) fn run(
                 .map(|u| {
                     failed(
                         u.name.clone(),
-                        format!("not run: boot {n} started no unit ({ending}), so the run stopped"),
+                        format!(
+                            "{}boot {n} started no unit ({ending}), so the run stopped",
+                            upstream::NOT_RUN
+                        ),
                     )
                 })
                 .collect();
@@ -294,7 +298,15 @@ fn blame_the_ending(tests: &mut [TestResult], cut: &str, diagnosis: &str) {
 
 /// Why `insmod bpf_testmod.ko` failed before the tests, if it did (its output, then its status).
 fn testmod_failure(shared: &Path) -> Option<String> {
-    let text = crate::support::guest_files::read(&shared.join(upstream::TESTMOD)).ok()?;
+    let text = match crate::support::guest_files::read(&shared.join(upstream::TESTMOD)) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            return Some(format!(
+                "what insmod bpf_testmod.ko said could not be read: {e}"
+            ))
+        }
+    };
     let mut lines: Vec<&str> = text.lines().collect();
     let rc = lines.pop()?;
     (rc.trim() != "0").then(|| {
@@ -307,10 +319,14 @@ fn testmod_failure(shared: &Path) -> Option<String> {
 
 /// The run's report from its boots': every boot's rows (a row of the boot itself, not of a
 /// unit, says which boot when there were several), their splats, the first failing boot's
-/// ending, the times added up; the status the boots' add up to.
+/// ending, the times added up; the status the boots' add up to, and never good while a unit
+/// of `not_run` was left unrun.
 pub(crate) fn combine(boots: Vec<Report>, not_run: Vec<TestResult>) -> Report {
     let several = boots.len() > 1;
-    let status = Status::combine(boots.iter().map(Report::status));
+    // A unit no boot ran was judged by nothing: the run is no pass (255, unless a boot's
+    // verdict blames the kernel).
+    let unjudged = (!not_run.is_empty()).then_some(Status::Stopped);
+    let status = Status::combine(boots.iter().map(Report::status).chain(unjudged));
     let mut all = boots.into_iter().enumerate();
     let (_, mut report) = all.next().expect("a run boots at least once");
     // A boot whose ending judged nothing against it (its stopped unit passed in its retry)

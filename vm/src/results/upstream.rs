@@ -120,6 +120,10 @@ pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
     let mut rows = Vec::new();
     let mut log: Vec<&str> = Vec::new();
     let mut own = false;
+    // Failed checks outside every failing subtest: the test's own (`outside_subtests`).
+    let mut outside: Vec<&str> = Vec::new();
+    let entry = run.name.trim_start_matches(&format!("{TEST_PROGS}/"));
+    let mut counts = [0usize; 3];
     for line in &run.output {
         // Later test_progs repeat the failed tests' logs and result lines after this line.
         if line.trim() == ALL_ERROR_LOGS {
@@ -133,6 +137,21 @@ pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
         };
         let row_name = format!("{TEST_PROGS}/{name}");
         own |= row_name == run.name;
+        let checks: Vec<&str> = log.iter().copied().filter(|l| is_check(l)).collect();
+        // As test_progs counts them for its `Summary:` line (`summary_mismatch`): tests that
+        // passed or skipped, subtests that passed, tests that failed.
+        match (row_name == run.name, result) {
+            (true, "FAIL") => counts[2] += 1,
+            (true, _) => counts[0] += 1,
+            (false, "OK") => counts[1] += 1,
+            _ => {}
+        }
+        if row_name != run.name && result != "FAIL" {
+            outside.extend(&checks);
+        }
+        if row_name == run.name {
+            outside.extend(&checks);
+        }
         rows.push(match result {
             "OK" => pass(row_name),
             "SKIP" => TestResult {
@@ -142,9 +161,38 @@ pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
                 ),
                 ..pass(row_name)
             },
-            _ => failed(row_name, format!("{TEST_PROGS_FAILED}; {}", quote(&log))),
+            _ => failed(
+                row_name,
+                format!(
+                    "{TEST_PROGS_FAILED}; {}{}",
+                    failed_checks(&checks),
+                    quote(&log)
+                ),
+            ),
         });
         log.clear();
+    }
+    outside.extend(
+        run.output
+            .iter()
+            .take_while(|l| l.trim() != ALL_ERROR_LOGS)
+            .filter(|l| is_check(l) && in_entry(l, entry))
+            .map(String::as_str),
+    );
+    outside.sort();
+    outside.dedup();
+    if own {
+        rows.extend(summary_mismatch(&run.name, &run.output, counts));
+    }
+    let sub = format!("{}/", run.name);
+    let has_subtests = rows.iter().any(|r| r.name.starts_with(&sub));
+    if let Some(r) = rows
+        .iter_mut()
+        .find(|r| r.name == run.name && r.outcome == Outcome::Fail)
+        .filter(|_| has_subtests && !outside.is_empty())
+    {
+        let why = r.reason.get_or_insert_with(String::new);
+        why.push_str(&format!("; {OUTSIDE_SUBTESTS}{}", outside.join(" | ")));
     }
     let top = run.name.clone();
     let why = match (own, run.rc) {
@@ -161,6 +209,13 @@ pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
             Some(r) if r.outcome != Outcome::Fail => {
                 r.outcome = Outcome::Fail;
                 r.reason = Some(why);
+            }
+            // Its FAIL line, then the VM's end: it did not end by its own verdict.
+            Some(r) if run.rc.is_none() => {
+                r.reason = Some(format!(
+                    "{why}; it had printed: {}",
+                    r.reason.as_deref().unwrap_or_default()
+                ));
             }
             Some(_) => {}
             None => rows.push(failed(top.clone(), why)),
@@ -187,6 +242,51 @@ pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
     }
     rows
 }
+
+/// A check that failed, as test_progs' `CHECK` and `ASSERT_*` print it
+/// (`"%s:FAIL:%s ", __func__, tag`: `_CHECK` in tools/testing/selftests/bpf/test_progs.h) and
+/// test_maps' `CHECK` (`"%s(%d):FAIL:%s "`, test_maps.h).
+fn is_check(line: &str) -> bool {
+    line.contains(":FAIL:")
+}
+
+/// Whether the check `line` failed in the test's entry function (`test_NAME` or
+/// `serial_test_NAME`, `DEFINE_TEST` in test_progs.c), outside any subtest's own function.
+fn in_entry(line: &str, test: &str) -> bool {
+    let func = line.trim().split(":FAIL:").next().unwrap_or_default();
+    func == format!("test_{test}") || func == format!("serial_test_{test}")
+}
+
+/// The most failed checks a row names; past them it says how many more, and no entry's
+/// `said` can vouch for the rest.
+const CHECKS_NAMED: usize = 8;
+
+/// Says that more checks failed than a row names.
+const MORE_CHECKS: &str = "more checks failed";
+
+/// How a failing row names its failed checks, each of them (up to [`CHECKS_NAMED`]).
+const FAILED_CHECKS: &str = "failed checks: ";
+
+/// "failed checks: a | b; ", or nothing when none failed.
+fn failed_checks(checks: &[&str]) -> String {
+    if checks.is_empty() {
+        return String::new();
+    }
+    let named: Vec<&str> = checks.iter().take(CHECKS_NAMED).map(|c| c.trim()).collect();
+    let more = match checks.len().saturating_sub(CHECKS_NAMED) {
+        0 => String::new(),
+        n => format!(" | and {n} {MORE_CHECKS}"),
+    };
+    format!("{FAILED_CHECKS}{}{more}; ", named.join(" | "))
+}
+
+/// Says that a test failed checks of its own, outside its failing subtests: the checks that
+/// closed a passing or skipped subtest's output, those after its last subtest, and those in
+/// its entry function. test_progs prints a test's own output before its subtests'
+/// (`dump_test_log`, test_progs.c, 5.18 and later), so its own failed check in a helper
+/// function just before a failing first subtest is told from that subtest's only by the JSON
+/// summary (6.4 and later: [`apply_json`]).
+const OUTSIDE_SUBTESTS: &str = "it failed outside its subtests: ";
 
 fn pass(name: String) -> TestResult {
     TestResult {
@@ -237,9 +337,15 @@ pub struct JsonTest {
 /// the result lines lack it), with the failure's own log as the reason.
 pub fn apply_json(rows: &mut Vec<TestResult>, summary: &JsonSummary) {
     let mut failures = vec![];
+    let mut own = vec![];
     for t in &summary.results {
         if t.failed {
             failures.push((format!("{TEST_PROGS}/{}", t.name), &t.message));
+            // A test's message is its own output, outside its subtests (`dump_test_log`).
+            let checks: Vec<&str> = t.message.lines().filter(|l| is_check(l)).collect();
+            if !t.subtests.is_empty() && !checks.is_empty() {
+                own.push((format!("{TEST_PROGS}/{}", t.name), checks.join(" | ")));
+            }
         }
         for sub in t.subtests.iter().filter(|s| s.failed) {
             failures.push((
@@ -250,7 +356,15 @@ pub fn apply_json(rows: &mut Vec<TestResult>, summary: &JsonSummary) {
     }
     for (name, message) in failures {
         let lines: Vec<&str> = message.lines().filter(|l| !l.trim().is_empty()).collect();
-        let why = format!("{TEST_PROGS_FAILED} (json summary); {}", quote(&lines));
+        let checks: Vec<&str> = lines.iter().copied().filter(|l| is_check(l)).collect();
+        let mut why = format!(
+            "{TEST_PROGS_FAILED} (json summary); {}{}",
+            failed_checks(&checks),
+            quote(&lines)
+        );
+        if let Some((_, checks)) = own.iter().find(|(n, _)| *n == name) {
+            why.push_str(&format!("; {OUTSIDE_SUBTESTS}{checks}"));
+        }
         match rows.iter_mut().find(|r| r.name == name) {
             Some(r) => {
                 r.outcome = Outcome::Fail;
@@ -299,6 +413,25 @@ pub fn judge_test_maps(out: &str, rc: Option<i32>) -> Vec<TestResult> {
 /// verdict, not a crash or the VM's end (`Known::apply`).
 const TEST_PROGS_FAILED: &str = "test_progs: FAIL";
 const TEST_VERIFIER_FAILED: &str = "test_verifier exited with 1;";
+/// How a test_verifier case that failed begins (its `FAIL` verdict).
+const VERIFIER_CASE_FAILED: &str = "test_verifier: FAIL";
+/// test_maps' own verdicts: 1 (`exit(1)` after `accept failed` and the other failures of
+/// test_sockmap, test_maps.c) and 255 (`CHECK`'s `exit(-1)`, test_maps.h); a signal is a crash.
+const TEST_MAPS_FAILED: [&str; 2] = ["test_maps exited with 1;", "test_maps exited with 255;"];
+
+/// Whether a failing row's `reason` is the test's own verdict (a FAIL line, test_verifier's
+/// or test_maps' failing status), not a crash, a watchdog, the VM's end or output bpfvm could
+/// not read: only such a failure can be the one a known entry's reason describes.
+fn own_verdict(reason: &str) -> bool {
+    [
+        TEST_PROGS_FAILED,
+        TEST_VERIFIER_FAILED,
+        VERIFIER_CASE_FAILED,
+    ]
+    .iter()
+    .chain(&TEST_MAPS_FAILED)
+    .any(|p| reason.starts_with(p))
+}
 
 /// A pin's known failures of the upstream selftests: `kernels/selftests/<pin>.known.toml`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -313,7 +446,8 @@ pub struct Known {
 /// unset ([`Known::check_config`]); `timing`: whether it fails depends on how the guest's work
 /// is scheduled (the reason says how), so a pass is no sign the entry is stale; `said`: text
 /// the failure must hold for the entry to excuse it (one process running many tests, as
-/// test_maps, fails in many ways).
+/// test_maps, fails in many ways): one text, or a list of which the failure must hold one,
+/// and each check the failure names as failed must hold one of them ([`Said`]).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KnownFailure {
@@ -323,7 +457,36 @@ pub struct KnownFailure {
     pub unset: Vec<String>,
     #[serde(default)]
     pub timing: bool,
-    pub said: Option<String>,
+    pub said: Option<Said>,
+}
+
+/// A known entry's `said`: one text, or several.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Said {
+    One(String),
+    Any(Vec<String>),
+}
+
+impl Said {
+    fn texts(&self) -> &[String] {
+        match self {
+            Said::One(one) => std::slice::from_ref(one),
+            Said::Any(any) => any,
+        }
+    }
+
+    /// Whether the failure `why` is the one described: it holds one of the texts, each failed
+    /// check it names holds one, and it names them all.
+    fn describes(&self, why: &str) -> bool {
+        let holds = |part: &str| self.texts().iter().any(|t| part.contains(t.as_str()));
+        holds(why)
+            && !why.contains(MORE_CHECKS)
+            && why
+                .split([';', '|'])
+                .filter(|part| is_check(part))
+                .all(holds)
+    }
 }
 
 impl Known {
@@ -391,10 +554,10 @@ impl Known {
                 .iter_mut()
                 .filter(|r| r.name == k.test || r.name.starts_with(&sub))
             {
+                // Only the test's own verdict, and what `said` describes.
                 let says = |r: &TestResult| {
-                    k.said
-                        .as_deref()
-                        .is_none_or(|said| r.reason.as_deref().is_some_and(|w| w.contains(said)))
+                    let why = r.reason.as_deref().unwrap_or_default();
+                    own_verdict(why) && k.said.as_ref().is_none_or(|said| said.describes(why))
                 };
                 match r.outcome {
                     Outcome::Pass if r.name != k.test || k.timing => {}
@@ -424,15 +587,17 @@ impl Known {
     /// test_progs fails a test when one of its subtests fails (`run_one_test`, test_progs.c),
     /// and test_verifier exits 1 when a case fails (`main`, test_verifier.c), so a test whose
     /// failing subtests or cases are all known, and which failed by its own verdict (not a
-    /// crash, a watchdog or the VM's end), is known too: an entry may name only
-    /// the subtests that fail, and the test's other subtests stay judged.
+    /// crash, a watchdog or the VM's end) and not by a check of its own outside them
+    /// ([`OUTSIDE_SUBTESTS`]), is known too: an entry may name only the subtests that fail,
+    /// and the test's other subtests stay judged.
     fn known_through_subtests(&self, rows: &mut [TestResult], file: &str) {
         let by_subtests: Vec<String> = rows
             .iter()
             .filter(|r| {
                 r.outcome == Outcome::Fail
                     && r.reason.as_deref().is_some_and(|w| {
-                        w.starts_with(TEST_PROGS_FAILED) || w.starts_with(TEST_VERIFIER_FAILED)
+                        (w.starts_with(TEST_PROGS_FAILED) || w.starts_with(TEST_VERIFIER_FAILED))
+                            && !w.contains(OUTSIDE_SUBTESTS)
                     })
                     && !self.known.iter().any(|k| k.test == r.name)
             })
@@ -677,7 +842,65 @@ pub fn judge_test_verifier(run: &TestRun) -> Vec<TestResult> {
             format!("test_verifier exited with {rc}; {}", quote(&lines)),
         ),
     });
+    let read = [
+        passed,
+        count(&rows, TEST_VERIFIER, Outcome::Skip),
+        count(&rows, TEST_VERIFIER, Outcome::Fail),
+    ];
+    rows.extend(summary_mismatch(TEST_VERIFIER, &run.output, read));
     rows
+}
+
+/// The rows under `unit` (`unit/...`) with `outcome`.
+fn count(rows: &[TestResult], unit: &str, outcome: Outcome) -> usize {
+    let sub = format!("{unit}/");
+    rows.iter()
+        .filter(|r| r.outcome == outcome && r.name.starts_with(&sub))
+        .count()
+}
+
+/// The row a count `unit` printed on its last `Summary: ` line fails when the rows read from
+/// its output (`read`: passed, skipped, failed) do not add up to it: a result line bpfvm
+/// could not read hides in the difference. test_verifier prints `Summary: %d PASSED, %d
+/// SKIPPED, %d FAILED` (passes, skips, errors: `do_test`, test_verifier.c); test_progs prints
+/// `Summary: %d/%d PASSED, %d SKIPPED, %d FAILED` (tests passed / subtests passed, skipped,
+/// tests failed: `calculate_summary_and_print_errors`, test_progs.c), whose skipped count
+/// also counts `test__skip` calls outside subtests, so it is not compared. None printed (the
+/// unit was cut off) compares nothing.
+fn summary_mismatch(unit: &str, output: &[String], read: [usize; 3]) -> Option<TestResult> {
+    let line = output
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix("Summary: "))?;
+    let numbers: Vec<usize> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|n| !n.is_empty())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    let (printed, what) = match numbers[..] {
+        [p, s, f] => ([p, s, f], "passed, skipped, failed"),
+        [t, sub, _, f] => ([t, sub, f], "tests passed, subtests passed, tests failed"),
+        _ => {
+            return Some(failed(
+                format!("{unit}/Summary"),
+                format!("its last line `Summary: {line}` is not the counts bpfvm reads"),
+            ))
+        }
+    };
+    let got = read;
+    (printed != got).then(|| {
+        failed(
+            format!("{unit}/Summary"),
+            format!(
+                "it printed `Summary: {line}`, but bpfvm read {} ({what}) from its result \
+                 lines: a result it printed in a line bpfvm does not read hides there",
+                got.iter()
+                    .map(|n| n.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+    })
 }
 
 /// A case line of test_verifier: `#N/p DESCR VERDICT` split into `#N/p DESCR` and the
@@ -853,6 +1076,152 @@ bpfvm-selftest end test_progs/bpf_loop 0
 
     fn outcomes(rows: &[TestResult]) -> Vec<(String, Outcome)> {
         rows.iter().map(|r| (r.name.clone(), r.outcome)).collect()
+    }
+
+    /// A unit's run of `lines`, ended with status `rc`.
+    fn unit_run(name: &str, lines: &str, rc: Option<i32>) -> TestRun {
+        TestRun {
+            name: name.into(),
+            output: lines.lines().map(String::from).collect(),
+            rc,
+        }
+    }
+
+    /// An entry that names a test excuses its own verdict, never a crash with no result nor
+    /// the VM's end (`known_through_subtests` refuses those too).
+    #[test]
+    fn a_known_entry_excuses_no_crash() {
+        let known: Known =
+            toml::from_str("[[known]]\ntest = \"test_progs/a\"\nreason = \"r\"\n").unwrap();
+        for (lines, rc) in [
+            ("libbpf: loading\n", Some(139)),
+            ("libbpf: loading\n", None),
+            ("#1 a:FAIL\n", None),
+        ] {
+            let mut rows = judge_run(&unit_run("test_progs/a", lines, rc));
+            known.apply(&mut rows, "k.toml");
+            assert_eq!(
+                outcomes(&rows),
+                [("test_progs/a".into(), Outcome::Fail)],
+                "{lines:?} {rc:?}: {rows:#?}"
+            );
+        }
+        let mut rows = judge_run(&unit_run("test_progs/a", "#1 a:FAIL\n", Some(1)));
+        known.apply(&mut rows, "k.toml");
+        assert_eq!(outcomes(&rows), [("test_progs/a".into(), Outcome::Skip)]);
+    }
+
+    /// 6.1's lsm_cgroup/functional entry excuses the failed checks its reason names, as
+    /// ASSERT_EQ prints them, and no other: not a run where another check failed too.
+    #[test]
+    fn the_lsm_cgroup_entry_excuses_only_the_checks_its_reason_names() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels/selftests");
+        let known = Known::load(&dir.join("6.1.known.toml")).unwrap();
+        let run = |checks: &str| {
+            let lines = format!(
+                "{checks}#135/1   lsm_cgroup/functional:FAIL\n#135     lsm_cgroup:FAIL\n\
+                 Summary: 0/0 PASSED, 0 SKIPPED, 1 FAILED\n"
+            );
+            let mut rows = judge_run(&unit_run("test_progs/lsm_cgroup", &lines, Some(1)));
+            known.apply(&mut rows, "6.1.known.toml");
+            outcomes(&rows)
+        };
+        let described = "test_lsm_cgroup_functional:FAIL:called_clone unexpected called_clone: \
+                         actual 0 != expected 1\n\
+                         test_lsm_cgroup_functional:FAIL:called_alloc unexpected called_alloc: \
+                         actual 6 != expected 7\n";
+        assert_eq!(
+            run(described),
+            [
+                ("test_progs/lsm_cgroup/functional".into(), Outcome::Skip),
+                ("test_progs/lsm_cgroup".into(), Outcome::Skip),
+            ]
+        );
+        let other = format!(
+            "{described}test_lsm_cgroup_functional:FAIL:attach_lsm_cgroup unexpected error: -22\n"
+        );
+        assert_eq!(
+            run(&other),
+            [
+                ("test_progs/lsm_cgroup/functional".into(), Outcome::Fail),
+                ("test_progs/lsm_cgroup".into(), Outcome::Fail),
+            ]
+        );
+        assert_eq!(
+            run("test_lsm_cgroup_functional:FAIL:join root cgroup unexpected error: 1\n")[0].1,
+            Outcome::Fail
+        );
+    }
+
+    /// A test whose failing subtests are all known is not known through them when it failed a
+    /// check of its own: in its entry function, or after its last subtest (5.x prints a test's
+    /// own output there).
+    #[test]
+    fn a_parent_s_own_failure_is_not_known_through_its_subtests() {
+        let known: Known =
+            toml::from_str("[[known]]\ntest = \"test_progs/t/one\"\nreason = \"r\"\n").unwrap();
+        let judged = |lines: &str| {
+            let mut rows = judge_run(&unit_run("test_progs/t", lines, Some(1)));
+            known.apply(&mut rows, "k.toml");
+            rows
+        };
+        let subs = "helper:FAIL:x unexpected x: actual 0 != expected 1\n\
+                    #1/1     t/one:FAIL\n#1/2     t/two:OK\n";
+        let only_subtests = judged(&format!("{subs}#1       t:FAIL\n"));
+        assert_eq!(only_subtests.last().unwrap().outcome, Outcome::Skip);
+        for own in [
+            format!("test_t:FAIL:setup unexpected error: -1\n{subs}#1       t:FAIL\n"),
+            format!("{subs}cleanup:FAIL:y unexpected y: got FALSE\n#1       t:FAIL\n"),
+        ] {
+            let rows = judged(&own);
+            let top = rows.last().unwrap();
+            assert_eq!(top.outcome, Outcome::Fail, "{own}: {rows:#?}");
+            assert!(top.reason.as_deref().unwrap().contains(OUTSIDE_SUBTESTS));
+        }
+    }
+
+    /// The counts upstream prints on its `Summary:` line must be the rows read, or a row says
+    /// what hides in the difference.
+    #[test]
+    fn a_summary_that_does_not_add_up_to_the_rows_fails() {
+        let verifier =
+            "#0/p a OK\n#1/p b OK\n#2/p c\nFAIL\nSummary: 2 PASSED, 0 SKIPPED, 1 FAILED\n";
+        let rows = judge_test_verifier(&unit_run(TEST_VERIFIER, verifier, Some(1)));
+        let summary = rows
+            .iter()
+            .find(|r| r.name == "test_verifier/Summary")
+            .unwrap();
+        assert_eq!(summary.outcome, Outcome::Fail);
+        assert!(
+            summary
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("bpfvm read 2, 0, 0"),
+            "{summary:?}"
+        );
+        let agreed = "#0/p a OK\n#1/p b OK\nSummary: 2 PASSED, 0 SKIPPED, 0 FAILED\n";
+        let rows = judge_test_verifier(&unit_run(TEST_VERIFIER, agreed, Some(0)));
+        assert_eq!(outcomes(&rows), [("test_verifier".into(), Outcome::Pass)]);
+
+        let progs = "#1/1     t/one:OK\n#1/2     t/two:OK\n#1       t:OK\n\
+                     Summary: 1/3 PASSED, 0 SKIPPED, 0 FAILED\n";
+        let rows = judge_run(&unit_run("test_progs/t", progs, Some(0)));
+        let summary = rows
+            .iter()
+            .find(|r| r.name == "test_progs/t/Summary")
+            .unwrap();
+        assert!(
+            summary
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("bpfvm read 1, 2, 0"),
+            "{summary:?}"
+        );
+        let agreed = progs.replace("1/3 PASSED", "1/2 PASSED");
+        let rows = judge_run(&unit_run("test_progs/t", &agreed, Some(0)));
+        assert!(rows.iter().all(|r| r.outcome == Outcome::Pass), "{rows:#?}");
     }
 
     #[test]
@@ -1096,13 +1465,19 @@ test_maps: OK, 2 SKIPPED
              [[known]]\ntest = \"test_progs/b\"\nreason = \"fixed upstream\"\n",
         )
         .unwrap();
+        let fail = |name: &str| {
+            failed(
+                name.into(),
+                format!("{TEST_PROGS_FAILED}; it printed nothing"),
+            )
+        };
         let mut rows = vec![
-            failed("test_progs/a/sub".into(), "FAIL".into()),
+            fail("test_progs/a/sub"),
             pass("test_progs/a/other".into()),
-            failed("test_progs/a".into(), "FAIL".into()),
-            failed("test_progs/ab".into(), "FAIL".into()),
+            fail("test_progs/a"),
+            fail("test_progs/ab"),
             pass("test_progs/b".into()),
-            failed("test_progs/c".into(), "FAIL".into()),
+            fail("test_progs/c"),
         ];
         known.apply(&mut rows, "kernels/selftests/6.1.known.toml");
         assert_eq!(
@@ -1319,7 +1694,7 @@ test_maps: OK, 2 SKIPPED
 Unexpected error message!
 \tEXP: Unreleased reference
 #5/p raw_stack: no skb_load_bytes Did not run the program (not supported) OK
-Summary: 4 PASSED, 1 SKIPPED, 1 FAILED
+Summary: 5 PASSED, 1 SKIPPED, 1 FAILED
 ";
         let run = TestRun {
             name: TEST_VERIFIER.into(),

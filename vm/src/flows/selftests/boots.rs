@@ -164,9 +164,9 @@ pub(crate) fn run(
         if let Some(why) = testmod_failure(&shared) {
             tests.push(failed("guest:bpf_testmod".into(), why));
         }
-        name_the_first_stop(&mut tests, &stops);
         tests.append(&mut first_rows);
         (run.finish)(&mut tests);
+        name_the_first_stop(&mut tests, &stops);
         let mut report = run::conclude(p, booted, tests, run.rules, run.allow, events, |_| {})?;
         if retry.is_some() {
             // The stopped unit's verdict is its retry's: this boot is judged by the rest.

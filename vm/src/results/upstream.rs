@@ -120,9 +120,8 @@ pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
     let mut rows = Vec::new();
     let mut log: Vec<&str> = Vec::new();
     let mut own = false;
-    // Failed checks outside every failing subtest: the test's own (`outside_subtests`).
+    // Failed checks outside every failing subtest: the test's own (`mark_own_failure`).
     let mut outside: Vec<&str> = Vec::new();
-    let entry = run.name.trim_start_matches(&format!("{TEST_PROGS}/"));
     let mut counts = [0usize; 3];
     for line in &run.output {
         // Later test_progs repeat the failed tests' logs and result lines after this line.
@@ -172,27 +171,9 @@ pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
         });
         log.clear();
     }
-    outside.extend(
-        run.output
-            .iter()
-            .take_while(|l| l.trim() != ALL_ERROR_LOGS)
-            .filter(|l| is_check(l) && in_entry(l, entry))
-            .map(String::as_str),
-    );
-    outside.sort();
-    outside.dedup();
+    mark_own_failure(&mut rows, run, outside);
     if own {
         rows.extend(summary_mismatch(&run.name, &run.output, counts));
-    }
-    let sub = format!("{}/", run.name);
-    let has_subtests = rows.iter().any(|r| r.name.starts_with(&sub));
-    if let Some(r) = rows
-        .iter_mut()
-        .find(|r| r.name == run.name && r.outcome == Outcome::Fail)
-        .filter(|_| has_subtests && !outside.is_empty())
-    {
-        let why = r.reason.get_or_insert_with(String::new);
-        why.push_str(&format!("; {OUTSIDE_SUBTESTS}{}", outside.join(" | ")));
     }
     let top = run.name.clone();
     let why = match (own, run.rc) {
@@ -241,6 +222,32 @@ pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
         }
     }
     rows
+}
+
+/// A failing test of `run` with subtests that failed checks of its own (`outside`: those that
+/// closed a passing subtest's output or followed its last subtest; and those in its entry
+/// function) says so ([`OUTSIDE_SUBTESTS`]): it is not known through its subtests.
+fn mark_own_failure<'a>(rows: &mut [TestResult], run: &'a TestRun, mut outside: Vec<&'a str>) {
+    let entry = run.name.trim_start_matches(&format!("{TEST_PROGS}/"));
+    outside.extend(
+        run.output
+            .iter()
+            .take_while(|l| l.trim() != ALL_ERROR_LOGS)
+            .filter(|l| is_check(l) && in_entry(l, entry))
+            .map(String::as_str),
+    );
+    outside.sort();
+    outside.dedup();
+    let sub = format!("{}/", run.name);
+    let has_subtests = rows.iter().any(|r| r.name.starts_with(&sub));
+    if let Some(r) = rows
+        .iter_mut()
+        .find(|r| r.name == run.name && r.outcome == Outcome::Fail)
+        .filter(|_| has_subtests && !outside.is_empty())
+    {
+        let why = r.reason.get_or_insert_with(String::new);
+        why.push_str(&format!("; {OUTSIDE_SUBTESTS}{}", outside.join(" | ")));
+    }
 }
 
 /// A check that failed, as test_progs' `CHECK` and `ASSERT_*` print it

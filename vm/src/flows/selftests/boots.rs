@@ -146,13 +146,7 @@ pub(crate) fn run(
         };
         let retry = run_again(&run.plan, run.costs, &booted.outcome.ending, left, &again);
         if let Some(unit) = &retry {
-            let stop = format!(
-                "boot {n}'s watchdog stopped it at {} s, the limit of a unit after others in its \
-                 boot, and it ran again first in boot {}, where its limit is {} s",
-                run.plan.cap.as_secs(),
-                n + 1,
-                run.plan.limit(run.costs, unit, true).as_secs()
-            );
+            let stop = first_stop(&run.plan, run.costs, unit, n);
             events.note(format!("{unit}: {stop}"));
             tests.retain(|t| t.name != *unit && !t.name.starts_with(&format!("{unit}/")));
             again.push(unit.clone());
@@ -187,25 +181,39 @@ pub(crate) fn run(
             return Ok((reports, vec![]));
         }
         if ran == 0 {
-            let ending = reports
-                .last()
-                .and_then(Report::why_failed)
-                .unwrap_or_else(|| "it ran none of them".into());
-            let not_run = left
-                .iter()
-                .map(|u| {
-                    failed(
-                        u.name.clone(),
-                        format!(
-                            "{}boot {n} started no unit ({ending}), so the run stopped",
-                            upstream::NOT_RUN
-                        ),
-                    )
-                })
-                .collect();
+            let not_run = not_run(left, n, reports.last());
             return Ok((reports, not_run));
         }
     }
+}
+
+/// How boot `n` first stopped `unit`, to run it again first in the next boot.
+fn first_stop(plan: &Plan, costs: &Costs, unit: &str, n: usize) -> String {
+    format!(
+        "boot {n}'s watchdog stopped it at {} s, the limit of a unit after others in its boot, \
+         and it ran again first in boot {}, where its limit is {} s",
+        plan.cap.as_secs(),
+        n + 1,
+        plan.limit(costs, unit, true).as_secs()
+    )
+}
+
+/// The rows of the units `left` when boot `n` (its report `last`) started none of them.
+fn not_run(left: &[Unit], n: usize, last: Option<&Report>) -> Vec<TestResult> {
+    let ending = last
+        .and_then(Report::why_failed)
+        .unwrap_or_else(|| "it ran none of them".into());
+    left.iter()
+        .map(|u| {
+            failed(
+                u.name.clone(),
+                format!(
+                    "{}boot {n} started no unit ({ending}), so the run stopped",
+                    upstream::NOT_RUN
+                ),
+            )
+        })
+        .collect()
 }
 
 /// The unit the watchdog stopped at the cap (`ending`) that would have more time first in a

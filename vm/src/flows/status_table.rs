@@ -233,6 +233,43 @@ fn a_stall_detector_under_tcg_judges_nothing() {
     assert_eq!(code(&r), 1, "{:#?}", r.tests);
 }
 
+/// Under TCG a host that starved a vCPU thread and a kernel that really stalls (a `bpf_loop`
+/// callback that never reschedules) log the same report: the log cannot tell them apart
+/// there, so both judge nothing (255) and the test's reason says so and what to run instead;
+/// under KVM the kernel's stall is 1. A hung task the VM's timeout followed is the same: 255
+/// under TCG (`git bisect run` stops), 1 under KVM.
+#[test]
+fn a_host_stall_and_a_kernel_stall() {
+    let passes = || vec![pass("bloom_filter::a"), pass("batch::hash")];
+    let host = detector(&["0;watchdog: BUG: soft lockup - CPU#1 stuck for 23s! [kworker/1:1:30]"]);
+    let kernel = detector(&[
+        "0;watchdog: BUG: soft lockup - CPU#0 stuck for 26s! [bpfvm_tests:214]",
+        "4;RIP: 0010:bpf_loop+0x4e/0xa0",
+    ]);
+    for (stall, log) in [("host", &host), ("kernel", &kernel)] {
+        let r = concluded(passes(), log, Ending::Exited(0));
+        assert_eq!(code(&r), 255, "{stall} stall under TCG: {:#?}", r.tests);
+        let a = r
+            .tests
+            .iter()
+            .find(|t| t.name == "bloom_filter::a")
+            .unwrap();
+        let why = a.reason.as_deref().unwrap();
+        assert!(
+            why.contains("bpfvm cannot judge a stall") && why.contains("--accel kvm"),
+            "{why}"
+        );
+    }
+    assert_eq!(
+        code(&concluded_on(true, passes(), &kernel, Ending::Exited(0))),
+        1
+    );
+    let hung = detector(&["3;INFO: task bpfvm_tests:214 blocked for more than 120 seconds."]);
+    let timeout = Ending::Timeout(Duration::from_secs(600));
+    assert_eq!(code(&concluded(passes(), &hung, timeout.clone())), 255);
+    assert_eq!(code(&concluded_on(true, passes(), &hung, timeout)), 1);
+}
+
 /// `bpfvm test`: each binary's libtest output, one report per kernel, the worst of them
 /// (`bpfvm::judged_status`: evidence against a kernel, then nothing judged, then untestable).
 #[test]

@@ -514,6 +514,20 @@ impl Known {
                     k.test
                 );
             }
+            // A pass of a timing entry is not stale: without `said` nothing would ever retire
+            // it, and it would excuse any failure of its test for good.
+            let said_nothing = k.said.as_ref().is_none_or(|s| {
+                s.texts().is_empty() || s.texts().iter().any(|t| t.trim().is_empty())
+            });
+            if k.timing && said_nothing {
+                bail!(
+                    "{}: {}: `timing = true` without `said`: name the failure its timing makes \
+                     (said = \"TEXT\" or a list, each text the output holds), or it excuses \
+                     every failure of the test for good",
+                    path.display(),
+                    k.test
+                );
+            }
             for opt in &k.unset {
                 if !opt.starts_with("CONFIG_") || !k.reason.contains(opt.as_str()) {
                     bail!(
@@ -1092,6 +1106,24 @@ bpfvm-selftest end test_progs/bpf_loop 0
             output: lines.lines().map(String::from).collect(),
             rc,
         }
+    }
+
+    /// A timing entry must say which failure its timing makes.
+    #[test]
+    fn a_timing_entry_without_said_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("k.toml");
+        let entry = "[[known]]\ntest = \"test_progs/a\"\nreason = \"r\"\ntiming = true\n";
+        for extra in ["", "said = []\n", "said = \"\"\n"] {
+            std::fs::write(&file, format!("{entry}{extra}")).unwrap();
+            let e = format!("{:#}", Known::load(&file).unwrap_err());
+            assert!(
+                e.contains("test_progs/a: `timing = true` without `said`"),
+                "{e}"
+            );
+        }
+        std::fs::write(&file, format!("{entry}said = [\"a:FAIL:x\"]\n")).unwrap();
+        assert!(Known::load(&file).is_ok());
     }
 
     /// An entry that names a test excuses its own verdict, never a crash with no result nor

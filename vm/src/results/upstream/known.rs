@@ -251,6 +251,35 @@ mod tests {
         }
     }
 
+    /// Recorded on the 6.1 pin under TCG (`cargo xtask selftests --kernel 6.1 -t
+    /// lsm_cgroup,bpf_cookie,bloom_filter_map`): lsm_cgroup/functional failed the three checks
+    /// its entry's `said` lists, bpf_cookie its skeleton's load; both are known, and every
+    /// `Summary:` line matches its rows.
+    #[test]
+    fn a_recorded_6_1_run_is_known_by_its_entries_and_its_counts_match() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out = std::fs::read_to_string(
+            root.join("testdata/selftests/6.1-lsm_cgroup-bpf_cookie.test_progs.out"),
+        )
+        .unwrap();
+        let known = Known::load(&root.join("../kernels/selftests/6.1.known.toml")).unwrap();
+        let mut rows: Vec<TestResult> = crate::results::upstream::split_runs(&out)
+            .iter()
+            .flat_map(judge_run)
+            .collect();
+        known.apply(&mut rows, "6.1.known.toml");
+        assert_eq!(
+            outcomes(&rows),
+            [
+                ("test_progs/bloom_filter_map".into(), Outcome::Pass),
+                ("test_progs/bpf_cookie".into(), Outcome::Skip),
+                ("test_progs/lsm_cgroup/functional".into(), Outcome::Skip),
+                ("test_progs/lsm_cgroup/nonvoid".into(), Outcome::Pass),
+                ("test_progs/lsm_cgroup".into(), Outcome::Skip),
+            ]
+        );
+    }
+
     /// A timing entry must say which failure its timing makes.
     #[test]
     fn a_timing_entry_without_said_is_refused() {

@@ -153,20 +153,40 @@ fn vm_test() {
 }
 
 /// A kernel log where `reports` (each "LEVEL;TEXT") were logged while bloom_filter::a ran,
-/// the log complete.
+/// the log complete, with the guest script's taint markers around the test (`bpfvm: tainted`,
+/// the boot's mask 0, then the flags the reports set: [`taint_of`]).
 fn detector(reports: &[&str]) -> String {
-    let mut log =
-        "12,0,0,-;bpfvm: phase tests\n12,1,10,-;bpfvm: test start bloom_filter::a\n".to_string();
-    let mut seq = 2;
+    let mut log = "12,0,0,-;bpfvm: phase tests\n12,1,5,-;bpfvm: tainted 0\n\
+                   12,2,10,-;bpfvm: test start bloom_filter::a\n"
+        .to_string();
+    let mut seq = 3;
+    let mut mask = 0;
     for r in reports {
         let (level, text) = r.split_once(';').unwrap();
         log += &format!("{level},{seq},{},-;{text}\n", 10 + seq);
+        mask |= taint_of(text);
         seq += 1;
     }
     log + &format!(
-        "12,{seq},90,-;bpfvm: test end bloom_filter::a\n12,{},95,-;bpfvm: phase end\n",
-        seq + 1
+        "12,{seq},90,-;bpfvm: test end bloom_filter::a\n12,{},91,-;bpfvm: tainted {mask}\n\
+         12,{},95,-;bpfvm: phase end\n",
+        seq + 1,
+        seq + 2
     )
+}
+
+/// The taint flag the kernel sets with the report `text`: `L` with a soft lockup
+/// (`watchdog_timer_fn`, kernel/watchdog.c), `W` with a WARN (`__warn`, kernel/panic.c); an
+/// RCU stall (kernel/rcu/tree_stall.h), a hung task (kernel/hung_task.c) and lockdep's
+/// suspicious RCU usage (`lockdep_rcu_suspicious`, kernel/locking/lockdep.c) set none.
+fn taint_of(text: &str) -> u64 {
+    if text.contains("BUG: soft lockup") {
+        health::taint::SOFTLOCKUP
+    } else if text.starts_with("WARNING: CPU:") {
+        health::taint::WARN
+    } else {
+        0
+    }
 }
 
 /// The stall detectors (an RCU stall, a soft lockup, a hung task) time the guest's CPUs, which
@@ -211,6 +231,43 @@ fn a_stall_detector_under_tcg_judges_nothing() {
     let usage = detector(&["4;WARNING: suspicious RCU usage"]);
     let r = concluded(passes(), &usage, Ending::Exited(0));
     assert_eq!(code(&r), 1, "{:#?}", r.tests);
+}
+
+/// Under TCG a host that starved a vCPU thread and a kernel that really stalls (a `bpf_loop`
+/// callback that never reschedules) log the same report: the log cannot tell them apart
+/// there, so both judge nothing (255) and the test's reason says so and what to run instead;
+/// under KVM the kernel's stall is 1. A hung task the VM's timeout followed is the same: 255
+/// under TCG (`git bisect run` stops), 1 under KVM.
+#[test]
+fn a_host_stall_and_a_kernel_stall() {
+    let passes = || vec![pass("bloom_filter::a"), pass("batch::hash")];
+    let host = detector(&["0;watchdog: BUG: soft lockup - CPU#1 stuck for 23s! [kworker/1:1:30]"]);
+    let kernel = detector(&[
+        "0;watchdog: BUG: soft lockup - CPU#0 stuck for 26s! [bpfvm_tests:214]",
+        "4;RIP: 0010:bpf_loop+0x4e/0xa0",
+    ]);
+    for (stall, log) in [("host", &host), ("kernel", &kernel)] {
+        let r = concluded(passes(), log, Ending::Exited(0));
+        assert_eq!(code(&r), 255, "{stall} stall under TCG: {:#?}", r.tests);
+        let a = r
+            .tests
+            .iter()
+            .find(|t| t.name == "bloom_filter::a")
+            .unwrap();
+        let why = a.reason.as_deref().unwrap();
+        assert!(
+            why.contains("bpfvm cannot judge a stall") && why.contains("--accel kvm"),
+            "{why}"
+        );
+    }
+    assert_eq!(
+        code(&concluded_on(true, passes(), &kernel, Ending::Exited(0))),
+        1
+    );
+    let hung = detector(&["3;INFO: task bpfvm_tests:214 blocked for more than 120 seconds."]);
+    let timeout = Ending::Timeout(Duration::from_secs(600));
+    assert_eq!(code(&concluded(passes(), &hung, timeout.clone())), 255);
+    assert_eq!(code(&concluded_on(true, passes(), &hung, timeout)), 1);
 }
 
 /// `bpfvm test`: each binary's libtest output, one report per kernel, the worst of them
@@ -268,6 +325,113 @@ fn selftests() {
     let hang = Ending::BootHang(Duration::from_secs(120));
     assert_eq!(code(&concluded(rows(), "", hang)), 255);
     assert_eq!(error_code(&host_failed()), 255);
+}
+
+/// `selftests`: an output too big to read is the guest writing more than a run may (1), named;
+/// a unit no boot ran leaves the run no pass (255, with boots that judged nothing against the
+/// kernel: here the first boot's rows are the tree's DENYLIST skips).
+#[test]
+fn selftests_an_output_too_big_or_a_unit_not_run() {
+    use crate::flows::selftests::boots::combine;
+    use crate::results::upstream::{self, Output};
+    let flooded = Output::Unread {
+        why: "test_progs.out is larger than the 64 MiB bpfvm reads of a guest file".into(),
+        started: vec![("test_progs/a".into(), 70 << 20)],
+    };
+    let rows = upstream::judge(std::path::Path::new("/nowhere"), &flooded, "");
+    let r = concluded(rows, CLEAN, Ending::Exited(0));
+    assert_eq!(code(&r), 1, "{:#?}", r.tests);
+    let denied = TestResult {
+        outcome: Outcome::Skip,
+        reason: Some("denied by DENYLIST".into()),
+        ..pass("test_progs/denied")
+    };
+    let boot = concluded(vec![denied], CLEAN, Ending::Exited(0));
+    assert_eq!(code(&boot), 0);
+    let not_run = vec![report::failed(
+        "test_progs/a".into(),
+        format!(
+            "{}boot 1 started no unit (it ran none of them), so the run stopped",
+            upstream::NOT_RUN
+        ),
+    )];
+    assert_eq!(code(&combine(vec![boot], not_run)), 255);
+}
+
+/// `selftests` over several boots (`boots::combine`): a unit the watchdog stopped at the cap
+/// after others runs again first in the next boot, and its retry decides. A pass there is a
+/// pass (0), its first stop named as slowness; a second stop fails it by name (1), so that a
+/// bisect finds a real hang; a splat in the first boot still fails the run (1).
+#[test]
+fn selftests_a_unit_stopped_at_the_cap_is_judged_by_its_retry() {
+    use crate::flows::run::conclude::status_before_a_retry;
+    use crate::flows::selftests::boots::{combine, name_the_first_stop};
+    let cap = Duration::from_secs(1110);
+    let first_boot = |log: &str| {
+        let stopped = Ending::TestHung {
+            test: "test_maps".into(),
+            limit: cap,
+        };
+        let mut r = concluded(vec![pass("test_progs/a")], log, stopped);
+        assert_eq!(code(&r), 1, "as conclude alone judges it");
+        r.status = Some(status_before_a_retry(&r, false));
+        r
+    };
+    let stops = [(
+        "test_maps".to_string(),
+        "boot 1's watchdog stopped it at 1110 s, the limit of a unit after others in its boot, \
+         and it ran again first in boot 2, where its limit is 2220 s"
+            .to_string(),
+    )];
+    let mut passed = vec![pass("test_maps")];
+    name_the_first_stop(&mut passed, &stops);
+    let run = combine(
+        vec![
+            first_boot(CLEAN),
+            concluded(passed, CLEAN, Ending::Exited(0)),
+        ],
+        vec![],
+    );
+    assert_eq!(code(&run), 0, "{:#?}", run.tests);
+    assert_eq!(run.vm.ending, report::VmEnding::Exited);
+    let maps = run.tests.iter().find(|t| t.name == "test_maps").unwrap();
+    let why = maps.reason.as_deref().unwrap();
+    assert!(
+        why.starts_with("slow, not hung: boot 1's watchdog"),
+        "{why}"
+    );
+
+    let mut hung = vec![report::failed(
+        "test_maps".into(),
+        "the VM ended while it ran".into(),
+    )];
+    name_the_first_stop(&mut hung, &stops);
+    let again = Ending::TestHung {
+        test: "test_maps".into(),
+        limit: cap * 2,
+    };
+    let run = combine(
+        vec![first_boot(CLEAN), concluded(hung, CLEAN, again)],
+        vec![],
+    );
+    assert_eq!(code(&run), 1);
+    let maps = run.tests.iter().find(|t| t.name == "test_maps").unwrap();
+    assert_eq!(maps.outcome, Outcome::Fail);
+    assert!(maps
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("stopped it at 1110 s"));
+
+    let mut passed = vec![pass("test_maps")];
+    name_the_first_stop(&mut passed, &stops);
+    let warned_first = first_boot(&warned());
+    assert_eq!(code(&warned_first), 1, "a splat stands");
+    let run = combine(
+        vec![warned_first, concluded(passed, CLEAN, Ending::Exited(0))],
+        vec![],
+    );
+    assert_eq!(code(&run), 1);
 }
 
 fn recorded_bench() -> BenchReport {

@@ -239,8 +239,9 @@ fn piece_index(id: &str) -> usize {
 }
 
 /// Every test of the plan ran in exactly one piece, its own; none ran that the plan lacks. A
-/// row counts as its plan's unit (a `test_progs` subtest as its test); the selftests' rows
-/// of other binaries (`test_maps`, `test_verifier`) are not in a plan and not checked here.
+/// row counts as its plan's unit (a `test_progs` subtest as its test), but for the row of a
+/// unit no boot ran (`upstream::not_run`); the selftests' rows of other binaries
+/// (`test_maps`, `test_verifier`) are not in a plan and not checked here.
 fn check_tests(kernel: &str, plan: &KernelPlan, pieces: &[Found]) -> Vec<String> {
     let mut ran: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     let present: BTreeSet<String> = pieces
@@ -258,6 +259,7 @@ fn check_tests(kernel: &str, plan: &KernelPlan, pieces: &[Found]) -> Vec<String>
             .report
             .tests
             .iter()
+            .filter(|t| !crate::results::upstream::not_run(t))
             .filter_map(|t| cost_unit(plan.kind, &t.name))
             .filter(|u| planned(u))
             .collect();
@@ -273,7 +275,8 @@ fn check_tests(kernel: &str, plan: &KernelPlan, pieces: &[Found]) -> Vec<String>
                 // A missing piece is named once, not each of its tests.
                 None if !here => {}
                 None => problems.push(format!(
-                    "{kernel}: test {name} of piece {} never ran (its report has no row for it)",
+                    "{kernel}: test {name} of piece {} never ran (its report has no row for it, \
+                     or one that says it was not run)",
                     p.id
                 )),
                 Some(ids) if ids.len() > 1 => problems.push(format!(
@@ -532,7 +535,32 @@ mod tests {
             got,
             [format!(
                 "kernel 6.1 (x86_64): test {dropped} of piece 1/2 never ran (its report has no \
-                 row for it)"
+                 row for it, or one that says it was not run)"
+            )]
+        );
+    }
+
+    /// A selftests unit no boot ran has a failing row that says so (`flows::selftests::boots`):
+    /// it did not run.
+    #[test]
+    fn a_test_whose_row_says_it_was_not_run_never_ran() {
+        let p = plan();
+        let mut one = piece(&p, 1);
+        let unrun = one.report.tests[0].name.clone();
+        one.report.tests[0] = crate::results::report::failed(
+            unrun.clone(),
+            format!(
+                "{}boot 1 started no unit (it ran none of them), so the run stopped",
+                crate::results::upstream::NOT_RUN
+            ),
+        );
+        one.report.status = Some(Status::Stopped);
+        let got = problems(vec![one, piece(&p, 2)]);
+        assert_eq!(
+            got,
+            [format!(
+                "kernel 6.1 (x86_64): test {unrun} of piece 1/2 never ran (its report has no \
+                 row for it, or one that says it was not run)"
             )]
         );
     }
@@ -722,7 +750,7 @@ mod tests {
                 never,
                 [format!(
                     "kernel 6.1 (x86_64): test {gone} of piece 2/2 never ran (its report has no \
-                     row for it)"
+                     row for it, or one that says it was not run)"
                 )]
             );
 

@@ -39,8 +39,8 @@ pub fn read_bytes(path: &Path) -> io::Result<Vec<u8>> {
 }
 
 /// Opens `path` without following a symlink or blocking on a FIFO; fails unless it is a
-/// regular file.
-fn open_regular(path: &Path) -> io::Result<File> {
+/// regular file. For a reader that streams a file too big to [`read`], bounding itself.
+pub fn open_regular(path: &Path) -> io::Result<File> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)

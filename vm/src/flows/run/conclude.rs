@@ -8,7 +8,7 @@ use crate::machine::guest;
 use crate::machine::vng::{Ending, RunOutcome};
 use crate::results::health::{self, allow::Allowlist, Health, Judged};
 use crate::results::report::{
-    self, AccelInfo, KernelInfo, Outcome, Report, Span, TestResult, Timings, VmInfo,
+    self, AccelInfo, KernelInfo, Outcome, Report, Span, TestResult, Timings, VmEnding, VmInfo,
 };
 use crate::support::output::{Events, StepClock};
 use crate::support::status::Status;
@@ -120,6 +120,20 @@ pub(crate) fn test_run_status(
         true => Status::Stopped,
         false => run_status(ending, report.ok(), kernel_blamed),
     }
+}
+
+/// The status of a selftests boot whose last unit the watchdog stopped at the cap to run it
+/// again first in the next boot (`flows::selftests::boots`): the stopped unit's verdict is
+/// its retry's, so the boot is judged by its other verdicts as though its VM had ended there.
+/// A splat no allow entry excuses, lost log records and every other failure stand.
+pub(crate) fn status_before_a_retry(report: &Report, filtered: bool) -> Status {
+    let mut rest = report.clone();
+    rest.vm.ending = VmEnding::Exited;
+    let blamed = report
+        .kernel_splats
+        .iter()
+        .any(|s| s.allowed.is_none() && s.host_clock.is_none());
+    test_run_status(&rest, &Ending::Exited(0), blamed, filtered)
 }
 
 /// What a boot that ended as `ending` established about its kernel, given whether every

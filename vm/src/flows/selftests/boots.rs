@@ -108,6 +108,8 @@ pub(crate) fn run(
     let mut left: &[Unit] = units;
     let mut reports = Vec::new();
     let mut again: Vec<String> = Vec::new();
+    // Each unit run again, with what its first stop was: its retry's row says it.
+    let mut stops: Vec<(String, String)> = Vec::new();
     loop {
         let n = reports.len() + 1;
         if n > 1 {
@@ -136,22 +138,19 @@ pub(crate) fn run(
         let shared = booted.files.shared.clone();
         let kernel_log = crate::support::guest_files::read(&shared.join(guest::files::KERNEL_LOG))
             .unwrap_or_default();
-        let started = upstream::started(&shared);
+        let output = upstream::Output::read(&shared);
+        let started = output.started();
         let mut tests = match booted.outcome.boot {
             None if !booted.vm_ok() => vec![report::never_started(&booted.ending())],
-            _ => upstream::judge(&shared, &kernel_log),
+            _ => upstream::judge(&shared, &output, &kernel_log),
         };
         let retry = run_again(&run.plan, run.costs, &booted.outcome.ending, left, &again);
         if let Some(unit) = &retry {
-            events.note(format!(
-                "{unit} was stopped at {} s, the limit of a unit after others in its boot: it \
-                 runs again first in boot {}, where its limit is {} s",
-                run.plan.cap.as_secs(),
-                n + 1,
-                run.plan.limit(run.costs, unit, true).as_secs()
-            ));
+            let stop = first_stop(&run.plan, run.costs, unit, n);
+            events.note(format!("{unit}: {stop}"));
             tests.retain(|t| t.name != *unit && !t.name.starts_with(&format!("{unit}/")));
             again.push(unit.clone());
+            stops.push((unit.clone(), stop));
         } else if let Some(cut) = started.last().filter(|_| !booted.vm_ok()) {
             let diagnosis = with_longer_timeout(&run.plan, &booted.outcome, run.vm.timeout);
             blame_the_ending(&mut tests, cut, &diagnosis);
@@ -161,7 +160,16 @@ pub(crate) fn run(
         }
         tests.append(&mut first_rows);
         (run.finish)(&mut tests);
-        let report = run::conclude(p, booted, tests, run.rules, run.allow, events, |_| {})?;
+        name_the_first_stop(&mut tests, &stops);
+        let mut report = run::conclude(p, booted, tests, run.rules, run.allow, events, |_| {})?;
+        if retry.is_some() {
+            // The stopped unit's verdict is its retry's: this boot is judged by the rest.
+            report.status = Some(run::conclude::status_before_a_retry(
+                &report,
+                run.rules.filter.is_some(),
+            ));
+            report::write(&report, &dir)?;
+        }
         reports.push(report);
         let ran = left
             .iter()
@@ -173,22 +181,39 @@ pub(crate) fn run(
             return Ok((reports, vec![]));
         }
         if ran == 0 {
-            let ending = reports
-                .last()
-                .and_then(Report::why_failed)
-                .unwrap_or_else(|| "it ran none of them".into());
-            let not_run = left
-                .iter()
-                .map(|u| {
-                    failed(
-                        u.name.clone(),
-                        format!("not run: boot {n} started no unit ({ending}), so the run stopped"),
-                    )
-                })
-                .collect();
+            let not_run = not_run(left, n, reports.last());
             return Ok((reports, not_run));
         }
     }
+}
+
+/// How boot `n` first stopped `unit`, to run it again first in the next boot.
+fn first_stop(plan: &Plan, costs: &Costs, unit: &str, n: usize) -> String {
+    format!(
+        "boot {n}'s watchdog stopped it at {} s, the limit of a unit after others in its boot, \
+         and it ran again first in boot {}, where its limit is {} s",
+        plan.cap.as_secs(),
+        n + 1,
+        plan.limit(costs, unit, true).as_secs()
+    )
+}
+
+/// The rows of the units `left` when boot `n` (its report `last`) started none of them.
+fn not_run(left: &[Unit], n: usize, last: Option<&Report>) -> Vec<TestResult> {
+    let ending = last
+        .and_then(Report::why_failed)
+        .unwrap_or_else(|| "it ran none of them".into());
+    left.iter()
+        .map(|u| {
+            failed(
+                u.name.clone(),
+                format!(
+                    "{}boot {n} started no unit ({ending}), so the run stopped",
+                    upstream::NOT_RUN
+                ),
+            )
+        })
+        .collect()
 }
 
 /// The unit the watchdog stopped at the cap (`ending`) that would have more time first in a
@@ -208,6 +233,27 @@ fn run_again(
     let first = left.first().is_some_and(|u| u.name == *test);
     let more = plan.limit(costs, test, true) > *limit;
     (!first && more && !again.contains(test)).then(|| test.clone())
+}
+
+/// The row of each unit run again (`stops`: the unit, how it was stopped first) says so: a
+/// pass is a slow unit's, not a hang (the first stop was slowness); a failure (it hung again,
+/// or failed) keeps its reason after it.
+pub(crate) fn name_the_first_stop(tests: &mut [TestResult], stops: &[(String, String)]) {
+    for (unit, stop) in stops {
+        let Some(r) = tests.iter_mut().find(|t| t.name == *unit) else {
+            continue;
+        };
+        r.reason = Some(match r.outcome {
+            Outcome::Fail => format!("{stop}; there: {}", r.reason.as_deref().unwrap_or_default()),
+            _ => {
+                let passed = match &r.reason {
+                    Some(why) => format!("{why}; "),
+                    None => String::new(),
+                };
+                format!("{passed}slow, not hung: {stop}, and ended there")
+            }
+        });
+    }
 }
 
 /// What to do when the watchdog stopped a unit at the most any boot gives one (the budget and
@@ -260,7 +306,15 @@ fn blame_the_ending(tests: &mut [TestResult], cut: &str, diagnosis: &str) {
 
 /// Why `insmod bpf_testmod.ko` failed before the tests, if it did (its output, then its status).
 fn testmod_failure(shared: &Path) -> Option<String> {
-    let text = crate::support::guest_files::read(&shared.join(upstream::TESTMOD)).ok()?;
+    let text = match crate::support::guest_files::read(&shared.join(upstream::TESTMOD)) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            return Some(format!(
+                "what insmod bpf_testmod.ko said could not be read: {e}"
+            ))
+        }
+    };
     let mut lines: Vec<&str> = text.lines().collect();
     let rc = lines.pop()?;
     (rc.trim() != "0").then(|| {
@@ -273,21 +327,31 @@ fn testmod_failure(shared: &Path) -> Option<String> {
 
 /// The run's report from its boots': every boot's rows (a row of the boot itself, not of a
 /// unit, says which boot when there were several), their splats, the first failing boot's
-/// ending, the times added up; the status the boots' add up to.
+/// ending, the times added up; the status the boots' add up to, and never good while a unit
+/// of `not_run` was left unrun.
 pub(crate) fn combine(boots: Vec<Report>, not_run: Vec<TestResult>) -> Report {
     let several = boots.len() > 1;
-    let status = Status::combine(boots.iter().map(Report::status));
+    // A unit no boot ran was judged by nothing: the run is no pass (255, unless a boot's
+    // verdict blames the kernel).
+    let unjudged = (!not_run.is_empty()).then_some(Status::Stopped);
+    let status = Status::combine(boots.iter().map(Report::status).chain(unjudged));
     let mut all = boots.into_iter().enumerate();
     let (_, mut report) = all.next().expect("a run boots at least once");
+    // A boot whose ending judged nothing against it (its stopped unit passed in its retry)
+    // gives the run no failed ending.
+    if report.status() == Status::Good {
+        report.vm.ending = report::VmEnding::Exited;
+    }
     if several {
         name_boot_rows(&mut report.tests, 1);
     }
     for (i, b) in all {
+        let judged_against = b.status() != Status::Good;
         let mut tests = b.tests;
         name_boot_rows(&mut tests, i + 1);
         report.tests.extend(tests);
         report.kernel_splats.extend(b.kernel_splats);
-        if report.vm.ending == report::VmEnding::Exited {
+        if report.vm.ending == report::VmEnding::Exited && judged_against {
             report.vm.ending = b.vm.ending;
             report.vm.console_tail = b.vm.console_tail;
         }

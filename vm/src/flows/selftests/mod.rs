@@ -4,7 +4,7 @@
 //! test and subtest judged like the suite's tests (`results::upstream`): a splat fails the test
 //! that ran, a lost kernel log record fails the run, the pin's inventory and known failures
 //! apply. `cargo xtask selftests` and `bpfvm selftests` both call [`selftests`].
-mod boots;
+pub(crate) mod boots;
 mod build;
 mod script;
 mod units;

@@ -190,12 +190,22 @@ pub struct Judged {
     /// ([`Health::under_tcg`]): the tests it ran in are not judged, the kernel is not blamed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_clock: Option<String>,
+    /// The new taint flags of a `Kind::Taint` splat (0 for the others, and not written).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub taint: u64,
 }
 
-/// Why a stall detector's report under TCG judges nothing.
-const HOST_CLOCK: &str = "under TCG each vCPU is a host thread the host can stop or starve while \
-     the others run, and this detector times the guest's CPUs against each other and the clock, \
-     so it fires with nothing wrong in the kernel; run again on a quiet host or under KVM";
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Why a stall detector's report under TCG judges nothing: said plainly, with what to run
+/// instead (docs/kernel-log.md, "Stalls under TCG").
+const HOST_CLOCK: &str = "under TCG bpfvm cannot judge a stall: each vCPU is a host thread the \
+     host can stop or starve while the others run, and this detector times the guest's CPUs \
+     against each other and the clock, so a busy host fires it as a kernel that really stalls \
+     (a loop without cond_resched, a lock inversion) does, and the log cannot tell them apart; \
+     to judge it, run the test under KVM (--accel kvm), where a stall is the kernel's";
 
 impl Judged {
     /// A report of a detector that times the guest's CPUs: an RCU stall
@@ -263,14 +273,29 @@ impl Health {
 
     /// Under TCG, a stall detector's report ([`Judged::timed`]) judges nothing: the host's
     /// scheduling of the vCPU threads can make it. A run whose only evidence it is stops a
-    /// bisect (255) rather than blame the commit; under KVM it stays the kernel's.
+    /// bisect (255) rather than blame the commit; under KVM it stays the kernel's. So does the
+    /// taint such a report sets (a soft lockup's `L`), when every new flag of it was set by
+    /// that report or by an allowed splat since the last taint ([`judge`]'s rule for allowed
+    /// splats): the taint is the same evidence again, not more.
     pub fn under_tcg(&mut self) {
-        for s in self
-            .splats
-            .iter_mut()
-            .filter(|s| s.allowed.is_none() && s.timed())
-        {
-            s.host_clock = Some(HOST_CLOCK.into());
+        // The flags set since the last taint by splats that fail nothing here.
+        let mut excused_flags = 0u64;
+        for s in self.splats.iter_mut() {
+            if s.kind == Kind::Taint {
+                if s.allowed.is_none() && s.taint & !excused_flags == 0 {
+                    s.host_clock = Some(format!(
+                        "set by the stall report before it, which judges nothing: {HOST_CLOCK}"
+                    ));
+                }
+                excused_flags = 0;
+                continue;
+            }
+            if s.allowed.is_none() && s.timed() {
+                s.host_clock = Some(HOST_CLOCK.into());
+            }
+            if s.allowed.is_some() || s.host_clock.is_some() {
+                excused_flags |= taint_set_by(s.kind);
+            }
         }
     }
 
@@ -366,6 +391,7 @@ pub fn judge(
                 running: s.running,
                 text: s.text,
                 host_clock: None,
+                taint: s.taint,
             }
         })
         .collect();

@@ -318,3 +318,38 @@ fn a_copy_that_continues_after_a_seq_loses_nothing_before_it() {
     let again = format!("12,0,0,-;a\n{head}\n12,43,1,-;b\n");
     assert_eq!(scan(&again).lost.len(), 1, "only as the first record");
 }
+
+/// Under TCG a soft lockup judges nothing, and neither does the `L` it sets
+/// (`watchdog_timer_fn`, kernel/watchdog.c: `add_taint(TAINT_SOFTLOCKUP, ...)`), seen at the
+/// next taint marker; a flag no excused splat set (`D` beside it) still blames the kernel.
+#[test]
+fn the_taint_a_soft_lockup_sets_under_tcg_judges_nothing_either() {
+    let log = |mask: u64| {
+        format!(
+            "12,0,0,-;bpfvm: phase tests\n12,1,1,-;bpfvm: tainted 0\n\
+             12,2,2,-;bpfvm: test start a\n\
+             0,3,3,-;watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [bpfvm_tests:214]\n\
+             12,4,4,-;bpfvm: test end a\n12,5,5,-;bpfvm: tainted {mask}\n\
+             12,6,6,-;bpfvm: phase end\n"
+        )
+    };
+    let none = allow::parse("").unwrap();
+    let mut h = judge(&log(taint::SOFTLOCKUP), &none, "6.1", None);
+    assert_eq!(h.splats.len(), 2, "{h:#?}");
+    assert!(h.blames_the_kernel());
+    h.under_tcg();
+    assert!(!h.blames_the_kernel(), "{h:#?}");
+    let taint = &h.splats[1];
+    assert_eq!(taint.kind, Kind::Taint);
+    assert!(
+        taint
+            .host_clock
+            .as_deref()
+            .unwrap()
+            .starts_with("set by the stall report"),
+        "{taint:?}"
+    );
+    let mut h = judge(&log(taint::SOFTLOCKUP | taint::DIE), &none, "6.1", None);
+    h.under_tcg();
+    assert!(h.blames_the_kernel(), "{h:#?}");
+}

@@ -1,6 +1,6 @@
 //! The kernel's own BPF selftests (`tools/testing/selftests/bpf`) judged like the suite's tests:
 //! what `test_progs` and `test_maps` printed in the guest, turned into report rows, with the
-//! pin's known failures and its inventory of `test_progs`' tests applied.
+//! pin's known failures (`known`) and its inventory of `test_progs`' tests applied.
 //!
 //! The guest runs `test_progs -a NAME` once per test of its `-l` list (`flows::selftests`),
 //! between `bpfvm-selftest start NAME` and `bpfvm-selftest end NAME RC` lines of
@@ -11,12 +11,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
 use crate::results::inventory::Inventory;
 use crate::results::report::{failed, Outcome, TestResult};
 use crate::support::guest_files;
+
+mod known;
+pub use known::{Known, KnownFailure, Said};
 
 /// Every unit's output, between the start and end lines.
 pub const TEST_PROGS_OUT: &str = "test_progs.out";
@@ -29,6 +31,15 @@ pub const START: &str = "bpfvm-selftest start ";
 pub const END: &str = "bpfvm-selftest end ";
 /// The line of the first unit a boot left for the next one (its time budget was spent).
 pub const DEFER: &str = "bpfvm-selftest defer ";
+
+/// How the row of a unit no boot ran begins (`flows::selftests::boots`): it failed, and
+/// nothing of it was judged.
+pub const NOT_RUN: &str = "not run: ";
+
+/// Whether row `t` is of a unit no boot ran ([`NOT_RUN`]).
+pub fn not_run(t: &TestResult) -> bool {
+    t.outcome == Outcome::Fail && t.reason.as_deref().is_some_and(|r| r.starts_with(NOT_RUN))
+}
 
 /// Report rows of `test_progs` are `test_progs/<test>[/<subtest>]`.
 pub const TEST_PROGS: &str = "test_progs";
@@ -111,6 +122,9 @@ pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
     let mut rows = Vec::new();
     let mut log: Vec<&str> = Vec::new();
     let mut own = false;
+    // Failed checks outside every failing subtest: the test's own (`mark_own_failure`).
+    let mut outside: Vec<&str> = Vec::new();
+    let mut counts = [0usize; 3];
     for line in &run.output {
         // Later test_progs repeat the failed tests' logs and result lines after this line.
         if line.trim() == ALL_ERROR_LOGS {
@@ -124,6 +138,21 @@ pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
         };
         let row_name = format!("{TEST_PROGS}/{name}");
         own |= row_name == run.name;
+        let checks: Vec<&str> = log.iter().copied().filter(|l| is_check(l)).collect();
+        // As test_progs counts them for its `Summary:` line (`summary_mismatch`): tests that
+        // passed or skipped, subtests that passed, tests that failed.
+        match (row_name == run.name, result) {
+            (true, "FAIL") => counts[2] += 1,
+            (true, _) => counts[0] += 1,
+            (false, "OK") => counts[1] += 1,
+            _ => {}
+        }
+        if row_name != run.name && result != "FAIL" {
+            outside.extend(&checks);
+        }
+        if row_name == run.name {
+            outside.extend(&checks);
+        }
         rows.push(match result {
             "OK" => pass(row_name),
             "SKIP" => TestResult {
@@ -133,9 +162,20 @@ pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
                 ),
                 ..pass(row_name)
             },
-            _ => failed(row_name, format!("{TEST_PROGS_FAILED}; {}", quote(&log))),
+            _ => failed(
+                row_name,
+                format!(
+                    "{TEST_PROGS_FAILED}; {}{}",
+                    failed_checks(&checks),
+                    quote(&log)
+                ),
+            ),
         });
         log.clear();
+    }
+    mark_own_failure(&mut rows, run, outside);
+    if own {
+        rows.extend(summary_mismatch(&run.name, &run.output, counts));
     }
     let top = run.name.clone();
     let why = match (own, run.rc) {
@@ -152,6 +192,13 @@ pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
             Some(r) if r.outcome != Outcome::Fail => {
                 r.outcome = Outcome::Fail;
                 r.reason = Some(why);
+            }
+            // Its FAIL line, then the VM's end: it did not end by its own verdict.
+            Some(r) if run.rc.is_none() => {
+                r.reason = Some(format!(
+                    "{why}; it had printed: {}",
+                    r.reason.as_deref().unwrap_or_default()
+                ));
             }
             Some(_) => {}
             None => rows.push(failed(top.clone(), why)),
@@ -178,6 +225,77 @@ pub fn judge_run(run: &TestRun) -> Vec<TestResult> {
     }
     rows
 }
+
+/// A failing test of `run` with subtests that failed checks of its own (`outside`: those that
+/// closed a passing subtest's output or followed its last subtest; and those in its entry
+/// function) says so ([`OUTSIDE_SUBTESTS`]): it is not known through its subtests.
+fn mark_own_failure<'a>(rows: &mut [TestResult], run: &'a TestRun, mut outside: Vec<&'a str>) {
+    let entry = run.name.trim_start_matches(&format!("{TEST_PROGS}/"));
+    outside.extend(
+        run.output
+            .iter()
+            .take_while(|l| l.trim() != ALL_ERROR_LOGS)
+            .filter(|l| is_check(l) && in_entry(l, entry))
+            .map(String::as_str),
+    );
+    outside.sort();
+    outside.dedup();
+    let sub = format!("{}/", run.name);
+    let has_subtests = rows.iter().any(|r| r.name.starts_with(&sub));
+    if let Some(r) = rows
+        .iter_mut()
+        .find(|r| r.name == run.name && r.outcome == Outcome::Fail)
+        .filter(|_| has_subtests && !outside.is_empty())
+    {
+        let why = r.reason.get_or_insert_with(String::new);
+        why.push_str(&format!("; {OUTSIDE_SUBTESTS}{}", outside.join(" | ")));
+    }
+}
+
+/// A check that failed, as test_progs' `CHECK` and `ASSERT_*` print it
+/// (`"%s:FAIL:%s ", __func__, tag`: `_CHECK` in tools/testing/selftests/bpf/test_progs.h) and
+/// test_maps' `CHECK` (`"%s(%d):FAIL:%s "`, test_maps.h).
+fn is_check(line: &str) -> bool {
+    line.contains(":FAIL:")
+}
+
+/// Whether the check `line` failed in the test's entry function (`test_NAME` or
+/// `serial_test_NAME`, `DEFINE_TEST` in test_progs.c), outside any subtest's own function.
+fn in_entry(line: &str, test: &str) -> bool {
+    let func = line.trim().split(":FAIL:").next().unwrap_or_default();
+    func == format!("test_{test}") || func == format!("serial_test_{test}")
+}
+
+/// The most failed checks a row names; past them it says how many more, and no entry's
+/// `said` can vouch for the rest.
+const CHECKS_NAMED: usize = 8;
+
+/// Says that more checks failed than a row names.
+const MORE_CHECKS: &str = "more checks failed";
+
+/// How a failing row names its failed checks, each of them (up to [`CHECKS_NAMED`]).
+const FAILED_CHECKS: &str = "failed checks: ";
+
+/// "failed checks: a | b; ", or nothing when none failed.
+fn failed_checks(checks: &[&str]) -> String {
+    if checks.is_empty() {
+        return String::new();
+    }
+    let named: Vec<&str> = checks.iter().take(CHECKS_NAMED).map(|c| c.trim()).collect();
+    let more = match checks.len().saturating_sub(CHECKS_NAMED) {
+        0 => String::new(),
+        n => format!(" | and {n} {MORE_CHECKS}"),
+    };
+    format!("{FAILED_CHECKS}{}{more}; ", named.join(" | "))
+}
+
+/// Says that a test failed checks of its own, outside its failing subtests: the checks that
+/// closed a passing or skipped subtest's output, those after its last subtest, and those in
+/// its entry function. test_progs prints a test's own output before its subtests'
+/// (`dump_test_log`, test_progs.c, 5.18 and later), so its own failed check in a helper
+/// function just before a failing first subtest is told from that subtest's only by the JSON
+/// summary (6.4 and later: [`apply_json`]).
+const OUTSIDE_SUBTESTS: &str = "it failed outside its subtests: ";
 
 fn pass(name: String) -> TestResult {
     TestResult {
@@ -228,9 +346,15 @@ pub struct JsonTest {
 /// the result lines lack it), with the failure's own log as the reason.
 pub fn apply_json(rows: &mut Vec<TestResult>, summary: &JsonSummary) {
     let mut failures = vec![];
+    let mut own = vec![];
     for t in &summary.results {
         if t.failed {
             failures.push((format!("{TEST_PROGS}/{}", t.name), &t.message));
+            // A test's message is its own output, outside its subtests (`dump_test_log`).
+            let checks: Vec<&str> = t.message.lines().filter(|l| is_check(l)).collect();
+            if !t.subtests.is_empty() && !checks.is_empty() {
+                own.push((format!("{TEST_PROGS}/{}", t.name), checks.join(" | ")));
+            }
         }
         for sub in t.subtests.iter().filter(|s| s.failed) {
             failures.push((
@@ -241,7 +365,15 @@ pub fn apply_json(rows: &mut Vec<TestResult>, summary: &JsonSummary) {
     }
     for (name, message) in failures {
         let lines: Vec<&str> = message.lines().filter(|l| !l.trim().is_empty()).collect();
-        let why = format!("{TEST_PROGS_FAILED} (json summary); {}", quote(&lines));
+        let checks: Vec<&str> = lines.iter().copied().filter(|l| is_check(l)).collect();
+        let mut why = format!(
+            "{TEST_PROGS_FAILED} (json summary); {}{}",
+            failed_checks(&checks),
+            quote(&lines)
+        );
+        if let Some((_, checks)) = own.iter().find(|(n, _)| *n == name) {
+            why.push_str(&format!("; {OUTSIDE_SUBTESTS}{checks}"));
+        }
         match rows.iter_mut().find(|r| r.name == name) {
             Some(r) => {
                 r.outcome = Outcome::Fail;
@@ -290,173 +422,85 @@ pub fn judge_test_maps(out: &str, rc: Option<i32>) -> Vec<TestResult> {
 /// verdict, not a crash or the VM's end (`Known::apply`).
 const TEST_PROGS_FAILED: &str = "test_progs: FAIL";
 const TEST_VERIFIER_FAILED: &str = "test_verifier exited with 1;";
-
-/// A pin's known failures of the upstream selftests: `kernels/selftests/<pin>.known.toml`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Known {
-    #[serde(default)]
-    pub known: Vec<KnownFailure>,
+/// What a boot's [`TEST_PROGS_OUT`] holds: every unit's run, or why it could not be read
+/// whole, with what a bounded scan of it still tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    Runs(Vec<TestRun>),
+    Unread {
+        /// The read's error (a file over `guest_files::MAX_FILE`, not a regular file).
+        why: String,
+        /// The units it started, in order, with how many bytes of output each wrote.
+        started: Vec<(String, u64)>,
+    },
 }
 
-/// One known failure: a row's name (`test_progs/NAME[/SUB]`) and why it fails on this kernel;
-/// `unset` names the config options the reason blames, which the kernel's config must leave
-/// unset ([`Known::check_config`]); `timing`: whether it fails depends on how the guest's work
-/// is scheduled (the reason says how), so a pass is no sign the entry is stale; `said`: text
-/// the failure must hold for the entry to excuse it (one process running many tests, as
-/// test_maps, fails in many ways).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KnownFailure {
-    pub test: String,
-    pub reason: String,
-    #[serde(default)]
-    pub unset: Vec<String>,
-    #[serde(default)]
-    pub timing: bool,
-    pub said: Option<String>,
+impl Output {
+    /// Reads the boot's [`TEST_PROGS_OUT`] in `shared`; none there is no unit started. A file
+    /// that cannot be read whole is scanned line by line for its start lines.
+    pub fn read(shared: &Path) -> Output {
+        let path = shared.join(TEST_PROGS_OUT);
+        match guest_files::read(&path) {
+            Ok(text) => Output::Runs(split_runs(&text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Output::Runs(vec![]),
+            Err(e) => Output::Unread {
+                why: e.to_string(),
+                started: scan_starts(&path).unwrap_or_default(),
+            },
+        }
+    }
+
+    /// The units the boot started, in order (those it left for the next boot have no start
+    /// line).
+    pub fn started(&self) -> Vec<String> {
+        match self {
+            Output::Runs(runs) => runs.iter().map(|r| r.name.clone()).collect(),
+            Output::Unread { started, .. } => started.iter().map(|(u, _)| u.clone()).collect(),
+        }
+    }
 }
 
-impl Known {
-    /// Reads the file at `path`; none there is no known failure.
-    pub fn load(path: &Path) -> Result<Known> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Known::default()),
-            Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
-        };
-        let known: Known =
-            toml::from_str(&text).with_context(|| format!("{} is not valid", path.display()))?;
-        for k in &known.known {
-            if k.reason.trim().is_empty() {
-                bail!(
-                    "{}: {}: `reason` is empty; say why it fails on this kernel",
-                    path.display(),
-                    k.test
-                );
-            }
-            for opt in &k.unset {
-                if !opt.starts_with("CONFIG_") || !k.reason.contains(opt.as_str()) {
-                    bail!(
-                        "{}: {}: `unset` names {opt}: it must be a CONFIG_ option that the \
-                         reason names",
-                        path.display(),
-                        k.test
-                    );
+/// The start lines of the file at `path`, read in pieces of at most 4 KiB (a line longer
+/// than that is no start line but its first piece), with the bytes each unit wrote after its
+/// own.
+fn scan_starts(path: &Path) -> std::io::Result<Vec<(String, u64)>> {
+    use std::io::{BufRead, Read};
+    let mut reader = std::io::BufReader::new(guest_files::open_regular(path)?);
+    let mut started: Vec<(String, u64)> = Vec::new();
+    let (mut piece, mut line_start) = (Vec::new(), true);
+    loop {
+        piece.clear();
+        let n = (&mut reader).take(4096).read_until(b'\n', &mut piece)?;
+        if n == 0 {
+            return Ok(started);
+        }
+        let text = String::from_utf8_lossy(&piece);
+        match text.strip_prefix(START).filter(|_| line_start) {
+            Some(name) => started.push((name.trim().to_string(), 0)),
+            None => {
+                if let Some((_, bytes)) = started.last_mut() {
+                    *bytes += n as u64;
                 }
             }
         }
-        Ok(known)
-    }
-
-    /// The entries whose reason is wrong for this kernel: an option `unset` names that the
-    /// kernel's `config` (its `.config` text) sets. Each is a failing `guest:known` row.
-    pub fn check_config(&self, config: &str, file: &str) -> Vec<TestResult> {
-        self.known
-            .iter()
-            .flat_map(|k| k.unset.iter().map(move |opt| (k, opt)))
-            .filter_map(|(k, opt)| {
-                let set = config.lines().find(|l| {
-                    l.strip_prefix(opt.as_str())
-                        .is_some_and(|v| v.starts_with('='))
-                })?;
-                Some(failed(
-                    "guest:known".into(),
-                    format!(
-                        "{file}: {} blames {opt} being unset, but the kernel's config has {set}: \
-                         find the real reason and fix the entry",
-                        k.test
-                    ),
-                ))
-            })
-            .collect()
-    }
-
-    /// A failing row this file names, or a failing subtest of a test it names, becomes a skip
-    /// with its reason; a named row that passed fails (the entry is stale: the kernel or the
-    /// test was fixed), but for an entry whose failure depends on timing.
-    pub fn apply(&self, rows: &mut [TestResult], file: &str) {
-        for k in &self.known {
-            let sub = format!("{}/", k.test);
-            for r in rows
-                .iter_mut()
-                .filter(|r| r.name == k.test || r.name.starts_with(&sub))
-            {
-                let says = |r: &TestResult| {
-                    k.said
-                        .as_deref()
-                        .is_none_or(|said| r.reason.as_deref().is_some_and(|w| w.contains(said)))
-                };
-                match r.outcome {
-                    Outcome::Pass if r.name != k.test || k.timing => {}
-                    Outcome::Fail if !says(r) => {}
-                    Outcome::Fail => {
-                        r.outcome = Outcome::Skip;
-                        r.reason = Some(format!(
-                            "known failure ({file}): {}; it said: {}",
-                            k.reason,
-                            r.reason.as_deref().unwrap_or("")
-                        ));
-                    }
-                    Outcome::Pass => {
-                        r.outcome = Outcome::Fail;
-                        r.reason = Some(format!(
-                            "listed in {file} as a known failure ({}) but passed: remove the entry",
-                            k.reason
-                        ));
-                    }
-                    Outcome::Skip => {}
-                }
-            }
-        }
-        self.known_through_subtests(rows, file);
-    }
-
-    /// test_progs fails a test when one of its subtests fails (`run_one_test`, test_progs.c),
-    /// and test_verifier exits 1 when a case fails (`main`, test_verifier.c), so a test whose
-    /// failing subtests or cases are all known, and which failed by its own verdict (not a
-    /// crash, a watchdog or the VM's end), is known too: an entry may name only
-    /// the subtests that fail, and the test's other subtests stay judged.
-    fn known_through_subtests(&self, rows: &mut [TestResult], file: &str) {
-        let by_subtests: Vec<String> = rows
-            .iter()
-            .filter(|r| {
-                r.outcome == Outcome::Fail
-                    && r.reason.as_deref().is_some_and(|w| {
-                        w.starts_with(TEST_PROGS_FAILED) || w.starts_with(TEST_VERIFIER_FAILED)
-                    })
-                    && !self.known.iter().any(|k| k.test == r.name)
-            })
-            .filter(|parent| {
-                let sub = format!("{}/", parent.name);
-                let subs: Vec<&TestResult> =
-                    rows.iter().filter(|r| r.name.starts_with(&sub)).collect();
-                subs.iter().all(|r| r.outcome != Outcome::Fail)
-                    && subs.iter().any(|r| {
-                        r.outcome == Outcome::Skip && self.known.iter().any(|k| k.test == r.name)
-                    })
-            })
-            .map(|r| r.name.clone())
-            .collect();
-        for r in rows.iter_mut().filter(|r| by_subtests.contains(&r.name)) {
-            r.outcome = Outcome::Skip;
-            r.reason = Some(format!(
-                "known failure ({file}): only its subtests listed there failed; it said: {}",
-                r.reason.as_deref().unwrap_or("")
-            ));
-        }
+        line_start = piece.ends_with(b"\n");
     }
 }
 
 /// One boot's rows: each unit's that started (`test_progs/NAME`, `test_verifier`,
-/// `test_maps`), each unit timed from its kernel log markers.
-pub fn judge(shared: &Path, kernel_log: &str) -> Vec<TestResult> {
-    let runs = guest_files::read(&shared.join(TEST_PROGS_OUT))
-        .map(|t| split_runs(&t))
-        .unwrap_or_default();
+/// `test_maps`), each unit timed from its kernel log markers. An output that could not be
+/// read is a failing `guest:test_progs.out` row naming the unit that wrote the most (the
+/// guest writing more than a run may: docs/exit-status.md), and each unit it started fails
+/// unjudged: its verdict is in the file unread.
+pub fn judge(shared: &Path, output: &Output, kernel_log: &str) -> Vec<TestResult> {
     let mut rows = Vec::new();
-    for run in &runs {
-        rows.extend(judge_unit(shared, run));
+    match output {
+        Output::Runs(runs) => {
+            for run in runs {
+                rows.extend(judge_unit(shared, run));
+            }
+        }
+        Output::Unread { why, started } => rows.extend(unread(why, started)),
     }
     let times = durations(kernel_log);
     for r in rows.iter_mut() {
@@ -464,6 +508,32 @@ pub fn judge(shared: &Path, kernel_log: &str) -> Vec<TestResult> {
             r.duration_ms = *ms;
         }
     }
+    rows
+}
+
+/// The rows of an output bpfvm could not read ([`Output::Unread`]).
+fn unread(why: &str, started: &[(String, u64)]) -> Vec<TestResult> {
+    let most = started.iter().max_by_key(|(_, bytes)| *bytes);
+    let wrote = match most {
+        Some((unit, bytes)) => format!(
+            "{unit} wrote the most of it ({} MiB of output)",
+            bytes >> 20
+        ),
+        None => "no unit's start line could be read from it".into(),
+    };
+    let mut rows = vec![failed(
+        format!("guest:{TEST_PROGS_OUT}"),
+        format!("{why}: the guest wrote more than a run may; {wrote}"),
+    )];
+    rows.extend(started.iter().map(|(unit, _)| {
+        failed(
+            unit.clone(),
+            format!(
+                "{} its output is in {TEST_PROGS_OUT}, which could not be read ({why})",
+                bpfvm_common::protocol::NOT_JUDGED
+            ),
+        )
+    }));
     rows
 }
 
@@ -476,7 +546,17 @@ fn judge_unit(shared: &Path, run: &TestRun) -> Vec<TestResult> {
             let mut own = judge_run(run);
             let test = run.name.trim_start_matches(&format!("{TEST_PROGS}/"));
             let json = shared.join(JSON_DIR).join(format!("{test}.json"));
-            if let Ok(text) = guest_files::read(&json) {
+            let read = match guest_files::read(&json) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                read => Some(read),
+            };
+            if let Some(Err(e)) = &read {
+                own.push(failed(
+                    format!("guest:{JSON_DIR}/{test}.json"),
+                    format!("could not be read: {e}"),
+                ));
+            }
+            if let Some(Ok(text)) = read {
                 match serde_json::from_str::<JsonSummary>(&text) {
                     Ok(summary) => apply_json(&mut own, &summary),
                     // test_progs writes its summary as it exits: one that never exited (the
@@ -492,13 +572,6 @@ fn judge_unit(shared: &Path, run: &TestRun) -> Vec<TestResult> {
             own
         }
     }
-}
-
-/// The units a boot started, in order (those it left for the next boot have no start line).
-pub fn started(shared: &Path) -> Vec<String> {
-    guest_files::read(&shared.join(TEST_PROGS_OUT))
-        .map(|t| split_runs(&t).into_iter().map(|r| r.name).collect())
-        .unwrap_or_default()
 }
 
 /// `test_verifier`'s rows (`do_test` in test_verifier.c): each case prints `#N/p DESCR ` (or
@@ -569,7 +642,65 @@ pub fn judge_test_verifier(run: &TestRun) -> Vec<TestResult> {
             format!("test_verifier exited with {rc}; {}", quote(&lines)),
         ),
     });
+    let read = [
+        passed,
+        count(&rows, TEST_VERIFIER, Outcome::Skip),
+        count(&rows, TEST_VERIFIER, Outcome::Fail),
+    ];
+    rows.extend(summary_mismatch(TEST_VERIFIER, &run.output, read));
     rows
+}
+
+/// The rows under `unit` (`unit/...`) with `outcome`.
+fn count(rows: &[TestResult], unit: &str, outcome: Outcome) -> usize {
+    let sub = format!("{unit}/");
+    rows.iter()
+        .filter(|r| r.outcome == outcome && r.name.starts_with(&sub))
+        .count()
+}
+
+/// The row a count `unit` printed on its last `Summary: ` line fails when the rows read from
+/// its output (`read`: passed, skipped, failed) do not add up to it: a result line bpfvm
+/// could not read hides in the difference. test_verifier prints `Summary: %d PASSED, %d
+/// SKIPPED, %d FAILED` (passes, skips, errors: `do_test`, test_verifier.c); test_progs prints
+/// `Summary: %d/%d PASSED, %d SKIPPED, %d FAILED` (tests passed / subtests passed, skipped,
+/// tests failed: `calculate_summary_and_print_errors`, test_progs.c), whose skipped count
+/// also counts `test__skip` calls outside subtests, so it is not compared. None printed (the
+/// unit was cut off) compares nothing.
+fn summary_mismatch(unit: &str, output: &[String], read: [usize; 3]) -> Option<TestResult> {
+    let line = output
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix("Summary: "))?;
+    let numbers: Vec<usize> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|n| !n.is_empty())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    let (printed, what) = match numbers[..] {
+        [p, s, f] => ([p, s, f], "passed, skipped, failed"),
+        [t, sub, _, f] => ([t, sub, f], "tests passed, subtests passed, tests failed"),
+        _ => {
+            return Some(failed(
+                format!("{unit}/Summary"),
+                format!("its last line `Summary: {line}` is not the counts bpfvm reads"),
+            ))
+        }
+    };
+    let got = read;
+    (printed != got).then(|| {
+        failed(
+            format!("{unit}/Summary"),
+            format!(
+                "it printed `Summary: {line}`, but bpfvm read {} ({what}) from its result \
+                 lines: a result it printed in a line bpfvm does not read hides there",
+                got.iter()
+                    .map(|n| n.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+    })
 }
 
 /// A case line of test_verifier: `#N/p DESCR VERDICT` split into `#N/p DESCR` and the
@@ -675,6 +806,54 @@ pub fn inventory_of(all: &str) -> Inventory {
 mod tests {
     use super::*;
 
+    /// A `test_progs.out` over the 64 MiB bpfvm reads of a guest file is never read as
+    /// empty: its units are found by a scan, each fails unjudged, and a `guest:` row names the
+    /// file, the limit and the unit that wrote the most.
+    #[test]
+    fn an_output_too_big_to_read_names_the_file_and_the_unit() {
+        let d = tempfile::tempdir().unwrap();
+        let line = "x".repeat(1023) + "\n";
+        let flood = line.repeat(65 << 10);
+        let text = format!(
+            "{START}test_progs/a\n#1 a:OK\n{END}test_progs/a 0\n\
+             {START}test_progs/b\n{flood}{END}test_progs/b 0\n\
+             {START}test_progs/c\n#3 c:OK\n"
+        );
+        std::fs::write(d.path().join(TEST_PROGS_OUT), text).unwrap();
+        let out = Output::read(d.path());
+        assert_eq!(
+            out.started(),
+            ["test_progs/a", "test_progs/b", "test_progs/c"]
+        );
+        let rows = judge(d.path(), &out, "");
+        let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "guest:test_progs.out",
+                "test_progs/a",
+                "test_progs/b",
+                "test_progs/c"
+            ]
+        );
+        assert!(rows.iter().all(|r| r.outcome == Outcome::Fail), "{rows:#?}");
+        let why = rows[0].reason.as_deref().unwrap();
+        assert!(
+            why.contains("test_progs.out is larger than the 64 MiB")
+                && why.contains("the guest wrote more than a run may")
+                && why.contains("test_progs/b wrote the most of it (65 MiB"),
+            "{why}"
+        );
+        assert!(rows[1]
+            .reason
+            .as_deref()
+            .unwrap()
+            .starts_with(bpfvm_common::protocol::NOT_JUDGED));
+        // None there: no unit started.
+        let none = tempfile::tempdir().unwrap();
+        assert_eq!(Output::read(none.path()), Output::Runs(vec![]));
+    }
+
     /// `test_progs -a bloom_filter_map` and `-a bpf_loop` on the 6.1 pin, as its guest wrote
     /// them (`selftests --kernel 6.1 -t bloom_filter_map,bpf_loop`, test_progs of 6.1.192-3).
     const GREEN: &str = "\
@@ -697,6 +876,59 @@ bpfvm-selftest end test_progs/bpf_loop 0
 
     fn outcomes(rows: &[TestResult]) -> Vec<(String, Outcome)> {
         rows.iter().map(|r| (r.name.clone(), r.outcome)).collect()
+    }
+
+    /// A unit's run of `lines`, ended with status `rc`.
+    fn unit_run(name: &str, lines: &str, rc: Option<i32>) -> TestRun {
+        TestRun {
+            name: name.into(),
+            output: lines.lines().map(String::from).collect(),
+            rc,
+        }
+    }
+
+    /// The counts upstream prints on its `Summary:` line must be the rows read, or a row says
+    /// what hides in the difference.
+    #[test]
+    fn a_summary_that_does_not_add_up_to_the_rows_fails() {
+        let verifier =
+            "#0/p a OK\n#1/p b OK\n#2/p c\nFAIL\nSummary: 2 PASSED, 0 SKIPPED, 1 FAILED\n";
+        let rows = judge_test_verifier(&unit_run(TEST_VERIFIER, verifier, Some(1)));
+        let summary = rows
+            .iter()
+            .find(|r| r.name == "test_verifier/Summary")
+            .unwrap();
+        assert_eq!(summary.outcome, Outcome::Fail);
+        assert!(
+            summary
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("bpfvm read 2, 0, 0"),
+            "{summary:?}"
+        );
+        let agreed = "#0/p a OK\n#1/p b OK\nSummary: 2 PASSED, 0 SKIPPED, 0 FAILED\n";
+        let rows = judge_test_verifier(&unit_run(TEST_VERIFIER, agreed, Some(0)));
+        assert_eq!(outcomes(&rows), [("test_verifier".into(), Outcome::Pass)]);
+
+        let progs = "#1/1     t/one:OK\n#1/2     t/two:OK\n#1       t:OK\n\
+                     Summary: 1/3 PASSED, 0 SKIPPED, 0 FAILED\n";
+        let rows = judge_run(&unit_run("test_progs/t", progs, Some(0)));
+        let summary = rows
+            .iter()
+            .find(|r| r.name == "test_progs/t/Summary")
+            .unwrap();
+        assert!(
+            summary
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("bpfvm read 1, 2, 0"),
+            "{summary:?}"
+        );
+        let agreed = progs.replace("1/3 PASSED", "1/2 PASSED");
+        let rows = judge_run(&unit_run("test_progs/t", &agreed, Some(0)));
+        assert!(rows.iter().all(|r| r.outcome == Outcome::Pass), "{rows:#?}");
     }
 
     #[test]
@@ -821,7 +1053,7 @@ bpfvm-selftest end test_progs/bpf_loop 1
         let run = |end: &str| {
             let out = format!("bpfvm-selftest start test_progs/uprobe_multi_test\n{end}");
             std::fs::write(d.path().join(TEST_PROGS_OUT), out).unwrap();
-            judge(d.path(), "")
+            judge(d.path(), &Output::read(d.path()), "")
         };
         let killed = run("");
         assert_eq!(
@@ -933,146 +1165,6 @@ test_maps: OK, 2 SKIPPED
         assert_eq!(judge_test_maps("", None)[0].outcome, Outcome::Fail);
     }
 
-    #[test]
-    fn a_known_failure_skips_with_its_reason_and_fails_once_it_passes() {
-        let known: Known = toml::from_str(
-            "[[known]]\ntest = \"test_progs/a\"\nreason = \"needs BTF of bpf_testmod\"\n\
-             [[known]]\ntest = \"test_progs/b\"\nreason = \"fixed upstream\"\n",
-        )
-        .unwrap();
-        let mut rows = vec![
-            failed("test_progs/a/sub".into(), "FAIL".into()),
-            pass("test_progs/a/other".into()),
-            failed("test_progs/a".into(), "FAIL".into()),
-            failed("test_progs/ab".into(), "FAIL".into()),
-            pass("test_progs/b".into()),
-            failed("test_progs/c".into(), "FAIL".into()),
-        ];
-        known.apply(&mut rows, "kernels/selftests/6.1.known.toml");
-        assert_eq!(
-            outcomes(&rows),
-            [
-                ("test_progs/a/sub".into(), Outcome::Skip),
-                ("test_progs/a/other".into(), Outcome::Pass),
-                ("test_progs/a".into(), Outcome::Skip),
-                ("test_progs/ab".into(), Outcome::Fail),
-                ("test_progs/b".into(), Outcome::Fail),
-                ("test_progs/c".into(), Outcome::Fail),
-            ]
-        );
-        assert!(rows[0].reason.as_deref().unwrap().contains("needs BTF"));
-        assert!(rows[4]
-            .reason
-            .as_deref()
-            .unwrap()
-            .contains("remove the entry"));
-    }
-
-    #[test]
-    fn a_test_whose_failing_subtests_are_all_known_is_known_too() {
-        let known: Known = toml::from_str(
-            "[[known]]\ntest = \"test_progs/a/x @unpriv\"\nreason = \"the message names R0\"\n\
-             [[known]]\ntest = \"test_progs/b/x\"\nreason = \"r\"\n\
-             [[known]]\ntest = \"test_progs/c/x\"\nreason = \"r\"\n",
-        )
-        .unwrap();
-        let mut rows = vec![
-            failed(
-                "test_progs/a/x @unpriv".into(),
-                "test_progs: FAIL; R0".into(),
-            ),
-            pass("test_progs/a/y".into()),
-            failed(
-                "test_progs/a".into(),
-                "test_progs: FAIL (json summary); x".into(),
-            ),
-            failed("test_progs/b/x".into(), "test_progs: FAIL; R0".into()),
-            failed("test_progs/b/z".into(), "test_progs: FAIL; other".into()),
-            failed("test_progs/b".into(), "test_progs: FAIL; x".into()),
-            failed("test_progs/c/x".into(), "test_progs: FAIL; R0".into()),
-            failed("test_progs/c".into(), "the VM ended while it ran".into()),
-        ];
-        known.apply(&mut rows, "k.toml");
-        assert_eq!(
-            outcomes(&rows),
-            [
-                ("test_progs/a/x @unpriv".into(), Outcome::Skip),
-                ("test_progs/a/y".into(), Outcome::Pass),
-                ("test_progs/a".into(), Outcome::Skip),
-                ("test_progs/b/x".into(), Outcome::Skip),
-                ("test_progs/b/z".into(), Outcome::Fail),
-                ("test_progs/b".into(), Outcome::Fail),
-                ("test_progs/c/x".into(), Outcome::Skip),
-                ("test_progs/c".into(), Outcome::Fail),
-            ]
-        );
-        assert!(rows[2]
-            .reason
-            .as_deref()
-            .unwrap()
-            .contains("only its subtests listed there failed"));
-    }
-
-    /// An entry whose failure depends on timing excuses the failure and lets a pass stand;
-    /// any other entry's pass is stale.
-    #[test]
-    fn a_timing_entry_lets_a_pass_stand() {
-        let known: Known = toml::from_str(
-            "[[known]]\ntest = \"test_progs/t/f\"\nreason = \"softirq\"\ntiming = true\n\
-             [[known]]\ntest = \"test_progs/s\"\nreason = \"r\"\n",
-        )
-        .unwrap();
-        let mut passing = vec![
-            pass("test_progs/t/f".into()),
-            pass("test_progs/t".into()),
-            pass("test_progs/s".into()),
-        ];
-        known.apply(&mut passing, "k.toml");
-        assert_eq!(
-            outcomes(&passing),
-            [
-                ("test_progs/t/f".into(), Outcome::Pass),
-                ("test_progs/t".into(), Outcome::Pass),
-                ("test_progs/s".into(), Outcome::Fail),
-            ]
-        );
-        let mut failing = vec![
-            failed("test_progs/t/f".into(), "test_progs: FAIL; 0 != 1".into()),
-            failed("test_progs/t".into(), "test_progs: FAIL; f".into()),
-        ];
-        known.apply(&mut failing, "k.toml");
-        assert_eq!(
-            outcomes(&failing),
-            [
-                ("test_progs/t/f".into(), Outcome::Skip),
-                ("test_progs/t".into(), Outcome::Skip),
-            ]
-        );
-    }
-
-    /// An entry with `said` excuses only a failure that says it.
-    #[test]
-    fn an_entry_that_names_what_the_failure_said_excuses_only_that() {
-        let known: Known = toml::from_str(
-            "[[known]]\ntest = \"test_maps\"\nreason = \"softirq\"\ntiming = true\n\
-             said = \"accept failed\"\n",
-        )
-        .unwrap();
-        let mut rows = vec![failed(
-            "test_maps".into(),
-            "test_maps exited with 1; its last lines: accept failed | Failed to create sockmap"
-                .into(),
-        )];
-        known.apply(&mut rows, "k.toml");
-        assert_eq!(rows[0].outcome, Outcome::Skip);
-        let mut rows = vec![failed(
-            "test_maps".into(),
-            "test_maps exited with 1; its last lines: Failed to update hashmap".into(),
-        )];
-        known.apply(&mut rows, "k.toml");
-        assert_eq!(rows[0].outcome, Outcome::Fail);
-    }
-
     /// The 6.1 guest's markers (its kernel.log) with a WARN planted while `bpf_loop` ran: that
     /// test fails by name, the one before it does not.
     #[test]
@@ -1121,12 +1213,12 @@ test_maps: OK, 2 SKIPPED
         std::fs::write(d.path().join(TEST_PROGS_OUT), out).unwrap();
         let log = "12,5,1000000,-;bpfvm: test start test_maps\n\
                    12,7,3500000,-;bpfvm: test end test_maps\n";
-        let rows = judge(d.path(), log);
+        let rows = judge(d.path(), &Output::read(d.path()), log);
         let maps = rows.iter().find(|r| r.name == "test_maps").unwrap();
         assert_eq!((maps.outcome, maps.duration_ms), (Outcome::Pass, 2500));
         assert_eq!(rows.len(), 10, "{rows:?}");
         assert_eq!(
-            started(d.path()),
+            Output::read(d.path()).started(),
             [
                 "test_progs/bloom_filter_map",
                 "test_progs/bpf_loop",
@@ -1163,7 +1255,7 @@ test_maps: OK, 2 SKIPPED
 Unexpected error message!
 \tEXP: Unreleased reference
 #5/p raw_stack: no skb_load_bytes Did not run the program (not supported) OK
-Summary: 4 PASSED, 1 SKIPPED, 1 FAILED
+Summary: 5 PASSED, 1 SKIPPED, 1 FAILED
 ";
         let run = TestRun {
             name: TEST_VERIFIER.into(),
@@ -1205,146 +1297,5 @@ Summary: 4 PASSED, 1 SKIPPED, 1 FAILED
             .as_deref()
             .unwrap()
             .contains("unprivileged_bpf_disabled"));
-    }
-
-    /// Every pin's committed list loads: its entries name known units, and each option an
-    /// entry blames is named in its reason.
-    #[test]
-    fn the_committed_known_lists_load() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels/selftests");
-        for pin in ["6.1", "6.12"] {
-            let known = Known::load(&dir.join(format!("{pin}.known.toml"))).unwrap();
-            assert!(known.known.len() >= 14, "{pin}");
-            assert!(known.known.iter().all(|k| {
-                let unit = k.test.split('/').next().unwrap_or_default();
-                [TEST_PROGS, TEST_VERIFIER, TEST_MAPS].contains(&unit) && k.test != TEST_PROGS
-            }));
-        }
-    }
-
-    /// The 6.1 pin's failures of its whole run after unprivileged BPF went on, as recorded:
-    /// every one is known, and a test_maps failure of another kind is not.
-    #[test]
-    fn the_6_1_list_explains_the_unpriv_cases_and_the_sockmap_accept() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels/selftests");
-        let known = Known::load(&dir.join("6.1.known.toml")).unwrap();
-        let case = "test_verifier: FAIL | Unexpected verifier log! | EXP: R1 has pointer with \
-                    unsupported alu operation | RES: R0 has pointer with unsupported alu operation";
-        let mut rows: Vec<TestResult> = [
-            "#164/u check deducing bounds from const, 1",
-            "#166/u check deducing bounds from const, 3",
-            "#168/u check deducing bounds from const, 5",
-            "#169/u check deducing bounds from const, 6",
-            "#172/u check deducing bounds from const, 9",
-            "#857/u bpf_map_ptr: r = 0, r = r + map_ptr",
-        ]
-        .iter()
-        .map(|c| failed(format!("test_verifier/{c}"), case.into()))
-        .collect();
-        rows.push(failed(
-            TEST_VERIFIER.into(),
-            format!(
-                "{TEST_VERIFIER_FAILED} its last lines: Summary: 2006 PASSED, 0 SKIPPED, 6 FAILED"
-            ),
-        ));
-        rows.push(pass(
-            "test_verifier/#165/u check deducing bounds from const, 2".into(),
-        ));
-        rows.push(failed(
-            TEST_MAPS.into(),
-            "test_maps exited with 1; its last lines: accept failed | Failed to create sockmap \
-             '6:Bad file descriptor'!"
-                .into(),
-        ));
-        known.apply(&mut rows, "kernels/selftests/6.1.known.toml");
-        let left: Vec<_> = rows
-            .iter()
-            .filter(|r| r.outcome != Outcome::Skip)
-            .map(|r| r.name.as_str())
-            .collect();
-        assert_eq!(
-            left,
-            ["test_verifier/#165/u check deducing bounds from const, 2"]
-        );
-        let mut other = vec![failed(
-            TEST_MAPS.into(),
-            "test_maps exited with 1; its last lines: Failed to update hashmap".into(),
-        )];
-        known.apply(&mut other, "kernels/selftests/6.1.known.toml");
-        assert_eq!(other[0].outcome, Outcome::Fail);
-    }
-
-    /// The 6.12 pin's failing rows outside its whole-test entries, as its run recorded them
-    /// (the @unpriv subtests of verifier_bounds_deduction and verifier_map_ptr): the committed
-    /// list makes each of them and their tests known, and leaves their other subtests judged.
-    #[test]
-    fn the_6_12_list_explains_the_unpriv_message_subtests() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels/selftests");
-        let known = Known::load(&dir.join("6.12.known.toml")).unwrap();
-        let said = "test_progs: FAIL (json summary); its last lines: R0 has pointer with \
-                    unsupported alu operation, pointer arithmetic with it prohibited for !root";
-        let mut rows: Vec<TestResult> = [1, 3, 5, 6, 9]
-            .iter()
-            .map(|n| {
-                failed(
-                    format!("test_progs/verifier_bounds_deduction/check deducing bounds from const, {n} @unpriv"),
-                    said.into(),
-                )
-            })
-            .collect();
-        rows.push(failed(
-            "test_progs/verifier_bounds_deduction".into(),
-            "test_progs: FAIL (json summary); its last lines: process_subtest:PASS".into(),
-        ));
-        rows.push(pass(
-            "test_progs/verifier_bounds_deduction/check deducing bounds from const, 2 @unpriv"
-                .into(),
-        ));
-        rows.push(failed(
-            "test_progs/verifier_map_ptr/bpf_map_ptr: r = 0, r = r + map_ptr @unpriv".into(),
-            said.into(),
-        ));
-        rows.push(failed(
-            "test_progs/verifier_map_ptr".into(),
-            "test_progs: FAIL (json summary); its last lines: process_subtest:PASS".into(),
-        ));
-        known.apply(&mut rows, "kernels/selftests/6.12.known.toml");
-        let left: Vec<_> = rows
-            .iter()
-            .filter(|r| r.outcome != Outcome::Skip)
-            .map(|r| r.name.as_str())
-            .collect();
-        assert_eq!(
-            left,
-            ["test_progs/verifier_bounds_deduction/check deducing bounds from const, 2 @unpriv"]
-        );
-    }
-
-    #[test]
-    fn a_known_entry_that_blames_an_option_the_config_sets_fails() {
-        let known: Known = toml::from_str(
-            "[[known]]\ntest = \"test_progs/a\"\nreason = \"needs CONFIG_FPROBE\"\n\
-             unset = [\"CONFIG_FPROBE\"]\n",
-        )
-        .unwrap();
-        assert!(known
-            .check_config("# CONFIG_FPROBE is not set\nCONFIG_BPF=y\n", "k.toml")
-            .is_empty());
-        let rows = known.check_config("CONFIG_FPROBE=y\n", "k.toml");
-        assert_eq!(rows.len(), 1);
-        assert!(rows[0]
-            .reason
-            .as_deref()
-            .unwrap()
-            .contains("CONFIG_FPROBE=y"));
-        let d = tempfile::tempdir().unwrap();
-        let f = d.path().join("k.toml");
-        std::fs::write(
-            &f,
-            "[[known]]\ntest = \"test_progs/a\"\nreason = \"x\"\nunset = [\"CONFIG_FPROBE\"]\n",
-        )
-        .unwrap();
-        let e = format!("{:#}", Known::load(&f).unwrap_err());
-        assert!(e.contains("that the reason names"), "{e}");
     }
 }

@@ -229,6 +229,17 @@ pub fn markdown(change: &Change, budget: usize) -> String {
     md
 }
 
+/// The terminal's account: the verdict, the counts and every regression with its runs.
+pub fn brief(change: &Change) -> String {
+    let regressions: Vec<&TestChange> = change.of(Category::Regression).collect();
+    let progs: Vec<&ProgChange> = change
+        .verifier
+        .iter()
+        .filter(|p| p.regression.is_some())
+        .collect();
+    head_part(change) + &regression_part(&regressions, &progs, 2)
+}
+
 /// The title and the verdict with the count per category.
 fn head_part(c: &Change) -> String {
     let short = |s: &str| s.chars().take(12).collect::<String>();

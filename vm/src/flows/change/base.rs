@@ -141,7 +141,7 @@ impl BaseRun<'_> {
             target.display(),
             args.join(" ")
         ));
-        let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+        let mut cmd = Command::new("cargo");
         scrub_cargo_env(&mut cmd);
         let status = cmd
             .args(&args)

@@ -226,3 +226,64 @@ fn checkout(slot: &Path, commit: &str, events: &Events) -> Result<PathBuf> {
     }
     Ok(tree)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::domain::arch::Arch;
+    use crate::kernel::pins;
+
+    #[test]
+    fn the_base_is_given_the_same_kernel_and_a_kernel_change_is_refused() {
+        let all = pins::pins().unwrap();
+        let x86 = all.iter().find(|p| p.arch == Arch::X86_64).unwrap();
+        let mut arm = x86.clone();
+        arm.arch = Arch::Arm64;
+        let args = |k: KernelChoice| kernel_args(&k).unwrap();
+        assert_eq!(
+            args(KernelChoice::Pin(x86.clone())),
+            ["--kernel", x86.version.as_str()]
+        );
+        assert_eq!(
+            args(KernelChoice::Pin(arm.clone())),
+            ["--kernel", arm.version.as_str(), "--arch", "arm64"]
+        );
+        let image = KernelChoice::Image {
+            path: PathBuf::from("/k/bzImage"),
+            modules: Some(PathBuf::from("/k/mods")),
+        };
+        assert_eq!(
+            args(image),
+            ["--kernel", "/k/bzImage", "--modules", "/k/mods"]
+        );
+        let tree = KernelChoice::Tree {
+            dir: PathBuf::from("/src/linux"),
+            kconfig: vec![PathBuf::from("/f.config")],
+        };
+        assert_eq!(
+            args(tree),
+            ["--kernel-tree", "/src/linux", "--kconfig", "/f.config"]
+        );
+        let tree_ref = KernelChoice::TreeRef {
+            dir: PathBuf::from("/src/linux"),
+            rev: "v6.12".into(),
+            kconfig: vec![],
+        };
+        assert!(kernel_args(&tree_ref).is_err());
+    }
+
+    #[test]
+    fn a_base_is_a_commit_of_this_repository_or_an_error_saying_what_to_give() {
+        let head = resolve("HEAD").unwrap();
+        assert_eq!(head.len(), 40, "{head}");
+        assert_eq!(resolve(&head[..12]).unwrap(), head);
+        let e = format!("{:#}", resolve("no-such-ref-of-bpfvm").unwrap_err());
+        assert!(
+            e.contains("--against no-such-ref-of-bpfvm: not a commit"),
+            "{e}"
+        );
+        assert!(e.contains("give a branch, tag or commit"), "{e}");
+    }
+}

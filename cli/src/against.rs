@@ -74,3 +74,40 @@ pub fn vm_test(
     bpfvm_host::ui::print_stdout(&format!("change: {}", dir.join(MARKDOWN).display()));
     Ok(ExitCode::from(change.exit_status))
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        vm: VmArgs,
+        #[command(flatten)]
+        against: AgainstArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<Option<Against>> {
+        let cli = Cli::try_parse_from([&["t"], args].concat()).unwrap();
+        cli.against.parse(&cli.vm)
+    }
+
+    #[test]
+    fn against_takes_a_ref_and_refuses_a_kernel_change_and_a_bad_threshold() {
+        assert!(parse(&[]).unwrap().is_none());
+        let a = parse(&["--against", "main", "--verifier-threshold", "5"]).unwrap();
+        let a = a.unwrap();
+        assert_eq!((a.base.as_str(), a.reruns), ("main", 2));
+        assert_eq!(a.verifier_threshold_pct, Some(5.0));
+        let tree = ["--against", "v6.12", "--kernel-tree", "/src/linux"];
+        let e = parse(&tree).unwrap_err().to_string();
+        assert!(
+            e.contains("bench-vm --kernel-tree DIR --against REF"),
+            "{e}"
+        );
+        let e = parse(&["--against", "main", "--verifier-threshold=-1"]).unwrap_err();
+        assert!(e.to_string().contains("give a percent, 0 or more"), "{e}");
+    }
+}

@@ -5,6 +5,7 @@
 //! free of clap.
 #![warn(unreachable_pub)]
 
+pub mod against;
 pub mod build_ebpf;
 pub mod exec;
 pub mod github;

@@ -162,6 +162,25 @@ mod tests {
         }
     }
 
+    /// `--reruns` and `--verifier-threshold` only mean something beside `--against`.
+    #[test]
+    fn the_change_options_need_against() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from([&["xtask", "vm-test"], args].concat())
+                .err()
+                .map(|e| e.to_string())
+        };
+        assert_eq!(parse(&["--against", "main", "--reruns", "3"]), None);
+        assert_eq!(
+            parse(&["--against", "main", "--verifier-threshold", "5"]),
+            None
+        );
+        for lone in [&["--reruns", "3"][..], &["--verifier-threshold", "5"]] {
+            let e = parse(lone).unwrap();
+            assert!(e.contains("--against <BASE>"), "{e}");
+        }
+    }
+
     /// CI's smoke run never builds the kernel's selftests, and its reference has no bench rows.
     #[test]
     fn the_kernels_bench_is_refused_in_a_smoke_run() {

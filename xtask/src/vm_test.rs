@@ -41,6 +41,8 @@ pub(crate) struct Options {
     /// (docs/warm-guest.md).
     #[arg(long)]
     fresh: bool,
+    #[command(flatten)]
+    against: bpfvm::against::AgainstArgs,
 }
 
 pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
@@ -52,6 +54,10 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         );
     }
     let jobs = opts.jobs;
+    let against = opts.against.parse(&opts.vm)?;
+    if against.is_some() && jobs.is_some() {
+        anyhow::bail!("--against compares whole runs: leave out --jobs");
+    }
     let opts = TestOptions {
         kernel: kernels[0].clone(),
         vm: opts.vm.options(opts.timeout),
@@ -59,6 +65,9 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         piece: opts.piece.map(|id| (id, opts.plan)),
         fresh: opts.fresh,
     };
+    if let Some(against) = against {
+        return bpfvm::against::vm_test(&kernels, &opts, &against, events);
+    }
     if kernels.len() > 1 {
         let reports = bpfvm_host::flows::run::vm_test_all(&kernels, &opts, events)?;
         bpfvm::print_kernels(&reports);

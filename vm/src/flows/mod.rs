@@ -1,5 +1,6 @@
 //! Flows: each runs a command from start to end (prepare, build, boot, judge, write), calling the layers below in sequence.
 pub mod bench;
+pub mod change;
 pub mod crate_test;
 pub mod exec;
 pub mod interactive;

@@ -4,6 +4,7 @@
 //! the pieces' reports merged (`merge`); the benchmarks' figures, statistics and comparisons
 //! (`bench`).
 pub mod bench;
+pub mod change;
 pub mod costs;
 pub mod denylist;
 pub mod freshness;

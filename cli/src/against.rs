@@ -1,0 +1,113 @@
+//! `--against BASE` (`cargo xtask vm-test`): what a change to this repository did to the suite,
+//! judged test by test against the base (docs/change.md).
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use bpfvm_host::flows::change::{self, Against};
+use bpfvm_host::flows::run::TestOptions;
+use bpfvm_host::kernel::choice::KernelChoice;
+use bpfvm_host::results::change::{render, MARKDOWN};
+use bpfvm_host::support::output::Events;
+use clap::Args;
+
+use crate::VmArgs;
+
+#[derive(Args, Debug, Clone)]
+pub struct AgainstArgs {
+    /// Compare with BASE, a ref of this repository: the suite at BASE (built in its own git
+    /// worktree, its report cached) runs on the same kernels, and each test is named a
+    /// regression (confirmed by reruns), fixed, still failing, flaky, new, removed or
+    /// unchanged. Writes target/vm-test/change/{change.md,change.json,junit.xml}. Exits 0
+    /// without a regression, 1 with one, 125 when head cannot be built, 255 when the base
+    /// cannot be judged (docs/change.md).
+    #[arg(long, value_name = "BASE")]
+    pub against: Option<String>,
+    /// With --against: how many times a test failing at head runs again at head, each in a
+    /// fresh boot, and then at the base.
+    #[arg(long, value_name = "N", default_value_t = 2, requires = "against")]
+    pub reruns: u32,
+    /// With --against: a program's processed insns or states growing by more than PCT percent
+    /// on a kernel fails the change too (without it only a verdict success -> rejected
+    /// fails); every change is listed either way.
+    #[arg(long, value_name = "PCT", requires = "against")]
+    pub verifier_threshold: Option<f64>,
+}
+
+impl AgainstArgs {
+    /// What `--against` asks, if given; refused beside what it cannot compare.
+    pub fn parse(&self, vm: &VmArgs) -> Result<Option<Against>> {
+        let Some(base) = &self.against else {
+            return Ok(None);
+        };
+        if vm.kernel_tree.is_some() {
+            bail!(
+                "--against beside --kernel-tree (a kernel change, BASE a ref of the tree) is not \
+                 built for vm-test yet: compare this repository's suite on a pin or an image, \
+                 or the two kernels' costs with `bench-vm --kernel-tree DIR --against REF`"
+            );
+        }
+        if let Some(t) = self.verifier_threshold {
+            if !(t.is_finite() && t >= 0.0) {
+                bail!("--verifier-threshold {t}: give a percent, 0 or more");
+            }
+        }
+        Ok(Some(Against {
+            base: base.clone(),
+            reruns: self.reruns,
+            verifier_threshold_pct: self.verifier_threshold,
+        }))
+    }
+}
+
+/// `vm-test --against`: the comparison, its account on the terminal, its exit status.
+pub fn vm_test(
+    kernels: &[KernelChoice],
+    opts: &TestOptions,
+    against: &Against,
+    events: &Events,
+) -> Result<ExitCode> {
+    if opts.piece.is_some() {
+        bail!("--against compares whole runs: leave out --piece (and --jobs)");
+    }
+    let (change, dir) = change::vm_test_against(kernels, opts, against, events)?;
+    bpfvm_host::ui::print_stdout(&render::brief(&change));
+    bpfvm_host::ui::print_stdout(&format!("change: {}", dir.join(MARKDOWN).display()));
+    Ok(ExitCode::from(change.exit_status))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        vm: VmArgs,
+        #[command(flatten)]
+        against: AgainstArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<Option<Against>> {
+        let cli = Cli::try_parse_from([&["t"], args].concat()).unwrap();
+        cli.against.parse(&cli.vm)
+    }
+
+    #[test]
+    fn against_takes_a_ref_and_refuses_a_kernel_change_and_a_bad_threshold() {
+        assert!(parse(&[]).unwrap().is_none());
+        let a = parse(&["--against", "main", "--verifier-threshold", "5"]).unwrap();
+        let a = a.unwrap();
+        assert_eq!((a.base.as_str(), a.reruns), ("main", 2));
+        assert_eq!(a.verifier_threshold_pct, Some(5.0));
+        let tree = ["--against", "v6.12", "--kernel-tree", "/src/linux"];
+        let e = parse(&tree).unwrap_err().to_string();
+        assert!(
+            e.contains("bench-vm --kernel-tree DIR --against REF"),
+            "{e}"
+        );
+        let e = parse(&["--against", "main", "--verifier-threshold=-1"]).unwrap_err();
+        assert!(e.to_string().contains("give a percent, 0 or more"), "{e}");
+    }
+}

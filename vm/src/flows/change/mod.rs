@@ -1,0 +1,364 @@
+//! `vm-test --against BASE`: the suite at head and at BASE (a commit of this repository) on the
+//! same kernels, every test classified by `results::change` with the reruns it asks for, and
+//! `change.md`, `change.json` and `junit.xml` written under `target/vm-test/change/`.
+//!
+//! Head runs here, as `vm-test` does; its reruns are `vm-test`s filtered to one test, each in
+//! a fresh boot (`--fresh`), while head's whole run waits aside and goes back to
+//! `target/vm-test/<kernel>/` at the end. The base runs in its own worktree and target
+//! directory ([`base`]).
+pub mod base;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::domain::options;
+use crate::flows::run::{self, TestOptions};
+use crate::kernel::choice::KernelChoice;
+use crate::machine::build;
+use crate::results::change::render;
+use crate::results::change::verifier::{self, ProgChange};
+use crate::results::change::{
+    classify, Category, Change, KernelChange, Next, Revision, Run, Side, TestChange, DIR,
+};
+use crate::results::report::{Report, VmEnding};
+use crate::support::output::Events;
+use crate::support::paths::{target_dir, workspace_root};
+use crate::support::status::Status;
+
+/// What `--against` asks.
+#[derive(Debug, Clone)]
+pub struct Against {
+    /// The base: a ref of this repository.
+    pub base: String,
+    /// How many times a head failure runs again at head, then at base (`--reruns`).
+    pub reruns: u32,
+    /// `--verifier-threshold`: the percent a count may grow before it fails the change.
+    pub verifier_threshold_pct: Option<f64>,
+}
+
+/// Compares head against `against.base` on every kernel of `kernels`; returns the change and
+/// the directory its files are in.
+pub fn vm_test_against(
+    kernels: &[KernelChoice],
+    opts: &TestOptions,
+    against: &Against,
+    events: &Events,
+) -> Result<(Change, PathBuf)> {
+    options::check(&opts.vm)?;
+    let base_commit = base::resolve(&against.base)?;
+    let head_commit = crate::results::plan::commit(&workspace_root())
+        .context("the checkout's commit (`git rev-parse HEAD`)")?;
+    let mut change = Change {
+        base: Revision {
+            name: against.base.clone(),
+            commit: base_commit,
+        },
+        head: Revision {
+            name: "HEAD".into(),
+            commit: head_commit,
+        },
+        reruns: against.reruns,
+        kernels: vec![],
+        tests: vec![],
+        verifier: vec![],
+        verifier_threshold_pct: against.verifier_threshold_pct,
+        status: Status::Good,
+        exit_status: 0,
+    };
+    for kernel in kernels {
+        let name = kernel.shown();
+        if crate::support::proc::interrupted() {
+            events.warn(format!("interrupted: kernel {name} and later not compared"));
+            break;
+        }
+        events.step(format!(
+            "=== kernel {name}: head against {} ===",
+            against.base
+        ));
+        let one = TestOptions {
+            kernel: kernel.clone(),
+            piece: None,
+            ..opts.clone()
+        };
+        let mut k = Kernel {
+            opts: &one,
+            against,
+            base: &change.base,
+            events,
+            change: KernelChange {
+                kernel: name,
+                status: Status::Good,
+                problem: None,
+                base_cached: false,
+            },
+            tests: vec![],
+            verifier: vec![],
+        };
+        k.compare();
+        change.kernels.push(k.change);
+        change.tests.extend(k.tests);
+        change.verifier.extend(k.verifier);
+    }
+    change
+        .tests
+        .sort_by(|a, b| (a.category, &a.kernel, &a.test).cmp(&(b.category, &b.kernel, &b.test)));
+    change.judge();
+    let dir = target_dir().join(DIR);
+    let md = render::write(&change, &dir)?;
+    render::step_summary(&md).context("appending to $GITHUB_STEP_SUMMARY")?;
+    Ok((change, dir))
+}
+
+/// One kernel's comparison.
+struct Kernel<'a> {
+    opts: &'a TestOptions,
+    against: &'a Against,
+    base: &'a Revision,
+    events: &'a Events,
+    change: KernelChange,
+    tests: Vec<TestChange>,
+    verifier: Vec<ProgChange>,
+}
+
+impl Kernel<'_> {
+    fn problem(&mut self, status: Status, why: String) {
+        self.events
+            .warn(format!("kernel {}: {why}", self.change.kernel));
+        self.change.status = Status::combine([self.change.status, status]);
+        let all = match self.change.problem.take() {
+            Some(before) => format!("{before}; {why}"),
+            None => why,
+        };
+        self.change.problem = Some(all);
+    }
+
+    fn base_not_judged(&mut self, what: &str, e: &anyhow::Error) {
+        let why = format!(
+            "the base {} ({}) cannot be judged: {what}: {e:#}",
+            self.base.name,
+            short(&self.base.commit)
+        );
+        self.problem(Status::Stopped, why);
+    }
+
+    fn compare(&mut self) {
+        let (head, dir) = match run::vm_test(self.opts, self.events) {
+            Ok(x) => x,
+            Err(e) => {
+                let (status, why) = head_error(self.opts, e, self.events);
+                return self.problem(status, why);
+            }
+        };
+        if let VmEnding::Failed(why) = &head.vm.ending {
+            return self.problem(
+                Status::Stopped,
+                format!("head cannot be judged: its VM did not run the suite to its end: {why}"),
+            );
+        }
+        let label = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        // Head's whole run waits aside while its reruns write where it was.
+        let aside = target_dir().join(DIR).join(&label).join("head");
+        if let Err(e) = move_dir(&dir, &aside) {
+            return self.problem(Status::Stopped, format!("{e:#}"));
+        }
+        self.with_head(&head, &label);
+        if let Err(e) = move_dir(&aside, &dir) {
+            self.problem(
+                Status::Stopped,
+                format!("head's report not put back: {e:#}"),
+            );
+        }
+    }
+
+    fn with_head(&mut self, head: &Report, label: &str) {
+        let whole = base::BaseRun {
+            commit: &self.base.commit,
+            kernel: &self.opts.kernel,
+            label,
+            vm: &self.opts.vm,
+            filter: self.opts.filter.as_deref(),
+        };
+        let base = match whole.whole(self.events) {
+            Ok((report, cached)) => {
+                self.change.base_cached = cached;
+                report
+            }
+            Err(e) => return self.base_not_judged("its whole run", &e),
+        };
+        let mut names: Vec<&str> = head.tests.iter().map(|t| t.name.as_str()).collect();
+        for t in &base.tests {
+            if !names.contains(&t.name.as_str()) {
+                names.push(&t.name);
+            }
+        }
+        for name in names {
+            if let Some(t) = self.classify(name, &base, head, label) {
+                self.tests.push(t);
+            }
+        }
+        if base.verifier.is_empty() || head.verifier.is_empty() {
+            self.events.warn(format!(
+                "kernel {}: no verifier statistics at {}: no verifier diff",
+                self.change.kernel,
+                if head.verifier.is_empty() {
+                    "head"
+                } else {
+                    "the base"
+                }
+            ));
+        } else {
+            let threshold = self.against.verifier_threshold_pct;
+            let diff = verifier::diff(
+                &self.change.kernel,
+                &base.verifier,
+                &head.verifier,
+                threshold,
+            );
+            self.verifier.extend(diff);
+        }
+        if self
+            .tests
+            .iter()
+            .any(|t| t.category == Category::Regression)
+            || self.verifier.iter().any(|p| p.regression.is_some())
+        {
+            self.change.status = Status::combine([self.change.status, Status::Bad]);
+        }
+    }
+
+    /// One test: its whole runs' outcomes, then the reruns `classify` asks for. `None` when a
+    /// rerun could not judge it (the kernel's problem says which).
+    fn classify(
+        &mut self,
+        name: &str,
+        base: &Report,
+        head: &Report,
+        label: &str,
+    ) -> Option<TestChange> {
+        let first = |r: &Report, side| {
+            let t = r.tests.iter().find(|t| t.name == name)?;
+            Some(Run {
+                side,
+                rerun: false,
+                outcome: t.outcome,
+                reason: t.reason.clone(),
+            })
+        };
+        let (b, h) = (first(base, Side::Base), first(head, Side::Head));
+        let (bo, ho) = (b.as_ref().map(|r| r.outcome), h.as_ref().map(|r| r.outcome));
+        let mut runs: Vec<Run> = b.into_iter().chain(h).collect();
+        let (mut head_reruns, mut base_reruns) = (vec![], vec![]);
+        let n = self.against.reruns as usize;
+        let category = loop {
+            let side = match classify(bo, ho, &head_reruns, &base_reruns, n) {
+                Next::Done(c) => break c,
+                Next::RerunHead => Side::Head,
+                Next::RerunBase => Side::Base,
+            };
+            let rerun = match side {
+                Side::Head => self.rerun_head(name),
+                Side::Base => self.rerun_base(name, label),
+            };
+            let run = match rerun {
+                Ok(run) => run,
+                Err(e) if side == Side::Base => {
+                    self.base_not_judged(&format!("its rerun of {name}"), &e);
+                    return None;
+                }
+                Err(e) => {
+                    let why = format!("head's rerun of {name} could not judge it: {e:#}");
+                    self.problem(Status::Stopped, why);
+                    return None;
+                }
+            };
+            match side {
+                Side::Head => head_reruns.push(run.outcome),
+                Side::Base => base_reruns.push(run.outcome),
+            }
+            runs.push(run);
+        };
+        Some(TestChange {
+            kernel: self.change.kernel.clone(),
+            test: name.to_string(),
+            category,
+            runs,
+        })
+    }
+
+    fn rerun_head(&self, name: &str) -> Result<Run> {
+        self.events
+            .step(format!("rerunning {name} at head (a fresh boot)"));
+        let opts = TestOptions {
+            filter: Some(name.to_string()),
+            fresh: true,
+            ..self.opts.clone()
+        };
+        let (report, _) = run::vm_test(&opts, self.events)?;
+        outcome_of(&report, name, Side::Head)
+    }
+
+    fn rerun_base(&self, name: &str, label: &str) -> Result<Run> {
+        self.events
+            .step(format!("rerunning {name} at the base (a fresh boot)"));
+        let run = base::BaseRun {
+            commit: &self.base.commit,
+            kernel: &self.opts.kernel,
+            label,
+            vm: &self.opts.vm,
+            filter: Some(name),
+        };
+        outcome_of(&run.run(self.events)?, name, Side::Base)
+    }
+}
+
+/// The rerun of `name` in `report`; a rerun that did not report it judged nothing.
+fn outcome_of(report: &Report, name: &str, side: Side) -> Result<Run> {
+    let t = report.tests.iter().find(|t| t.name == name);
+    let t = t.with_context(|| {
+        format!(
+            "the rerun filtered to it did not report it ({})",
+            report.why_failed().unwrap_or_else(|| "no failure".into())
+        )
+    })?;
+    Ok(Run {
+        side,
+        rerun: true,
+        outcome: t.outcome,
+        reason: t.reason.clone(),
+    })
+}
+
+/// Why head was not judged, and the status it makes: when head's own build fails (built
+/// again here to tell), head cannot be built (125); anything else stops (255).
+fn head_error(opts: &TestOptions, e: anyhow::Error, events: &Events) -> (Status, String) {
+    let built = || -> Option<anyhow::Error> {
+        let p = run::prepare::prepare_any_arch(&opts.kernel, &opts.vm, events).ok()?;
+        let ebpf = match build::build_ebpf(&p.tools.ebpf, events) {
+            Ok(dir) => dir,
+            Err(e) => return Some(e),
+        };
+        build::build_guest(&ebpf, p.kernel.arch, &p.tools.ebpf, events).err()
+    };
+    match built() {
+        Some(b) => (Status::Untestable, format!("head cannot be built: {b:#}")),
+        None => (Status::Stopped, format!("head cannot be judged: {e:#}")),
+    }
+}
+
+/// Renames `from` to `to`, replacing what `to` held.
+fn move_dir(from: &Path, to: &Path) -> Result<()> {
+    if to.exists() {
+        std::fs::remove_dir_all(to).with_context(|| format!("removing {}", to.display()))?;
+    }
+    std::fs::create_dir_all(to.parent().expect("a directory in a directory"))?;
+    std::fs::rename(from, to)
+        .with_context(|| format!("moving {} to {}", from.display(), to.display()))
+}
+
+fn short(commit: &str) -> &str {
+    &commit[..commit.len().min(12)]
+}

@@ -2,7 +2,7 @@
 //! the host's word, records its own state when asked (a check), then runs one run's guest
 //! script (unchanged but for its kernel log copy, `machine::guest`), and again.
 //!
-//! The host speaks a line at a time on the loop's stdin (`check.N`, `go.N ...`; virtme-ng's
+//! The host speaks a line at a time on the loop's stdin (`check.N`, `go.N ...`, `end.N`; virtme-ng's
 //! `virtme.stdin` port, `vng::VmSpec::input`), which the loop waits on in a blocking read: an
 //! idle guest polls nothing, and its end of file (the keeper gone) ends the loop. The guest
 //! speaks on its stdout, one `bpfvm-warm: ` line per step, which the keeper reads as it comes.
@@ -35,6 +35,12 @@ pub fn state_file(n: u64) -> String {
 /// The kernel log marker of check `n`.
 pub fn check_marker(n: u64) -> String {
     format!("bpfvm: warm check {n}")
+}
+
+/// The kernel log marker the guest writes once it settled after run `n`: the run's kernel log
+/// ends there.
+pub fn end_marker(n: u64) -> String {
+    format!("bpfvm: warm end {n}")
 }
 
 /// Writes the guest's state to stdout as `KIND VALUE` lines ending with `end`, as
@@ -107,16 +113,24 @@ const TMP: &str = r#"bpfvm_tmp() {
 /// `go.N` runs the script it names (`bpfvm_run N`, with the seq and byte in `bpfvm_after` and
 /// `bpfvm_from`, and the script, the rest of the line, in `bpfvm_script`), but only for the
 /// last check and once: a run that went away after its check (a failed build) leaves no go,
-/// and the next check is heard. Other lines are passed over; the end of the input ends it.
-const DISPATCH: &str = r#"bpfvm_n=
+/// and the next check is heard. `end.N` settles after run N (`bpfvm_end`), the run just
+/// ended, and only it. Other lines are passed over; the end of the input ends it.
+const DISPATCH: &str = r#"bpfvm_n= bpfvm_ran=
 while read -r bpfvm_word bpfvm_after bpfvm_from bpfvm_script; do
   case $bpfvm_word in
     check.[0-9]*)
       bpfvm_n=${bpfvm_word#check.}
       bpfvm_check "$bpfvm_n" ;;
     go.[0-9]*)
-      [ -n "$bpfvm_n" ] && [ "$bpfvm_word" = "go.$bpfvm_n" ] && bpfvm_run "$bpfvm_n"
+      bpfvm_ran=
+      if [ -n "$bpfvm_n" ] && [ "$bpfvm_word" = "go.$bpfvm_n" ]; then
+        bpfvm_run "$bpfvm_n"; bpfvm_ran=$bpfvm_n
+      fi
       bpfvm_n= ;;
+    end.[0-9]*)
+      if [ -n "$bpfvm_ran" ] && [ "$bpfvm_word" = "end.$bpfvm_ran" ]; then
+        bpfvm_end "$bpfvm_ran"; bpfvm_ran=
+      fi ;;
   esac
 done
 "#;
@@ -142,6 +156,7 @@ pub fn loop_script(share: &Path, arch: Arch) -> String {
     let (bpf, poll) = (arch.bpf_syscall(), log_poll(arch));
     let btf = KERNEL_BTF_COPY;
     let blocks = guest_files::MAX_FILE / 512;
+    let settle = crate::machine::guest::settle();
     format!(
         r#"#!/bin/sh
 # Written by bpfvm: a kept guest's loop (cargo xtask vm-guest); runs inside the guest as root.
@@ -168,6 +183,12 @@ bpfvm_run() {{
   BPFVM_WARM_KMSG="$W/{KMSG_LOG}" BPFVM_WARM_KMSG_FROM=$bpfvm_from BPFVM_WARM_AFTER=$bpfvm_after \
     BPFVM_WARM_POLL={poll} bash "$bpfvm_script" < /dev/null
   echo "{SAYS}ended $1 $?"
+}}
+# After a run: the kernel's deferred work (as a run's script waits for it before its last
+# phase), then the marker that ends the run's kernel log (`end_marker`).
+bpfvm_end() {{
+{settle}  echo "bpfvm: warm end $1" > /dev/kmsg
+  echo "{SAYS}settled $1"
 }}
 echo "{SAYS}ready"
 {DISPATCH}echo "{SAYS}stopped"
@@ -334,7 +355,8 @@ mod tests {
     fn a_go_runs_only_its_own_last_check_and_the_next_check_is_always_heard() {
         let run = |input: &str| {
             let stubs = "bpfvm_check() { echo \"check $1\"; }\n\
-                         bpfvm_run() { echo \"run $1 [$bpfvm_after] [$bpfvm_from] [$bpfvm_script]\"; }\n";
+                         bpfvm_run() { echo \"run $1 [$bpfvm_after] [$bpfvm_from] [$bpfvm_script]\"; }\n\
+                         bpfvm_end() { echo \"end $1\"; }\n";
             let mut child = std::process::Command::new("bash")
                 .arg("-c")
                 .arg(format!("{stubs}{DISPATCH}echo end"))
@@ -355,6 +377,11 @@ mod tests {
             "check 1\ncheck 2\ncheck 3\nrun 3 [7] [8] [/s]\nend\n"
         );
         assert_eq!(run("check.1\n"), "check 1\nend\n");
+        assert_eq!(
+            run("end.0\ncheck.4\ngo.4 1 2 /s\nend.3\nend.4\nend.4\ncheck.5\nend.5\n"),
+            "check 4\nrun 4 [1] [2] [/s]\nend 4\ncheck 5\nend\n",
+            "an end settles after the run just ended, once"
+        );
     }
 
     #[test]
@@ -369,6 +396,10 @@ mod tests {
             "echo \"bpfvm-warm: started $1\"",
             "BPFVM_WARM_KMSG=\"$W/kmsg.log\" BPFVM_WARM_KMSG_FROM=$bpfvm_from",
             "echo \"bpfvm-warm: ended $1 $?\"",
+            "bpfvm_end() {",
+            "bpfvm_workqueues_busy",
+            "echo \"bpfvm: warm end $1\" > /dev/kmsg",
+            "echo \"bpfvm-warm: settled $1\"",
             "echo \"bpfvm-warm: ready\"",
             DISPATCH,
         ]
@@ -377,6 +408,7 @@ mod tests {
         .collect();
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
         assert_eq!(check_marker(3), "bpfvm: warm check 3");
+        assert_eq!(end_marker(3), "bpfvm: warm end 3");
         assert!(s.contains("BPFVM_WARM_POLL=1 bash \"$bpfvm_script\""));
         let x86_64 = loop_script(Path::new("/t/vm-guest/share"), Arch::X86_64);
         assert!(

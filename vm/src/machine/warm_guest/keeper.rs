@@ -1039,6 +1039,55 @@ mod tests {
         keeping.join().unwrap();
     }
 
+    /// After a run that exited, the guest is asked to settle (`end.N`); once it says so, the
+    /// run's kernel log reaches the marker it wrote (a WARN of the kernel's deferred work after
+    /// the script's last phase fails this run, not the next one's check), and the guest is
+    /// kept for the next run.
+    #[test]
+    fn after_a_run_that_exited_the_guest_settles_and_the_log_reaches_its_end_marker() {
+        let d = tempfile::tempdir().unwrap();
+        let run = run_share(d.path());
+        let mut k = keeper(d.path());
+        let heard = d.path().join("heard");
+        let mut cat = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("cat > {}", heard.display()))
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        k.spec.input = Some(Arc::new(Mutex::new(cat.stdin.take())));
+        let guest = Arc::new(shared());
+        let answering = {
+            let guest = guest.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(200));
+                guest.lock().says.push_back("settled 0".into());
+                guest.changed.notify_all();
+            })
+        };
+        let (theirs, ours) = UnixStream::pair().unwrap();
+        let served = Served {
+            n: 0,
+            from: KMSG.find("12,9,").unwrap() as u64,
+            after: 8,
+            asked: Instant::now(),
+            start: None,
+        };
+        let events = Events::new(|_| {});
+        finish_run(ours, &run, WireEnding::Exited(0), served, &guest, &k, &events).unwrap();
+        answering.join().unwrap();
+        let mut answer = String::new();
+        BufReader::new(theirs).read_line(&mut answer).unwrap();
+        assert!(answer.contains("\"exited\":0"), "{answer}");
+        assert!(!guest.stop.load(Ordering::SeqCst), "the guest is kept");
+        let log = std::fs::read_to_string(run.shared.join(KERNEL_LOG)).unwrap();
+        assert!(log.contains(";WARNING: CPU: 0 PID: 9 at"), "{log}");
+        assert!(log.ends_with(";bpfvm: warm end 0\n"), "{log}");
+        drop(k);
+        cat.wait().unwrap();
+        assert_eq!(std::fs::read_to_string(heard).unwrap(), "end.0\n");
+    }
+
     #[test]
     fn a_word_is_taken_with_what_came_before_it() {
         let mut says: VecDeque<String> =

@@ -1073,17 +1073,24 @@ mod tests {
             asked: Instant::now(),
             start: None,
         };
-        let events = Events::new(|_| {});
-        finish_run(ours, &run, WireEnding::Exited(0), served, &guest, &k, &events).unwrap();
+        let (shared, input, shared_dir) = (guest.clone(), k.spec.input.clone(), run.shared.clone());
+        let finishing = std::thread::spawn(move || {
+            let events = Events::new(|_| {});
+            finish_run(ours, &run, WireEnding::Exited(0), served, &shared, &k, &events).unwrap()
+        });
         answering.join().unwrap();
         let mut answer = String::new();
-        BufReader::new(theirs).read_line(&mut answer).unwrap();
+        BufReader::new(theirs.try_clone().unwrap())
+            .read_line(&mut answer)
+            .unwrap();
         assert!(answer.contains("\"exited\":0"), "{answer}");
         assert!(!guest.stop.load(Ordering::SeqCst), "the guest is kept");
-        let log = std::fs::read_to_string(run.shared.join(KERNEL_LOG)).unwrap();
+        let log = std::fs::read_to_string(shared_dir.join(KERNEL_LOG)).unwrap();
         assert!(log.contains(";WARNING: CPU: 0 PID: 9 at"), "{log}");
         assert!(log.ends_with(";bpfvm: warm end 0\n"), "{log}");
-        drop(k);
+        drop(theirs);
+        finishing.join().unwrap();
+        drop(input);
         cat.wait().unwrap();
         assert_eq!(std::fs::read_to_string(heard).unwrap(), "end.0\n");
     }

@@ -2,7 +2,7 @@
 //! the same VM options uses it without booting; a run after one that left a pinned object in
 //! bpffs boots afresh and says why; a SIGKILLed keeper leaves no VM behind. Boots the 6.1
 //! guest, so `#[ignore]`d for plain `cargo test` (`cargo xtask ci` runs the ignored tests).
-//! The keeper lives in this checkout's `target/vm-guest/`: stop your own first.
+//! The keeper lives in this checkout's directory under `target/vm-guest/`: stop your own first.
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -21,8 +21,13 @@ fn target() -> PathBuf {
     )
 }
 
+/// This checkout's kept guest's directory (`wire::dir`).
+fn kept() -> PathBuf {
+    bpfvm_host::machine::warm_guest::wire::dir(&target())
+}
+
 fn keeper() -> Child {
-    let _ = std::fs::remove_file(target().join("vm-guest/share/state.boot"));
+    let _ = std::fs::remove_file(kept().join("share/state.boot"));
     Command::new(env!("CARGO_BIN_EXE_xtask"))
         .args([
             "vm-guest", "--kernel", "6.1", "--memory", MEMORY, "--idle", "5",
@@ -36,7 +41,7 @@ fn keeper() -> Child {
 
 /// Waits for the kept guest to record its boot (it is up then).
 fn wait_up() {
-    let boot = target().join("vm-guest/share/state.boot");
+    let boot = kept().join("share/state.boot");
     let start = Instant::now();
     while !boot.exists() {
         assert!(
@@ -61,7 +66,7 @@ fn vm_test() -> (Output, serde_json::Value) {
 /// Runs `snippet` in the kept guest as a run of its own would (the protocol of
 /// `machine::warm_guest::wire`), with the key the keeper wrote.
 fn run_in_kept_guest(snippet: &str) -> String {
-    let dir = target().join("vm-guest");
+    let dir = kept();
     let run = tempfile::Builder::new()
         .prefix("bpfvm-run-")
         .tempdir_in(dir.join("share"))

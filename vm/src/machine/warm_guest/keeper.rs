@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+use crate::machine::guest::files::KERNEL_LOG;
 use crate::machine::vng::{self, Input, RunOutcome, VmSpec, STATUS_FILE};
 use crate::machine::warm_guest::key::Key;
-use crate::machine::guest::files::KERNEL_LOG;
 use crate::machine::warm_guest::script::{self, end_marker, BOOT_STATE, KMSG_LOG, SAYS};
 use crate::machine::warm_guest::wire::{self, Ended, Reply, Request, Run, Stream, WireEnding};
 use crate::support::output::{Events, Output};
@@ -503,7 +503,9 @@ fn finish_run(
     let to = settled.then(|| end_marker(n));
     let kmsg = k.spec.rwdir.join(KMSG_LOG);
     if let Err(e) = run_log(&kmsg, from, after, to.as_deref(), &run.shared) {
-        events.warn(format!("the run's kernel log from the kept guest's copy: {e:#}"));
+        events.warn(format!(
+            "the run's kernel log from the kept guest's copy: {e:#}"
+        ));
     }
     let ended = Ended {
         ending,
@@ -982,12 +984,21 @@ mod tests {
         let kmsg = d.path().join(KMSG_LOG);
         run_log(&kmsg, from, 8, Some(&end_marker(0)), &run.shared).unwrap();
         let log = std::fs::read_to_string(run.shared.join(KERNEL_LOG)).unwrap();
-        assert!(log.starts_with("bpfvm: continues after seq 8\n12,9,3,-;"), "{log}");
-        assert!(log.contains(";WARNING: CPU: 0 PID: 9 at kernel/bpf/syscall.c"), "{log}");
+        assert!(
+            log.starts_with("bpfvm: continues after seq 8\n12,9,3,-;"),
+            "{log}"
+        );
+        assert!(
+            log.contains(";WARNING: CPU: 0 PID: 9 at kernel/bpf/syscall.c"),
+            "{log}"
+        );
         assert!(log.ends_with(";bpfvm: warm end 0\n"), "{log}");
         run_log(&kmsg, from, 8, None, &run.shared).unwrap();
         let log = std::fs::read_to_string(run.shared.join(KERNEL_LOG)).unwrap();
-        assert!(log.ends_with(";bpfvm: warm end 0\n6,15,9,-;later\n"), "to the copy's end");
+        assert!(
+            log.ends_with(";bpfvm: warm end 0\n6,15,9,-;later\n"),
+            "to the copy's end"
+        );
     }
 
     /// A run whose guest stopped with it (its time limit, here) is told how it ended with its
@@ -1034,7 +1045,10 @@ mod tests {
         let log = std::fs::read_to_string(log).unwrap();
         assert!(log.contains(";WARNING: CPU: 0 PID: 9 at"), "{log}");
         std::thread::sleep(Duration::from_millis(300));
-        assert!(!keeping.is_finished(), "let go of the share before the run did");
+        assert!(
+            !keeping.is_finished(),
+            "let go of the share before the run did"
+        );
         drop(theirs);
         keeping.join().unwrap();
     }
@@ -1076,7 +1090,16 @@ mod tests {
         let (shared, input, shared_dir) = (guest.clone(), k.spec.input.clone(), run.shared.clone());
         let finishing = std::thread::spawn(move || {
             let events = Events::new(|_| {});
-            finish_run(ours, &run, WireEnding::Exited(0), served, &shared, &k, &events).unwrap()
+            finish_run(
+                ours,
+                &run,
+                WireEnding::Exited(0),
+                served,
+                &shared,
+                &k,
+                &events,
+            )
+            .unwrap()
         });
         answering.join().unwrap();
         let mut answer = String::new();

@@ -10,18 +10,28 @@
 //! - `release`: the kernel running;
 //! - `tainted`: the taint mask;
 //! - `module`: every loaded module;
-//! - `sysctl`: the BPF, perf and printk sysctls (`/proc/sys/kernel/*bpf*`,
-//!   `/proc/sys/net/core/bpf_*`, ...) with their values;
+//! - `sysctl`: every readable sysctl (`/proc/sys`) with its value; the counters that change on
+//!   their own ([`CHANGE_ON_THEIR_OWN`]) by their name only;
+//! - `modparam`, `cgroup`, `trace`: every module parameter with its value, every cgroup
+//!   directory with the controllers it enables, tracefs's switches and lists (`tracing_on`,
+//!   enabled events, kprobe, uprobe and dynamic events, filters, instances);
 //! - `mount`: every mount point of the guest's own namespace, with its type;
 //! - `bpffs`: every file and directory under `/sys/fs/bpf` (pinned objects);
 //! - `prog`, `map`, `link`, `btf`: the id of every BPF object the kernel holds
 //!   (`BPF_*_GET_NEXT_ID`);
 //! - `tmp`: every entry the guest wrote into `/tmp` (the host's files there are not the guest's;
 //!   the loop's own `.bpfvm-warm` is always one);
+//! - `file`: every file and directory on the guest's own file systems (`/run`, which holds the
+//!   upper directories of virtme-ng's overlays, `/dev/shm`, an own `/var/tmp`), with a file's
+//!   size and modification time;
+//! - `netdev`, `netaddr`, `route`, `netrule`, `qdisc`: the root network namespace's devices
+//!   (mtu, flags, qdisc, address, ...), addresses, routes of every table, policy rules and
+//!   queueing disciplines, without their counters;
 //! - `btfcopy`: the inode, size and change time of the loop's copy of the kernel's BTF in
 //!   `/tmp`, which runs take as it is;
-//! - `process`: the name of every user-space process (kernel threads left out); one that a run
-//!   started and left counts, one that ended does not, and udev's workers never do;
+//! - `process`: the pid and name of every user-space process (kernel threads left out); one
+//!   that a run started and left counts, one of the boot's that is gone (a run killed it)
+//!   too, udev's workers never;
 //! - `perl failed`: the BPF objects and pins could not be listed, which refuses the record;
 //! - `end`: the record is whole.
 //!
@@ -386,35 +396,22 @@ mod tests {
     }
 
     /// Each thing a run can leave behind is a reason, named.
+    /// Each case's change (`was` made `now` in the boot's record) refuses the guest with
+    /// `want` among the reasons.
+    fn assert_named(cases: &[(&str, &str, &str)]) {
+        for (was, now, want) in cases {
+            let state = BOOT.replacen(was, now, 1);
+            let why = judge(&evidence(&state, LOG));
+            assert!(why.iter().any(|w| w == want), "{want}: {why:?}");
+        }
+    }
+
+    /// What a run can change beyond BPF objects, each named: a sysctl, a module parameter, a
+    /// cgroup, tracefs, a file on the guest's own file systems, the root network namespace, a
+    /// process of the boot it killed.
     #[test]
-    fn what_a_run_leaves_behind_is_named() {
-        let cases = [
-            (
-                "mount /sys/fs/bpf bpf\n",
-                "mount /sys/fs/bpf bpf\nbpffs /sys/fs/bpf/my_map\n",
-                "an object pinned in bpffs left: /sys/fs/bpf/my_map",
-            ),
-            (
-                "module virtiofs\n",
-                "module virtiofs\nmodule dummy\n",
-                "a module left: dummy",
-            ),
-            (
-                "btf 1\n",
-                "btf 1\nmap 7\nprog 3\nlink 2\n",
-                "a BPF map (id) left: 7",
-            ),
-            (
-                "sysctl /proc/sys/kernel/bpf_stats_enabled 0\n",
-                "sysctl /proc/sys/kernel/bpf_stats_enabled 1\n",
-                "sysctl /proc/sys/kernel/bpf_stats_enabled was 0 at boot, 1 now",
-            ),
-            ("tainted 0\n", "tainted 512\n", "tainted 0 at boot, 512 now"),
-            (
-                "process 81 dd\n",
-                "process 81 dd\nprocess 300 sleep\nprocess 301 sh\n",
-                "a process left: sh (pid 301)",
-            ),
+    fn what_a_run_changes_in_the_rest_of_the_guest_is_named() {
+        assert_named(&[
             (
                 "process 81 dd\n",
                 "",
@@ -470,6 +467,38 @@ mod tests {
                 "a qdisc (root namespace) left: lo handle=ffff0000 parent=fffffff1 kind=clsact \
                  options=",
             ),
+        ]);
+    }
+
+    #[test]
+    fn what_a_run_leaves_behind_is_named() {
+        let cases = [
+            (
+                "mount /sys/fs/bpf bpf\n",
+                "mount /sys/fs/bpf bpf\nbpffs /sys/fs/bpf/my_map\n",
+                "an object pinned in bpffs left: /sys/fs/bpf/my_map",
+            ),
+            (
+                "module virtiofs\n",
+                "module virtiofs\nmodule dummy\n",
+                "a module left: dummy",
+            ),
+            (
+                "btf 1\n",
+                "btf 1\nmap 7\nprog 3\nlink 2\n",
+                "a BPF map (id) left: 7",
+            ),
+            (
+                "sysctl /proc/sys/kernel/bpf_stats_enabled 0\n",
+                "sysctl /proc/sys/kernel/bpf_stats_enabled 1\n",
+                "sysctl /proc/sys/kernel/bpf_stats_enabled was 0 at boot, 1 now",
+            ),
+            ("tainted 0\n", "tainted 512\n", "tainted 0 at boot, 512 now"),
+            (
+                "process 81 dd\n",
+                "process 81 dd\nprocess 300 sleep\nprocess 301 sh\n",
+                "a process left: sh (pid 301)",
+            ),
             (
                 "tmp bpfvm-vmlinux.btf\n",
                 "tmp bpfvm-vmlinux.btf\ntmp x\n",
@@ -493,11 +522,7 @@ mod tests {
                  boot, none now)",
             ),
         ];
-        for (was, now, want) in cases {
-            let state = BOOT.replacen(was, now, 1);
-            let why = judge(&evidence(&state, LOG));
-            assert!(why.iter().any(|w| w == want), "{want}: {why:?}");
-        }
+        assert_named(&cases);
         let why = judge(&evidence(
             &BOOT.replace("btf 1\n", "btf 1\nmap 7\nprog 3\nlink 2\n"),
             LOG,

@@ -409,8 +409,9 @@ fn serve_run(
     counter.after = Some(marker_seq);
     let because = format!(
         "the kept guest (up {:.0} s, {} runs before this one) is as its boot left it: the \
-         same release and taint, no BPF object, pin, module, sysctl, mount, /tmp file or \
-         process left, no splat or lost record in its kernel log since the last check",
+         same release, taint, sysctls, module parameters, cgroups, tracefs, root network \
+         namespace and files, no BPF object, pin, module, mount or process left or gone, no \
+         splat or lost record in its kernel log since the last check",
         counter.up_since.map_or(0.0, |b| b.elapsed().as_secs_f64()),
         counter.runs
     );

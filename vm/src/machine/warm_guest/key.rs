@@ -246,7 +246,7 @@ mod tests {
         let libc = lib.join("libc.so.6");
         std::fs::write(&libc, b"glibc 2.36-9").unwrap();
         let reads = || Key {
-            parts: host_reads(&[bin.clone()], &[lib.clone()]),
+            parts: host_reads(std::slice::from_ref(&bin), std::slice::from_ref(&lib)),
         };
         let names: Vec<String> = reads().parts.into_iter().map(|(n, _)| n).collect();
         let named = |p: &Path| format!("host file {}", p.display());

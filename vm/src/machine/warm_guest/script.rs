@@ -82,7 +82,9 @@ const STATE: &str = r#"bpfvm_state() {
 ///   `start_id` and returning `next_id`, include/uapi/linux/bpf.h). Only ENOENT (2 on both
 ///   architectures) ends a list: any other failure (a wrong syscall number's ENOSYS) is
 ///   `perl failed`, which the judgement refuses;
-/// - `sysctl PATH VALUE`: every readable file under `/proc/sys` (whitespace made one space);
+/// - `sysctl PATH VALUE`: every readable file under `/proc/sys` (whitespace made one space)
+///   but `vm/stat_refresh`, a command, whose read makes every CPU fold its counters and may log
+///   a line (`vmstat_refresh`, mm/vmstat.c);
 /// - `modparam MODULE.NAME VALUE`: every readable `/sys/module/*/parameters/*`;
 /// - `cgroup PATH SUBTREE`: every cgroup directory under `/sys/fs/cgroup`, with the
 ///   controllers it enables for its children;
@@ -120,7 +122,8 @@ for my $c ([11, "prog"], [12, "map"], [23, "btf"], [31, "link"]) {
   while (1) { my $a = pack("L3", $id, 0, 0);
     if (syscall($nr, $c->[0], $a, 12) != 0) { last if $! == 2; die "bpf: $!\n" }
     $id = (unpack("L3", $a))[1]; print "$c->[1] $id\n" } }
-walk("/proc/sys", sub { my $v; print "sysctl $_[0] $v\n" if -f $_[0] && defined($v = value($_[0])) });
+walk("/proc/sys", sub { my $v; print "sysctl $_[0] $v\n" if -f $_[0] && $_[0] ne "/proc/sys/vm/stat_refresh"
+  && defined($v = value($_[0])) });
 for my $m (names("/sys/module")) { for my $p (names("/sys/module/$m/parameters")) {
   my $v = value("/sys/module/$m/parameters/$p"); print "modparam $m.$p $v\n" if defined $v } }
 walk("/sys/fs/cgroup", sub { print "cgroup $_[0] ", value("$_[0]/cgroup.subtree_control") // "", "\n" if -d $_[0] });

@@ -300,9 +300,11 @@ mod tests {
         (text(&out.stdout), text(&out.stderr))
     }
 
-    /// The record is whole, with every kind the judgement needs, no kernel thread, and the
-    /// BPF objects listed by the host's own `bpf(2)`: as an unprivileged user the kernel
-    /// refuses the listing (EPERM), which is still that syscall, never ENOSYS.
+    /// The record is whole, with every kind the judgement needs (sysctls whole, module
+    /// parameters, files, the network namespace's loopback device, its address and its local
+    /// routes), no kernel thread, and the BPF objects listed by the host's own `bpf(2)`: as an
+    /// unprivileged user the kernel refuses the listing (EPERM), which is still that syscall,
+    /// never ENOSYS.
     #[test]
     fn the_state_record_is_whole_and_names_no_kernel_thread() {
         let (text, stderr) = state_on_the_host(Arch::host().bpf_syscall());
@@ -311,8 +313,14 @@ mod tests {
             "release ",
             "tainted ",
             "mount ",
-            "process ",
-            "sysctl /proc/sys/kernel/",
+            "process 1 ",
+            "sysctl /proc/sys/kernel/ostype Linux",
+            "sysctl /proc/sys/fs/file-nr ",
+            "modparam ",
+            "file /run/",
+            "netdev lo index=1 ",
+            "netaddr lo 127.0.0.1/8 ",
+            "route family=2 table=255 ",
         ] {
             assert!(text.lines().any(|l| l.starts_with(kind)), "{kind}: {text}");
         }

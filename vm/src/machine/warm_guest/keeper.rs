@@ -24,8 +24,9 @@ use crate::machine::vng::{self, Input, RunOutcome, VmSpec, STATUS_FILE};
 use crate::machine::warm_guest::key::Key;
 use crate::machine::warm_guest::script::{self, end_marker, BOOT_STATE, KMSG_LOG, SAYS};
 use crate::machine::warm_guest::wire::{self, Ended, Reply, Request, Run, Stream, WireEnding};
+use crate::support::guest_files;
 use crate::support::output::{Events, Output};
-use crate::support::{guest_files, proc};
+use crate::support::proc;
 
 /// What one check gives the judgement: the guest's records and its kernel log since the last
 /// check (`results::freshness::Evidence` reads the same).

@@ -95,7 +95,9 @@ const STATE: &str = r#"bpfvm_state() {
 /// - `file PATH dir|SIZE MTIME`: every file and directory under `/run` (the guest's own
 ///   tmpfs, which holds the upper directories of virtme-ng's overlays on `/etc`, `/var`,
 ///   `/home`, `/tmp`, ...: `mount_virtme_overlays`), `/dev/shm`, and `/var/tmp` when it is a
-///   file system of its own (an arm64 root's tmpfs; on x86_64 it is in `/var`'s overlay);
+///   file system of its own (an arm64 root's tmpfs; on x86_64 it is in `/var`'s overlay); not
+///   `/run/udev`, udev's database and locks, which its own events change (a kept 6.1 guest's
+///   `links/*/.lock` files were there at its first record and gone a few seconds later);
 /// - the root network namespace over rtnetlink (`NETLINK_ROUTE` 0; an `RTM_GET*` dump, each
 ///   reply a `struct nlmsghdr` of 16 bytes then the family's header and its attributes,
 ///   include/uapi/linux/netlink.h, rtnetlink.h, if_link.h, if_addr.h, pkt_sched.h):
@@ -112,7 +114,9 @@ const STATE: &str = r#"bpfvm_state() {
 const PERL: &str = r#"
 my ($nr, $btf) = (shift, shift // "");
 sub names { opendir(my $h, $_[0]) or return (); return sort grep { $_ ne "." && $_ ne ".." } readdir $h }
-sub walk { my ($d, $f) = @_; for my $e (names($d)) { my $p = "$d/$e"; $f->($p); walk($p, $f) if -d $p && !-l $p } }
+my %skip = ("/run/udev" => 1);
+sub walk { my ($d, $f) = @_; for my $e (names($d)) { my $p = "$d/$e"; next if $skip{$p};
+  $f->($p); walk($p, $f) if -d $p && !-l $p } }
 sub value { open(my $h, "<", $_[0]) or return undef; local $/; my $v = <$h>;
   return undef unless defined $v; $v =~ s/\s+/ /g; $v =~ s/^ | $//g; return $v }
 walk("/sys/fs/bpf", sub { print "bpffs $_[0]\n" });

@@ -329,6 +329,7 @@ mod tests {
             assert!(text.lines().any(|l| l.starts_with(kind)), "{kind}: {text}");
         }
         assert!(!text.contains("process kthreadd"), "{text}");
+        assert!(!text.contains("file /run/udev/"), "udev's own: {text}");
         assert!(
             !text.contains("perl failed") || stderr.contains("bpf: Operation not permitted"),
             "{text}{stderr}"

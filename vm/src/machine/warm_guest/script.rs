@@ -57,7 +57,7 @@ const STATE: &str = r#"bpfvm_state() {
   while read -r _ line f _; do echo "mount $line $f"; done < /proc/self/mounts
   bpfvm_tmp /proc/self/mounts
   for f in /proc/[0-9]*/stat; do
-    read -r line < "$f" 2>/dev/null || continue
+    { read -r line < "$f"; } 2>/dev/null || continue
     pid=${line%% *}
     rest=${line##*\) }
     ppid=${rest#* }

@@ -138,7 +138,7 @@ const MARK_TESTS: &str = r#"bpfvm_mark_tests() {
 /// Debian, `perl-base` in an arm64 pin's root; the shell has no syscall). Then until no kworker
 /// is running or runnable (`R`/`D` in `/proc/PID/stat`; an idle worker sleeps in `I`), at most
 /// 3 s. Under TCG this costs 0.3-0.5 s when nothing is pending (docs/kernel-log.md).
-fn settle() -> String {
+pub(crate) fn settle() -> String {
     let numbers: Vec<String> = Arch::EVERY
         .iter()
         .map(|a| format!("{}) bpfvm_nr={} ;;", a.machine(), a.membarrier_syscall()))

@@ -10,18 +10,28 @@
 //! - `release`: the kernel running;
 //! - `tainted`: the taint mask;
 //! - `module`: every loaded module;
-//! - `sysctl`: the BPF, perf and printk sysctls (`/proc/sys/kernel/*bpf*`,
-//!   `/proc/sys/net/core/bpf_*`, ...) with their values;
+//! - `sysctl`: every readable sysctl (`/proc/sys`) with its value; the counters that change on
+//!   their own ([`CHANGE_ON_THEIR_OWN`]) by their name only;
+//! - `modparam`, `cgroup`, `trace`: every module parameter with its value, every cgroup
+//!   directory with the controllers it enables, tracefs's switches and lists (`tracing_on`,
+//!   enabled events, kprobe, uprobe and dynamic events, filters, instances);
 //! - `mount`: every mount point of the guest's own namespace, with its type;
 //! - `bpffs`: every file and directory under `/sys/fs/bpf` (pinned objects);
 //! - `prog`, `map`, `link`, `btf`: the id of every BPF object the kernel holds
 //!   (`BPF_*_GET_NEXT_ID`);
 //! - `tmp`: every entry the guest wrote into `/tmp` (the host's files there are not the guest's;
 //!   the loop's own `.bpfvm-warm` is always one);
+//! - `file`: every file and directory on the guest's own file systems (`/run`, which holds the
+//!   upper directories of virtme-ng's overlays, `/dev/shm`, an own `/var/tmp`), with a file's
+//!   size and modification time;
+//! - `netdev`, `netaddr`, `route`, `netrule`, `qdisc`: the root network namespace's devices
+//!   (mtu, flags, qdisc, address, ...), addresses, routes of every table, policy rules and
+//!   queueing disciplines, without their counters;
 //! - `btfcopy`: the inode, size and change time of the loop's copy of the kernel's BTF in
 //!   `/tmp`, which runs take as it is;
-//! - `process`: the name of every user-space process (kernel threads left out); one that a run
-//!   started and left counts, one that ended does not, and udev's workers never do;
+//! - `process`: the pid and name of every user-space process (kernel threads left out); one
+//!   that a run started and left counts, one of the boot's that is gone (a run killed it)
+//!   too, udev's workers never;
 //! - `perl failed`: the BPF objects and pins could not be listed, which refuses the record;
 //! - `end`: the record is whole.
 //!
@@ -122,40 +132,20 @@ impl GuestState {
                     ))
                 }
                 // NAME VALUE: a changed value is one change, not a removal and an addition.
-                "sysctl" => {
-                    let map = |v: &[String]| -> BTreeMap<String, String> {
-                        v.iter()
-                            .map(|l| match l.split_once(' ') {
-                                Some((k, v)) => (k.to_string(), v.to_string()),
-                                None => (l.clone(), String::new()),
-                            })
-                            .collect()
-                    };
-                    let (was, now) = (map(was), map(now));
-                    for name in was
-                        .keys()
-                        .chain(now.keys())
-                        .collect::<std::collections::BTreeSet<_>>()
-                    {
-                        match (was.get(name), now.get(name)) {
-                            (a, b) if a == b => {}
-                            (Some(a), Some(b)) => {
-                                why.push(format!("sysctl {name} was {a} at boot, {b} now"))
-                            }
-                            (Some(a), None) => why.push(format!("sysctl {name} ({a}) is gone")),
-                            (None, Some(b)) => why.push(format!("sysctl {name} appeared ({b})")),
-                            (None, None) => {}
-                        }
-                    }
+                "sysctl" | "modparam" | "trace" | "cgroup" | "file" | "netdev" => {
+                    named_changes(kind, was, now, &mut why)
                 }
-                // A process a run left is a reason; one that ended is not (udev's workers
-                // end a few seconds after the boot's coldplug), nor is one of udev's
-                // workers, which come and go with udev's events.
+                // A process a run left is a reason, and so is one of the boot's that is gone
+                // (a run killed it); udev's workers, which come and go with udev's events,
+                // are neither.
                 "process" => {
-                    for v in difference(now, was) {
-                        if v != UDEV_WORKER {
-                            why.push(format!("{} left: {v}", describe(kind)));
-                        }
+                    let worker =
+                        |v: &&String| v.split_once(' ').is_some_and(|(_, c)| c == UDEV_WORKER);
+                    for v in difference(now, was).into_iter().filter(|v| !worker(v)) {
+                        why.push(format!("a process left: {}", process(v)));
+                    }
+                    for v in difference(was, now).into_iter().filter(|v| !worker(v)) {
+                        why.push(format!("a process of the boot is gone: {}", process(v)));
                     }
                 }
                 _ => {
@@ -172,6 +162,93 @@ impl GuestState {
     }
 }
 
+/// `PID COMM` as a reason says it.
+fn process(v: &str) -> String {
+    match v.split_once(' ') {
+        Some((pid, comm)) => format!("{comm} (pid {pid})"),
+        None => v.to_string(),
+    }
+}
+
+/// The values that change on their own, with nothing left behind by a run: counters of what
+/// exists at the moment (dentries, open files, inodes, pids handed out), a fresh value each
+/// read, or a record kept under another kind. Their names only are compared.
+pub const CHANGE_ON_THEIR_OWN: &[(&str, &str)] = &[
+    (
+        "sysctl /proc/sys/fs/dentry-state",
+        "dentries in use and unused (`proc_nr_dentry`, fs/dcache.c)",
+    ),
+    (
+        "sysctl /proc/sys/fs/file-nr",
+        "open files (`proc_nr_files`, fs/file_table.c)",
+    ),
+    (
+        "sysctl /proc/sys/fs/inode-nr",
+        "inodes in use (`proc_nr_inodes`, fs/inode.c)",
+    ),
+    (
+        "sysctl /proc/sys/fs/inode-state",
+        "inodes in use (`proc_nr_inodes`, fs/inode.c)",
+    ),
+    (
+        "sysctl /proc/sys/fs/aio-nr",
+        "aio contexts of live processes (`aio_nr`, fs/aio.c)",
+    ),
+    (
+        "sysctl /proc/sys/kernel/pty/nr",
+        "ptys open (`pty_count`, drivers/tty/pty.c)",
+    ),
+    (
+        "sysctl /proc/sys/kernel/ns_last_pid",
+        "the last pid handed out (`pid_ns_ctl_handler`, kernel/pid_namespace.c)",
+    ),
+    (
+        "sysctl /proc/sys/kernel/random/entropy_avail",
+        "the input pool's entropy count (`proc_do_entropy`, drivers/char/random.c)",
+    ),
+    (
+        "sysctl /proc/sys/kernel/random/uuid",
+        "a new UUID each read (`proc_do_uuid`, drivers/char/random.c)",
+    ),
+    (
+        "sysctl /proc/sys/kernel/tainted",
+        "the taint mask, judged as the record's `tainted` line",
+    ),
+];
+
+/// Whether `kind NAME` is one of [`CHANGE_ON_THEIR_OWN`].
+fn changes_on_its_own(kind: &str, name: &str) -> bool {
+    CHANGE_ON_THEIR_OWN
+        .iter()
+        .any(|(n, _)| n.split_once(' ') == Some((kind, name)))
+}
+
+/// The changes of a kind whose values are `NAME VALUE`: one reason a name that changed,
+/// appeared or is gone, those in [`CHANGE_ON_THEIR_OWN`] compared by their name only.
+fn named_changes(kind: &str, was: &[String], now: &[String], why: &mut Vec<String>) {
+    let map = |v: &[String]| -> BTreeMap<String, String> {
+        v.iter()
+            .map(|l| match l.split_once(' ') {
+                Some((k, v)) => (k.to_string(), v.to_string()),
+                None => (l.clone(), String::new()),
+            })
+            .collect()
+    };
+    let (was, now) = (map(was), map(now));
+    let what = describe(kind);
+    let names: std::collections::BTreeSet<&String> = was.keys().chain(now.keys()).collect();
+    for name in names {
+        match (was.get(name), now.get(name)) {
+            (a, b) if a == b => {}
+            (Some(_), Some(_)) if changes_on_its_own(kind, name) => {}
+            (Some(a), Some(b)) => why.push(format!("{what} {name} was {a} at boot, {b} now")),
+            (Some(a), None) => why.push(format!("{what} {name} ({a}) is gone since boot")),
+            (None, Some(b)) => why.push(format!("{what} {name} appeared ({b})")),
+            (None, None) => {}
+        }
+    }
+}
+
 /// What a kind's value is, in a reason.
 fn describe(kind: &str) -> String {
     match kind {
@@ -184,6 +261,16 @@ fn describe(kind: &str) -> String {
         "btf" => "a BTF object (id)".into(),
         "tmp" => "a file in /tmp".into(),
         "process" => "a process".into(),
+        "sysctl" => "sysctl".into(),
+        "modparam" => "module parameter".into(),
+        "trace" => "tracefs".into(),
+        "cgroup" => "cgroup".into(),
+        "file" => "file".into(),
+        "netdev" => "network device (root namespace)".into(),
+        "netaddr" => "an address (root namespace)".into(),
+        "route" => "a route (root namespace)".into(),
+        "netrule" => "a routing rule (root namespace)".into(),
+        "qdisc" => "a qdisc (root namespace)".into(),
         other => format!("a `{other}` line"),
     }
 }
@@ -269,8 +356,15 @@ mod tests {
 
     const BOOT: &str = "release 6.1.0-57-cloud-amd64\ntainted 0\nmodule virtiofs\n\
         sysctl /proc/sys/kernel/bpf_stats_enabled 0\nsysctl /proc/sys/kernel/unprivileged_bpf_disabled 2\n\
-        mount /sys/fs/bpf bpf\nbtf 1\ntmp bpfvm-vmlinux.btf\nbtfcopy 12 5000 100\nprocess virtme-ng-init\n\
-        process sh\nprocess dd\nend\n";
+        sysctl /proc/sys/kernel/hung_task_timeout_secs 120\nsysctl /proc/sys/fs/file-nr 416 0 9223372036854775807\n\
+        sysctl /proc/sys/kernel/ns_last_pid 211\nmodparam printk.time Y\ncgroup /sys/fs/cgroup \n\
+        trace tracing_on 1\ntrace kprobe_events \ntrace set_event \n\
+        file /dev/shm dir\nfile /run/tmp/virtme_rw_overlay7/upper/.bpfvm-warm 0 1765000000\n\
+        netdev lo index=1 type=772 flags=0x10049 mtu=65536 qdisc=noqueue txqlen=1000 address=000000000000 operstate=0 master= kind=\n\
+        netaddr lo 127.0.0.1/8 scope=254 local=127.0.0.1 label=lo\n\
+        route family=2 table=255 type=2 proto=2 scope=254 tos=0 dst=127.0.0.1/32 src=/0 gateway= dev=lo 7=7f000001\n\
+        mount /sys/fs/bpf bpf\nbtf 1\ntmp bpfvm-vmlinux.btf\nbtfcopy 12 5000 100\nprocess 1 virtme-ng-init\n\
+        process 80 sh\nprocess 81 dd\nend\n";
     const LOG: &str =
         "6,100,9000000,-;virtio_net: something\n12,101,9000001,-;bpfvm: warm check 0\n";
 
@@ -286,7 +380,10 @@ mod tests {
 
     #[test]
     fn the_same_state_and_a_clean_log_since_the_check_reuse() {
-        let reordered = BOOT.replace("process sh\nprocess dd\n", "process dd\nprocess sh\n");
+        let reordered = BOOT.replace(
+            "process 80 sh\nprocess 81 dd\n",
+            "process 81 dd\nprocess 80 sh\n",
+        );
         assert_eq!(judge(&evidence(&reordered, LOG)), Vec::<String>::new());
         let from_boot = format!("6,0,0,-;Linux version 6.1\n{LOG}")
             .replace(",100,", ",1,")
@@ -299,6 +396,80 @@ mod tests {
     }
 
     /// Each thing a run can leave behind is a reason, named.
+    /// Each case's change (`was` made `now` in the boot's record) refuses the guest with
+    /// `want` among the reasons.
+    fn assert_named(cases: &[(&str, &str, &str)]) {
+        for (was, now, want) in cases {
+            let state = BOOT.replacen(was, now, 1);
+            let why = judge(&evidence(&state, LOG));
+            assert!(why.iter().any(|w| w == want), "{want}: {why:?}");
+        }
+    }
+
+    /// What a run can change beyond BPF objects, each named: a sysctl, a module parameter, a
+    /// cgroup, tracefs, a file on the guest's own file systems, the root network namespace, a
+    /// process of the boot it killed.
+    #[test]
+    fn what_a_run_changes_in_the_rest_of_the_guest_is_named() {
+        assert_named(&[
+            (
+                "process 81 dd\n",
+                "",
+                "a process of the boot is gone: dd (pid 81)",
+            ),
+            (
+                "sysctl /proc/sys/kernel/hung_task_timeout_secs 120\n",
+                "sysctl /proc/sys/kernel/hung_task_timeout_secs 5\n",
+                "sysctl /proc/sys/kernel/hung_task_timeout_secs was 120 at boot, 5 now",
+            ),
+            (
+                "modparam printk.time Y\n",
+                "modparam printk.time N\n",
+                "module parameter printk.time was Y at boot, N now",
+            ),
+            (
+                "cgroup /sys/fs/cgroup \n",
+                "cgroup /sys/fs/cgroup pids\ncgroup /sys/fs/cgroup/test \n",
+                "cgroup /sys/fs/cgroup/test appeared ()",
+            ),
+            (
+                "trace tracing_on 1\n",
+                "trace tracing_on 0\n",
+                "tracefs tracing_on was 1 at boot, 0 now",
+            ),
+            (
+                "trace kprobe_events \n",
+                "trace kprobe_events p:kprobes/p_bpf_prog_put bpf_prog_put\n",
+                "tracefs kprobe_events was  at boot, p:kprobes/p_bpf_prog_put bpf_prog_put now",
+            ),
+            (
+                "file /dev/shm dir\n",
+                "file /dev/shm dir\nfile /dev/shm/left 5 1765000100\n",
+                "file /dev/shm/left appeared (5 1765000100)",
+            ),
+            (
+                "netdev lo index=1 type=772 flags=0x10049 mtu=65536 ",
+                "netdev lo index=1 type=772 flags=0x10049 mtu=1500 ",
+                "network device (root namespace) lo was index=1 type=772 flags=0x10049 mtu=65536 \
+                 qdisc=noqueue txqlen=1000 address=000000000000 operstate=0 master= kind= at boot, \
+                 index=1 type=772 flags=0x10049 mtu=1500 qdisc=noqueue txqlen=1000 \
+                 address=000000000000 operstate=0 master= kind= now",
+            ),
+            (
+                "netaddr lo 127.0.0.1/8 scope=254 local=127.0.0.1 label=lo\n",
+                "netaddr lo 127.0.0.1/8 scope=254 local=127.0.0.1 label=lo\n\
+                 netaddr lo 10.9.9.9/32 scope=0 local=10.9.9.9 label=lo\n",
+                "an address (root namespace) left: lo 10.9.9.9/32 scope=0 local=10.9.9.9 label=lo",
+            ),
+            (
+                "netaddr lo 127.0.0.1/8 scope=254 local=127.0.0.1 label=lo\n",
+                "qdisc lo handle=ffff0000 parent=fffffff1 kind=clsact options=\n",
+                "a qdisc (root namespace) left: lo handle=ffff0000 parent=fffffff1 kind=clsact \
+                 options=",
+            ),
+        ]);
+    }
+
     #[test]
     fn what_a_run_leaves_behind_is_named() {
         let cases = [
@@ -324,9 +495,9 @@ mod tests {
             ),
             ("tainted 0\n", "tainted 512\n", "tainted 0 at boot, 512 now"),
             (
-                "process dd\n",
-                "process dd\nprocess sleep\nprocess sh\n",
-                "a process left: sh",
+                "process 81 dd\n",
+                "process 81 dd\nprocess 300 sleep\nprocess 301 sh\n",
+                "a process left: sh (pid 301)",
             ),
             (
                 "tmp bpfvm-vmlinux.btf\n",
@@ -351,11 +522,7 @@ mod tests {
                  boot, none now)",
             ),
         ];
-        for (was, now, want) in cases {
-            let state = BOOT.replacen(was, now, 1);
-            let why = judge(&evidence(&state, LOG));
-            assert!(why.iter().any(|w| w == want), "{want}: {why:?}");
-        }
+        assert_named(&cases);
         let why = judge(&evidence(
             &BOOT.replace("btf 1\n", "btf 1\nmap 7\nprog 3\nlink 2\n"),
             LOG,
@@ -370,17 +537,62 @@ mod tests {
         );
     }
 
+    /// A udev worker that came or went is no reason; a process of the boot that a run
+    /// killed is, and so is one a run left.
     #[test]
-    fn a_process_that_ended_or_a_udev_worker_is_no_reason() {
-        let ended = BOOT.replace("process dd\n", "");
-        assert_eq!(judge(&evidence(&ended, LOG)), Vec::<String>::new());
-        let udev = BOOT.replace("process dd\n", "process dd\nprocess (udev-worker)\n");
+    fn a_udev_worker_is_no_reason_a_killed_or_left_process_is() {
+        let worker = "process 90 (udev-worker)\n";
+        let udev = BOOT.replace("process 81 dd\n", &format!("process 81 dd\n{worker}"));
         assert_eq!(judge(&evidence(&udev, LOG)), Vec::<String>::new());
+        let e = Evidence {
+            boot: &udev,
+            ..evidence(BOOT, LOG)
+        };
+        assert_eq!(judge(&e), Vec::<String>::new(), "a worker that ended");
         let left = BOOT.replace(
-            "process dd\n",
-            "process dd\nprocess (udev-worker)\nprocess x\n",
+            "process 81 dd\n",
+            "process 81 dd\nprocess 91 (udev-worker)\nprocess 92 x\n",
         );
-        assert_eq!(judge(&evidence(&left, LOG)), ["a process left: x"]);
+        assert_eq!(judge(&evidence(&left, LOG)), ["a process left: x (pid 92)"]);
+        let killed = BOOT.replace("process 81 dd\n", "");
+        assert_eq!(
+            judge(&evidence(&killed, LOG)),
+            ["a process of the boot is gone: dd (pid 81)"]
+        );
+        let again = BOOT.replace("process 81 dd\n", "process 93 dd\n");
+        assert_eq!(
+            judge(&evidence(&again, LOG)),
+            [
+                "a process left: dd (pid 93)",
+                "a process of the boot is gone: dd (pid 81)"
+            ],
+            "started again: another process"
+        );
+    }
+
+    /// Every sysctl is compared, but the counters that change on their own only by their
+    /// name: a run that changed `hung_task_timeout_secs` refuses, open files and pids handed
+    /// out since do not; one that is gone or appeared does.
+    #[test]
+    fn every_sysctl_counts_but_a_counter_that_changes_on_its_own() {
+        let counters = BOOT
+            .replace("file-nr 416 0 ", "file-nr 480 0 ")
+            .replace("ns_last_pid 211", "ns_last_pid 377");
+        assert_eq!(judge(&evidence(&counters, LOG)), Vec::<String>::new());
+        let gone = BOOT.replace("sysctl /proc/sys/kernel/ns_last_pid 211\n", "");
+        assert_eq!(
+            judge(&evidence(&gone, LOG)),
+            ["sysctl /proc/sys/kernel/ns_last_pid (211) is gone since boot"]
+        );
+        for (name, why) in CHANGE_ON_THEIR_OWN {
+            let (kind, path) = name.split_once(' ').unwrap();
+            assert!(changes_on_its_own(kind, path), "{name}: {why}");
+        }
+        assert!(!changes_on_its_own(
+            "sysctl",
+            "/proc/sys/kernel/hung_task_timeout_secs"
+        ));
+        assert!(!changes_on_its_own("modparam", "/proc/sys/fs/file-nr"));
     }
 
     /// A WARN since the last check (a run's, or one while the guest was idle), a lost record,

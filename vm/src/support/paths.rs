@@ -72,6 +72,16 @@ fn cache_dir_from(xdg: Option<OsString>, home: Option<OsString>) -> Result<PathB
     Ok(dir)
 }
 
+/// A name for the checkout at `root` that no other checkout has: a hash of its path (made
+/// canonical when it can be), for what a checkout keeps apart from the others under a target
+/// directory that `CARGO_TARGET_DIR` may make theirs too.
+pub fn checkout_id(root: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let digest = Sha256::digest(root.as_os_str().as_encoded_bytes());
+    format!("checkout-{}", &hex::encode(digest)[..12])
+}
+
 /// The workspace's `target/` directory (honours `CARGO_TARGET_DIR`).
 pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")

@@ -88,8 +88,9 @@ pub(super) fn stage(
 }
 
 /// The run in the kept guest when it takes it (`asked`, [`ask`]), else a boot of its own
-/// ([`boot`]); how the run got its guest and why; the refusing keeper's socket, to hold until
-/// the run ends.
+/// ([`boot`]); how the run got its guest and why; the keeper's socket, to hold until the run
+/// ends: a refusing keeper boots its guest again, and one whose guest stopped with the run
+/// empties the share where the run's files are, only once it is dropped.
 pub(super) fn boot_tests(
     p: &Prepared,
     vm: &crate::domain::options::VmOptions,
@@ -119,7 +120,9 @@ pub(super) fn boot_tests(
             );
             let started = Instant::now();
             match client::run(asked, &run, &live)? {
-                client::Attempt::Ran { why, outcome, .. } => {
+                client::Attempt::Ran {
+                    why, outcome, hold, ..
+                } => {
                     if outcome.ending == Ending::Interrupted {
                         anyhow::bail!(
                             "interrupted (Ctrl-C); the kept guest is stopped ({} left as it was)",
@@ -137,7 +140,7 @@ pub(super) fn boot_tests(
                         started,
                         ended: Instant::now(),
                     };
-                    return Ok((booted, use_of(REUSED, why), None));
+                    return Ok((booted, use_of(REUSED, why), hold));
                 }
                 client::Attempt::Boot { why, hold } => {
                     events.note(format!("booting: {why}"));

@@ -24,11 +24,13 @@ pub enum Attempt {
         hold: Option<UnixStream>,
     },
     /// The run ran in the kept guest: why it could, the seq its kernel log continues after,
-    /// and how it ended.
+    /// and how it ended. A keeper whose guest stopped with the run empties the share for its
+    /// next boot only once `hold` is dropped: hold it until the run has read its files there.
     Ran {
         why: String,
         after: u64,
         outcome: RunOutcome,
+        hold: Option<UnixStream>,
     },
 }
 
@@ -106,7 +108,8 @@ pub fn run(asked: Asked, what: &Run, events: &Events) -> Result<Attempt> {
     let mut using: Option<(String, u64)> = None;
     loop {
         if proc::interrupted() {
-            return Ok(ran(using, RunOutcome::stopped(Ending::Interrupted, handed)));
+            let outcome = RunOutcome::stopped(Ending::Interrupted, handed);
+            return Ok(ran(using, outcome, None));
         }
         match reader.read_until(b'\n', &mut buf) {
             Ok(0) => {
@@ -115,6 +118,7 @@ pub fn run(asked: Asked, what: &Run, events: &Events) -> Result<Attempt> {
                     Some(_) => ran(
                         using,
                         RunOutcome::stopped(Ending::VmFailed(why.into()), handed),
+                        None,
                     ),
                     None => Attempt::Boot {
                         why: why.into(),
@@ -152,17 +156,18 @@ pub fn run(asked: Asked, what: &Run, events: &Events) -> Result<Attempt> {
                 Stream::Stderr => Output::GuestStderr(text),
                 Stream::Console => Output::Console(text),
             }),
-            Reply::Ended(ended) => return Ok(ran(using, ended.outcome())),
+            Reply::Ended(ended) => return Ok(ran(using, ended.outcome(), Some(stream))),
         }
     }
 }
 
-fn ran(using: Option<(String, u64)>, outcome: RunOutcome) -> Attempt {
+fn ran(using: Option<(String, u64)>, outcome: RunOutcome, hold: Option<UnixStream>) -> Attempt {
     let (why, after) = using.unwrap_or_default();
     Attempt::Ran {
         why,
         after,
         outcome,
+        hold,
     }
 }
 

@@ -19,10 +19,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+use crate::machine::guest::files::KERNEL_LOG;
 use crate::machine::vng::{self, Input, RunOutcome, VmSpec, STATUS_FILE};
 use crate::machine::warm_guest::key::Key;
-use crate::machine::warm_guest::script::{self, BOOT_STATE, KMSG_LOG, SAYS};
+use crate::machine::warm_guest::script::{self, end_marker, BOOT_STATE, KMSG_LOG, SAYS};
 use crate::machine::warm_guest::wire::{self, Ended, Reply, Request, Run, Stream, WireEnding};
+use crate::support::guest_files;
 use crate::support::output::{Events, Output};
 use crate::support::proc;
 
@@ -60,6 +62,10 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
 const BOOT_WAIT: Duration = Duration::from_secs(180);
 /// Console lines kept for a run's diagnosis.
 const TAIL: usize = 60;
+/// How long the guest may take to settle after a run (its settle step waits 3 s at most).
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a stopped guest's VM may take to go.
+const STOP_WAIT: Duration = Duration::from_secs(30);
 
 #[derive(Default)]
 struct Guest {
@@ -404,8 +410,9 @@ fn serve_run(
     counter.after = Some(marker_seq);
     let because = format!(
         "the kept guest (up {:.0} s, {} runs before this one) is as its boot left it: the \
-         same release and taint, no BPF object, pin, module, sysctl, mount, /tmp file or \
-         process left, no splat or lost record in its kernel log since the last check",
+         same release, taint, sysctls, module parameters, cgroups, tracefs, root network \
+         namespace and files, no BPF object, pin, module, mount or process left or gone, no \
+         splat or lost record in its kernel log since the last check",
         counter.up_since.map_or(0.0, |b| b.elapsed().as_secs_f64()),
         counter.runs
     );
@@ -439,6 +446,55 @@ fn serve_run(
         }
         return Ok(());
     };
+    let served = Served {
+        n,
+        from: end,
+        after: marker_seq,
+        asked,
+        start,
+    };
+    finish_run(stream, &run, ending, served, shared, k, events)
+}
+
+/// Where a run that was let in stands: its check's number, the byte of the kernel log copy
+/// after that check and the seq of its marker, when the keeper handed it over and when the
+/// guest started it.
+struct Served {
+    n: u64,
+    from: u64,
+    after: u64,
+    asked: Instant,
+    start: Option<Instant>,
+}
+
+/// Ends a run that ended `ending`: settles the guest after it (or stops the guest), writes
+/// its kernel log whole from the guest's copy, tells it how it ended and, when the guest
+/// stopped, holds the share (the keeper's next boot empties it) until the run lets go.
+fn finish_run(
+    mut stream: UnixStream,
+    run: &Run,
+    ending: WireEnding,
+    Served {
+        n,
+        from,
+        after,
+        asked,
+        start,
+    }: Served,
+    shared: &Shared,
+    k: &Keeper,
+    events: &Events,
+) -> Result<()> {
+    let now = Instant::now();
+    // The script ended: the kernel's deferred work since its last phase is this run's too.
+    let settled = matches!(ending, WireEnding::Exited(_)) && settle(k, shared, n);
+    // Whatever ended the run otherwise (a panic, its time limit, a guest that did not settle)
+    // leaves no guest to reuse.
+    let stopped = !settled;
+    if stopped {
+        shared.stop_vm();
+        drop(shared.wait_for(STOP_WAIT, |g| g.down.is_some()));
+    }
     let mut g = shared.lock();
     g.sink = None;
     let console_tail = match &g.down {
@@ -446,11 +502,13 @@ fn serve_run(
         None => g.tail.iter().cloned().collect(),
     };
     drop(g);
-    if !matches!(ending, WireEnding::Exited(_)) {
-        // Whatever ended the run otherwise (a panic, its time limit) leaves no guest to reuse.
-        shared.stop_vm();
+    let to = settled.then(|| end_marker(n));
+    let kmsg = k.spec.rwdir.join(KMSG_LOG);
+    if let Err(e) = run_log(&kmsg, from, after, to.as_deref(), &run.shared) {
+        events.warn(format!(
+            "the run's kernel log from the kept guest's copy: {e:#}"
+        ));
     }
-    let now = Instant::now();
     let ended = Ended {
         ending,
         console_tail,
@@ -458,7 +516,59 @@ fn serve_run(
         boot_s: start.map(|s| s.duration_since(asked).as_secs_f64()),
         guest_s: start.map(|s| now.duration_since(s).as_secs_f64()),
     };
-    send(&mut stream, &Reply::Ended(ended))
+    send(&mut stream, &Reply::Ended(ended))?;
+    if stopped {
+        // The share is emptied for the next boot only once the run has read its files.
+        hold_until_gone(&stream)?;
+    }
+    Ok(())
+}
+
+/// Asks the guest to settle after run `n` (its kernel's deferred work) and to mark the end
+/// of the run's kernel log (`script::end_marker`); whether it said so in time.
+fn settle(k: &Keeper, shared: &Shared, n: u64) -> bool {
+    if say(&k.spec.input, &format!("end.{n}")).is_err() {
+        return false;
+    }
+    let settled = format!("settled {n}");
+    let (g, answered) = shared.wait_for(SETTLE_TIMEOUT, |g| {
+        take(&mut g.says, &settled) || g.down.is_some()
+    });
+    answered && g.down.is_none()
+}
+
+/// Writes the run's kernel log (`kernel.log` in `shared`) from the guest's running copy at
+/// `kmsg`: from byte `from` (the one after the check that let it in, whose marker's seq is
+/// `after`) to the record `to` (the marker the guest wrote once it settled after the run)
+/// or, for a guest that stopped, to the copy's end. The run's own copy stopped at its
+/// script's last phase, or at whatever byte its `tail` had reached when the VM stopped.
+fn run_log(kmsg: &Path, from: u64, after: u64, to: Option<&str>, shared: &Path) -> Result<()> {
+    let text = match to {
+        Some(marker) => log_to_marker(kmsg, from, marker)?.0,
+        None => {
+            let bytes = std::fs::read(kmsg).with_context(|| format!("read {}", kmsg.display()))?;
+            let rest = bytes.get(from as usize..).unwrap_or_default();
+            String::from_utf8_lossy(rest).into_owned()
+        }
+    };
+    let log = format!("bpfvm: continues after seq {after}\n{text}");
+    if log.len() as u64 > guest_files::MAX_FILE {
+        bail!(
+            "{} bytes since the run's check, more than a run's kernel log may hold: its own copy \
+             stays",
+            log.len()
+        );
+    }
+    crate::support::fs::write_atomic(&shared.join(KERNEL_LOG), log.as_bytes())
+}
+
+/// Waits for the run on `stream` to let go of it (its end of file): it reads its files in
+/// the share until then.
+fn hold_until_gone(stream: &UnixStream) -> Result<()> {
+    let mut s = stream.try_clone()?;
+    s.set_read_timeout(None)?;
+    let _ = std::io::copy(&mut s, &mut std::io::sink());
+    Ok(())
 }
 
 /// Refuses the run on `stream`, stopping the guest when the refusal says so; returns when the
@@ -560,7 +670,8 @@ fn check_guest(
         return Err(refuse(why, true));
     }
     drop(g);
-    let (log, marker_seq, end) = log_to_marker(&share.join(KMSG_LOG), counter.from, n)
+    let marker = script::check_marker(n);
+    let (log, marker_seq, end) = log_to_marker(&share.join(KMSG_LOG), counter.from, &marker)
         .map_err(|e| refuse(format!("the kept guest's kernel log: {e:#}"), true))?;
     let read = |name: &str| std::fs::read_to_string(share.join(name)).unwrap_or_default();
     let (boot_state, now_state) = (read(BOOT_STATE), read(&script::state_file(n)));
@@ -667,8 +778,7 @@ fn say(input: &Option<Input>, words: &str) -> Result<()> {
 
 /// The kernel log copy at `path` from byte `from` to the end of check `n`'s marker (waiting
 /// up to 10 s for it to be copied): that text, the marker's seq and the byte after it.
-fn log_to_marker(path: &Path, from: u64, n: u64) -> Result<(String, u64, u64)> {
-    let marker = script::check_marker(n);
+fn log_to_marker(path: &Path, from: u64, marker: &str) -> Result<(String, u64, u64)> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let bytes = std::fs::read(path).with_context(|| format!("read {}", path.display()))?;
@@ -676,14 +786,11 @@ fn log_to_marker(path: &Path, from: u64, n: u64) -> Result<(String, u64, u64)> {
             .get(from as usize..)
             .context("the copy is shorter than before")?;
         let text = String::from_utf8_lossy(rest);
-        if let Some(found) = find_marker(&text, &marker) {
+        if let Some(found) = find_marker(&text, marker) {
             return Ok(found_at(found, from));
         }
         if Instant::now() > deadline {
-            bail!(
-                "the marker of check {n} is not in {} after 10 s",
-                path.display()
-            );
+            bail!("`{marker}` is not in {} after 10 s", path.display());
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -804,12 +911,213 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("kmsg.log");
         std::fs::write(&path, log.to_string() + "\n").unwrap();
-        let (text, seq, end) = log_to_marker(&path, end, 1).unwrap();
+        let (text, seq, end) = log_to_marker(&path, end, "bpfvm: warm check 1").unwrap();
         assert_eq!(
             (text.as_str(), seq),
             ("6,9,3,-;y\n12,10,4,-;bpfvm: warm check 1\n", 10)
         );
         assert_eq!(end as usize, log.len() + 1);
+    }
+
+    /// A kept guest's copy of its kernel log: check 0's marker, a run's records (its last
+    /// phase, then a WARN from the kernel's deferred work), the marker the guest wrote once
+    /// settled, and what came after.
+    const KMSG: &str = "12,8,2,-;bpfvm: warm check 0\n12,9,3,-;bpfvm: phase tests\n\
+        12,10,4,-;bpfvm: phase end\n4,11,5,-;------------[ cut here ]------------\n\
+        4,12,6,-;WARNING: CPU: 0 PID: 9 at kernel/bpf/syscall.c:512 f+0x1/0x2\n\
+        4,13,7,-;---[ end trace 0000000000000000 ]---\n12,14,8,-;bpfvm: warm end 0\n\
+        6,15,9,-;later\n";
+
+    fn keeper(share: &Path) -> Keeper {
+        let spec = VmSpec {
+            vmlinuz: share.join("vmlinuz"),
+            accel: crate::machine::accel::Accel {
+                kind: crate::machine::accel::Kind::Tcg,
+                reason: "test".into(),
+                tcg_thread: None,
+            },
+            cpus: 2,
+            memory: "1G".into(),
+            append: vec![],
+            rwdir: share.into(),
+            script: share.join("loop.sh"),
+            timeout: Duration::from_secs(1),
+            boot_timeout: Duration::from_secs(1),
+            qemu_opts: vec![],
+            arch: crate::domain::arch::Arch::host(),
+            own_root: None,
+            watchdog: None,
+            stop: None,
+            input: None,
+        };
+        Keeper {
+            spec,
+            vng: "/v/vng".into(),
+            path_prefix: vec![],
+            key: Key { parts: vec![] },
+            idle: Duration::from_secs(60),
+            judge: Box::new(|_| vec![]),
+        }
+    }
+
+    /// A run's share as the guest left it: the kept guest's copy of its kernel log, and the
+    /// run's own copy, which its `tail` had read to its last phase only.
+    fn run_share(share: &Path) -> Run {
+        std::fs::write(share.join(KMSG_LOG), KMSG).unwrap();
+        let shared = share.join("bpfvm-run-1/shared");
+        std::fs::create_dir_all(&shared).unwrap();
+        let own = "bpfvm: continues after seq 8\n12,9,3,-;bpfvm: phase tests\n";
+        std::fs::write(shared.join(KERNEL_LOG), own).unwrap();
+        Run {
+            script: share.join("bpfvm-run-1/guest.sh"),
+            shared,
+            timeout_s: 5,
+        }
+    }
+
+    /// The run's kernel log is the guest's copy from its check to the marker the guest wrote
+    /// once it settled after the run: a WARN after the script's last phase is in it (and so
+    /// fails the run), what came after the marker is not.
+    #[test]
+    fn a_runs_kernel_log_reaches_the_guests_end_marker_after_its_settle() {
+        let d = tempfile::tempdir().unwrap();
+        let run = run_share(d.path());
+        let from = KMSG.find("12,9,").unwrap() as u64;
+        let kmsg = d.path().join(KMSG_LOG);
+        run_log(&kmsg, from, 8, Some(&end_marker(0)), &run.shared).unwrap();
+        let log = std::fs::read_to_string(run.shared.join(KERNEL_LOG)).unwrap();
+        assert!(
+            log.starts_with("bpfvm: continues after seq 8\n12,9,3,-;"),
+            "{log}"
+        );
+        assert!(
+            log.contains(";WARNING: CPU: 0 PID: 9 at kernel/bpf/syscall.c"),
+            "{log}"
+        );
+        assert!(log.ends_with(";bpfvm: warm end 0\n"), "{log}");
+        run_log(&kmsg, from, 8, None, &run.shared).unwrap();
+        let log = std::fs::read_to_string(run.shared.join(KERNEL_LOG)).unwrap();
+        assert!(
+            log.ends_with(";bpfvm: warm end 0\n6,15,9,-;later\n"),
+            "to the copy's end"
+        );
+    }
+
+    /// A run whose guest stopped with it (its time limit, here) is told how it ended with its
+    /// kernel log whole (not the part its `tail` had copied), and the keeper, which empties
+    /// the share before its next boot, does not go on until the run has let go of the socket:
+    /// the run reads its kernel log there after its end.
+    #[test]
+    fn a_guest_stopped_with_its_run_keeps_the_share_until_the_run_has_read_it() {
+        let d = tempfile::tempdir().unwrap();
+        let run = run_share(d.path());
+        let stopped = Arc::new(shared());
+        stopped.lock().down = Some(RunOutcome {
+            ending: vng::Ending::Timeout(Duration::from_secs(5)),
+            console_tail: vec!["the console's last line".into()],
+            elapsed: Duration::from_secs(5),
+            boot: None,
+            guest: None,
+            retries: vec![],
+        });
+        let (theirs, ours) = UnixStream::pair().unwrap();
+        let served = Served {
+            n: 0,
+            from: KMSG.find("12,9,").unwrap() as u64,
+            after: 8,
+            asked: Instant::now(),
+            start: Some(Instant::now()),
+        };
+        let (k, shared, ending) = (keeper(d.path()), stopped.clone(), WireEnding::Timeout(5));
+        let keeping = std::thread::spawn(move || {
+            let events = Events::new(|_| {});
+            finish_run(ours, &run, ending, served, &shared, &k, &events).unwrap()
+        });
+        let mut answer = String::new();
+        BufReader::new(theirs.try_clone().unwrap())
+            .read_line(&mut answer)
+            .unwrap();
+        let Reply::Ended(ended) = serde_json::from_str(&answer).unwrap() else {
+            panic!("{answer}")
+        };
+        assert_eq!(ended.ending, WireEnding::Timeout(5));
+        assert_eq!(ended.console_tail, ["the console's last line"]);
+        assert!(stopped.stop.load(Ordering::SeqCst), "the guest is stopped");
+        let log = d.path().join("bpfvm-run-1/shared").join(KERNEL_LOG);
+        let log = std::fs::read_to_string(log).unwrap();
+        assert!(log.contains(";WARNING: CPU: 0 PID: 9 at"), "{log}");
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !keeping.is_finished(),
+            "let go of the share before the run did"
+        );
+        drop(theirs);
+        keeping.join().unwrap();
+    }
+
+    /// After a run that exited, the guest is asked to settle (`end.N`); once it says so, the
+    /// run's kernel log reaches the marker it wrote (a WARN of the kernel's deferred work after
+    /// the script's last phase fails this run, not the next one's check), and the guest is
+    /// kept for the next run.
+    #[test]
+    fn after_a_run_that_exited_the_guest_settles_and_the_log_reaches_its_end_marker() {
+        let d = tempfile::tempdir().unwrap();
+        let run = run_share(d.path());
+        let mut k = keeper(d.path());
+        let heard = d.path().join("heard");
+        let mut cat = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("cat > {}", heard.display()))
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        k.spec.input = Some(Arc::new(Mutex::new(cat.stdin.take())));
+        let guest = Arc::new(shared());
+        let answering = {
+            let guest = guest.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(200));
+                guest.lock().says.push_back("settled 0".into());
+                guest.changed.notify_all();
+            })
+        };
+        let (theirs, ours) = UnixStream::pair().unwrap();
+        let served = Served {
+            n: 0,
+            from: KMSG.find("12,9,").unwrap() as u64,
+            after: 8,
+            asked: Instant::now(),
+            start: None,
+        };
+        let (shared, input, shared_dir) = (guest.clone(), k.spec.input.clone(), run.shared.clone());
+        let finishing = std::thread::spawn(move || {
+            let events = Events::new(|_| {});
+            finish_run(
+                ours,
+                &run,
+                WireEnding::Exited(0),
+                served,
+                &shared,
+                &k,
+                &events,
+            )
+            .unwrap()
+        });
+        answering.join().unwrap();
+        let mut answer = String::new();
+        BufReader::new(theirs.try_clone().unwrap())
+            .read_line(&mut answer)
+            .unwrap();
+        assert!(answer.contains("\"exited\":0"), "{answer}");
+        assert!(!guest.stop.load(Ordering::SeqCst), "the guest is kept");
+        let log = std::fs::read_to_string(shared_dir.join(KERNEL_LOG)).unwrap();
+        assert!(log.contains(";WARNING: CPU: 0 PID: 9 at"), "{log}");
+        assert!(log.ends_with(";bpfvm: warm end 0\n"), "{log}");
+        drop(theirs);
+        finishing.join().unwrap();
+        drop(input);
+        cat.wait().unwrap();
+        assert_eq!(std::fs::read_to_string(heard).unwrap(), "end.0\n");
     }
 
     #[test]

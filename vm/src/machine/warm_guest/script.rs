@@ -2,7 +2,7 @@
 //! the host's word, records its own state when asked (a check), then runs one run's guest
 //! script (unchanged but for its kernel log copy, `machine::guest`), and again.
 //!
-//! The host speaks a line at a time on the loop's stdin (`check.N`, `go.N ...`; virtme-ng's
+//! The host speaks a line at a time on the loop's stdin (`check.N`, `go.N ...`, `end.N`; virtme-ng's
 //! `virtme.stdin` port, `vng::VmSpec::input`), which the loop waits on in a blocking read: an
 //! idle guest polls nothing, and its end of file (the keeper gone) ends the loop. The guest
 //! speaks on its stdout, one `bpfvm-warm: ` line per step, which the keeper reads as it comes.
@@ -37,55 +37,145 @@ pub fn check_marker(n: u64) -> String {
     format!("bpfvm: warm check {n}")
 }
 
+/// The kernel log marker the guest writes once it settled after run `n`: the run's kernel log
+/// ends there.
+pub fn end_marker(n: u64) -> String {
+    format!("bpfvm: warm end {n}")
+}
+
 /// Writes the guest's state to stdout as `KIND VALUE` lines ending with `end`, as
 /// `results::freshness` reads them; its arguments are the architecture's `bpf(2)` number
-/// (`Arch::bpf_syscall`) and the kernel BTF's copy. Shell builtins but one `perl` (Essential in Debian, as
-/// `machine::guest`'s settle step uses; an arm64 pin's root lists `perl-base`), which lists
-/// bpffs and asks the kernel for the id of every BPF program, map, link and BTF object
-/// (`BPF_PROG_GET_NEXT_ID` 11, `BPF_MAP_GET_NEXT_ID` 12, `BPF_BTF_GET_NEXT_ID` 23,
-/// `BPF_LINK_GET_NEXT_ID` 31, each taking `start_id` and returning `next_id`, include/uapi/
-/// linux/bpf.h). Only ENOENT (2 on both architectures) ends a list: any other failure (a
-/// wrong syscall number's ENOSYS) is `perl failed`, which the judgement refuses. A process is
-/// named by its `comm`; kernel threads (kthreadd's children) and the loop's own shell are
-/// left out. The loop's copy of the kernel's BTF, which runs take instead of copying it again
-/// (`machine::guest::KERNEL_BTF_COPY`), is recorded by its inode, size and change time: any
-/// write, truncation, `touch` or replacement changes one of them.
+/// (`Arch::bpf_syscall`) and the kernel BTF's copy. Shell builtins but one `perl` (Essential in
+/// Debian, as `machine::guest`'s settle step uses; an arm64 pin's root lists `perl-base`), which
+/// uses no module ([`PERL`]). A process is named by its pid and `comm`; kernel threads
+/// (kthreadd's children) and the loop's own shell are left out.
 const STATE: &str = r#"bpfvm_state() {
   local f line pid rest ppid comm
   read -r line < /proc/sys/kernel/osrelease && echo "release $line"
   read -r line < /proc/sys/kernel/tainted && echo "tainted $line"
   while read -r line _; do echo "module $line"; done < /proc/modules
-  for f in /proc/sys/kernel/*bpf* /proc/sys/net/core/bpf_* /proc/sys/kernel/perf_event_paranoid \
-           /proc/sys/kernel/kptr_restrict /proc/sys/kernel/panic_on_warn \
-           /proc/sys/kernel/ftrace_enabled /proc/sys/kernel/printk_devkmsg; do
-    read -r line < "$f" 2>/dev/null && echo "sysctl $f $line"
-  done
   while read -r _ line f _; do echo "mount $line $f"; done < /proc/self/mounts
   bpfvm_tmp /proc/self/mounts
   for f in /proc/[0-9]*/stat; do
-    read -r line < "$f" 2>/dev/null || continue
+    { read -r line < "$f"; } 2>/dev/null || continue
     pid=${line%% *}
     rest=${line##*\) }
     ppid=${rest#* }
     ppid=${ppid%% *}
     [ "$pid" = 2 ] || [ "$ppid" = 2 ] || [ "$pid" = $$ ] && continue
     comm=${line#*\(}
-    echo "process ${comm%)*}"
+    echo "process $pid ${comm%)*}"
   done
-  perl -e '
-    my ($nr, $btf) = (shift, shift // "");
-    sub walk { my ($d) = @_; opendir(my $h, $d) or return;
-      for my $e (sort readdir $h) { next if $e eq "." || $e eq ".."; my $p = "$d/$e";
-        print "bpffs $p\n"; walk($p) if -d $p && !-l $p; } }
-    walk("/sys/fs/bpf");
-    if (my @s = stat($btf)) { print "btfcopy $s[1] $s[7] $s[10]\n"; }
-    for my $c ([11, "prog"], [12, "map"], [23, "btf"], [31, "link"]) {
-      my $id = 0;
-      while (1) { my $a = pack("L3", $id, 0, 0);
-        if (syscall($nr, $c->[0], $a, 12) != 0) { last if $! == 2; die "bpf: $!\n"; }
-        $id = (unpack("L3", $a))[1]; print "$c->[1] $id\n"; } }' "$1" "$2" || echo "perl failed"
+  perl -e "$bpfvm_perl" "$1" "$2" || echo "perl failed"
   echo end
 }
+"#;
+
+/// The part of the record `perl` writes (in `$bpfvm_perl`: its text has no single quote, so
+/// that the shell can hold it), from the kernel's own interfaces, no tool's:
+/// - `bpffs PATH`: every file and directory under `/sys/fs/bpf`;
+/// - `btfcopy INODE SIZE CTIME`: the loop's copy of the kernel's BTF, which runs take instead of
+///   copying it again (`machine::guest::KERNEL_BTF_COPY`): any write, truncation, `touch` or
+///   replacement changes one of them;
+/// - `prog`/`map`/`btf`/`link ID`: every BPF object (`BPF_PROG_GET_NEXT_ID` 11,
+///   `BPF_MAP_GET_NEXT_ID` 12, `BPF_BTF_GET_NEXT_ID` 23, `BPF_LINK_GET_NEXT_ID` 31, each taking
+///   `start_id` and returning `next_id`, include/uapi/linux/bpf.h). Only ENOENT (2 on both
+///   architectures) ends a list: any other failure (a wrong syscall number's ENOSYS) is
+///   `perl failed`, which the judgement refuses;
+/// - `sysctl PATH VALUE`: every readable file under `/proc/sys` (whitespace made one space)
+///   but `vm/stat_refresh`, a command, whose read makes every CPU fold its counters and may log
+///   a line (`vmstat_refresh`, mm/vmstat.c);
+/// - `modparam MODULE.NAME VALUE`: every readable `/sys/module/*/parameters/*`;
+/// - `cgroup PATH SUBTREE`: every cgroup directory under `/sys/fs/cgroup`, with the
+///   controllers it enables for its children;
+/// - `trace NAME VALUE`: tracefs's switches and lists (`tracing_on`, the tracer, the enabled
+///   events `set_event`, the dynamic events `kprobe_events`, `uprobe_events`,
+///   `dynamic_events`, the function filters, the buffer's size, options and clock), and
+///   `trace instances/NAME dir` for each instance;
+/// - `file PATH dir|SIZE MTIME`: every file and directory under `/run` (the guest's own
+///   tmpfs, which holds the upper directories of virtme-ng's overlays on `/etc`, `/var`,
+///   `/home`, `/tmp`, ...: `mount_virtme_overlays`), `/dev/shm`, and `/var/tmp` when it is a
+///   file system of its own (an arm64 root's tmpfs; on x86_64 it is in `/var`'s overlay); not
+///   `/run/udev`, udev's database and locks, which its own events change (a kept 6.1 guest's
+///   `links/*/.lock` files were there at its first record and gone a few seconds later);
+/// - the root network namespace over rtnetlink (`NETLINK_ROUTE` 0; an `RTM_GET*` dump, each
+///   reply a `struct nlmsghdr` of 16 bytes then the family's header and its attributes,
+///   include/uapi/linux/netlink.h, rtnetlink.h, if_link.h, if_addr.h, pkt_sched.h):
+///   `netdev NAME VALUE` for each device (`RTM_GETLINK` 18: `struct ifinfomsg`, 16 bytes;
+///   its flags, `IFLA_MTU` 4, `IFLA_QDISC` 6, `IFLA_TXQLEN` 13, `IFLA_ADDRESS` 1,
+///   `IFLA_OPERSTATE` 16, `IFLA_MASTER` 10, `IFLA_LINKINFO` 18's `IFLA_INFO_KIND` 1, no
+///   counter), `netaddr` each address (`RTM_GETADDR` 22: `struct ifaddrmsg`, 8 bytes;
+///   `IFA_ADDRESS` 1, `IFA_LOCAL` 2, `IFA_LABEL` 3), `route` each route of every table and
+///   family (`RTM_GETROUTE` 26: `struct rtmsg`, 12 bytes; every attribute but `RTA_CACHEINFO`
+///   12 and `RTA_EXPIRES` 23, which count time), `netrule` each policy rule (`RTM_GETRULE` 34)
+///   and `qdisc` each queueing discipline (`RTM_GETQDISC` 38: `struct tcmsg`, 20 bytes;
+///   `TCA_KIND` 1 and `TCA_OPTIONS` 2, not its statistics nor its reference count in
+///   `tcm_info`).
+const PERL: &str = r#"
+my ($nr, $btf) = (shift, shift // "");
+sub names { opendir(my $h, $_[0]) or return (); return sort grep { $_ ne "." && $_ ne ".." } readdir $h }
+my %skip = ("/run/udev" => 1);
+sub walk { my ($d, $f) = @_; for my $e (names($d)) { my $p = "$d/$e"; next if $skip{$p};
+  $f->($p); walk($p, $f) if -d $p && !-l $p } }
+sub value { open(my $h, "<", $_[0]) or return undef; local $/; my $v = <$h>;
+  return undef unless defined $v; $v =~ s/\s+/ /g; $v =~ s/^ | $//g; return $v }
+walk("/sys/fs/bpf", sub { print "bpffs $_[0]\n" });
+if (my @s = stat($btf)) { print "btfcopy $s[1] $s[7] $s[10]\n" }
+for my $c ([11, "prog"], [12, "map"], [23, "btf"], [31, "link"]) {
+  my $id = 0;
+  while (1) { my $a = pack("L3", $id, 0, 0);
+    if (syscall($nr, $c->[0], $a, 12) != 0) { last if $! == 2; die "bpf: $!\n" }
+    $id = (unpack("L3", $a))[1]; print "$c->[1] $id\n" } }
+walk("/proc/sys", sub { my $v; print "sysctl $_[0] $v\n" if -f $_[0] && $_[0] ne "/proc/sys/vm/stat_refresh"
+  && defined($v = value($_[0])) });
+for my $m (names("/sys/module")) { for my $p (names("/sys/module/$m/parameters")) {
+  my $v = value("/sys/module/$m/parameters/$p"); print "modparam $m.$p $v\n" if defined $v } }
+walk("/sys/fs/cgroup", sub { print "cgroup $_[0] ", value("$_[0]/cgroup.subtree_control") // "", "\n" if -d $_[0] });
+my $t = "/sys/kernel/tracing";
+for my $f (qw(tracing_on current_tracer set_event kprobe_events uprobe_events dynamic_events
+    set_ftrace_filter set_ftrace_notrace set_graph_function set_ftrace_pid set_event_pid
+    buffer_size_kb trace_options trace_clock tracing_cpumask)) {
+  my $v = value("$t/$f"); print "trace $f $v\n" if defined $v }
+print "trace instances/$_ dir\n" for names("$t/instances");
+my @own = ("/run", "/dev/shm");
+push @own, "/var/tmp" if (stat("/var/tmp"))[0] != (stat("/var"))[0];
+for my $r (@own) { walk($r, sub { my @s = lstat($_[0]); print "file $_[0] ", (-d _ ? "dir" : "$s[7] $s[9]"), "\n" }) }
+sub nl { my ($type, $body) = @_; my @out;
+  socket(my $s, 16, 3, 0) or die "netlink: $!\n";
+  send($s, pack("LSSLL", 16 + length($body), $type, 0x301, 1, 0) . $body, 0) or die "netlink: $!\n";
+  while (1) { defined(recv($s, my $buf, 1 << 20, 0)) or die "netlink: $!\n";
+    while (length($buf) >= 16) { my ($len, $t) = unpack("LS", $buf);
+      return @out if $t == 3;
+      die "netlink: an error for $type\n" if $t == 2 || $len < 16;
+      push @out, substr($buf, 16, $len - 16); $buf = substr($buf, ($len + 3) & ~3) } } }
+sub attrs { my ($d) = @_; my %at; while (length($d) >= 4) { my ($l, $t) = unpack("SS", $d);
+  last if $l < 4; $at{$t & 0x3fff} = substr($d, 4, $l - 4); $d = substr($d, ($l + 3) & ~3) } return %at }
+sub ip { my ($f, $x) = @_; return "" unless defined $x;
+  return $f == 2 ? join(".", unpack("C4", $x)) : $f == 10 ? join(":", unpack("(H4)8", $x)) : unpack("H*", $x) }
+sub str { return defined $_[0] ? unpack("Z*", $_[0]) : "" }
+sub u32 { return defined $_[0] ? unpack("L", $_[0]) : "" }
+my %dev;
+for my $m (nl(18, pack("CCSlLL", 0, 0, 0, 0, 0, 0))) {
+  my (undef, undef, $type, $i, $flags) = unpack("CCSlL", $m); my %at = attrs(substr($m, 16));
+  my %info = attrs($at{18} // ""); $dev{$i} = str($at{3});
+  printf "netdev %s index=%d type=%d flags=0x%x mtu=%s qdisc=%s txqlen=%s address=%s operstate=%s master=%s kind=%s\n",
+    $dev{$i}, $i, $type, $flags, u32($at{4}), str($at{6}), u32($at{13}), unpack("H*", $at{1} // ""),
+    defined $at{16} ? unpack("C", $at{16}) : "", u32($at{10}), str($info{1}) }
+for my $m (nl(22, pack("CCCCL", 0, 0, 0, 0, 0))) {
+  my ($f, $len, undef, $scope, $i) = unpack("CCCCL", $m); my %at = attrs(substr($m, 8));
+  printf "netaddr %s %s/%d scope=%d local=%s label=%s\n", $dev{$i} // $i, ip($f, $at{1}), $len, $scope,
+    ip($f, $at{2}), str($at{3}) }
+for my $m (nl(26, pack("C8L", 0, 0, 0, 0, 0, 0, 0, 0, 0))) {
+  my ($f, $dl, $sl, $tos, $table, $proto, $scope, $type) = unpack("C8", $m); my %at = attrs(substr($m, 12));
+  my $more = join(" ", map { "$_=" . unpack("H*", $at{$_}) } grep { !/^(1|2|4|5|12|15|23)$/ } sort { $a <=> $b } keys %at);
+  printf "route family=%d table=%s type=%d proto=%d scope=%d tos=%d dst=%s/%d src=%s/%d gateway=%s dev=%s %s\n",
+    $f, $at{15} ? u32($at{15}) : $table, $type, $proto, $scope, $tos, ip($f, $at{1}), $dl, ip($f, $at{2}), $sl,
+    ip($f, $at{5}), defined $at{4} ? $dev{u32($at{4})} // u32($at{4}) : "", $more }
+print "netrule ", unpack("H*", $_), "\n" for nl(34, pack("C8L", 0, 0, 0, 0, 0, 0, 0, 0, 0));
+for my $m (nl(38, pack("CCSlLLL", 0, 0, 0, 0, 0, 0, 0))) {
+  my (undef, undef, undef, $i, $handle, $parent) = unpack("CCSlLL", $m); my %at = attrs(substr($m, 20));
+  printf "qdisc %s handle=%x parent=%x kind=%s options=%s\n", $dev{$i} // $i, $handle, $parent, str($at{1}),
+    unpack("H*", $at{2} // "") }
 "#;
 
 /// Writes a `tmp NAME` line for each entry the guest wrote into `/tmp`, as the mount table
@@ -107,16 +197,24 @@ const TMP: &str = r#"bpfvm_tmp() {
 /// `go.N` runs the script it names (`bpfvm_run N`, with the seq and byte in `bpfvm_after` and
 /// `bpfvm_from`, and the script, the rest of the line, in `bpfvm_script`), but only for the
 /// last check and once: a run that went away after its check (a failed build) leaves no go,
-/// and the next check is heard. Other lines are passed over; the end of the input ends it.
-const DISPATCH: &str = r#"bpfvm_n=
+/// and the next check is heard. `end.N` settles after run N (`bpfvm_end`), the run just
+/// ended, and only it. Other lines are passed over; the end of the input ends it.
+const DISPATCH: &str = r#"bpfvm_n= bpfvm_ran=
 while read -r bpfvm_word bpfvm_after bpfvm_from bpfvm_script; do
   case $bpfvm_word in
     check.[0-9]*)
       bpfvm_n=${bpfvm_word#check.}
       bpfvm_check "$bpfvm_n" ;;
     go.[0-9]*)
-      [ -n "$bpfvm_n" ] && [ "$bpfvm_word" = "go.$bpfvm_n" ] && bpfvm_run "$bpfvm_n"
+      bpfvm_ran=
+      if [ -n "$bpfvm_n" ] && [ "$bpfvm_word" = "go.$bpfvm_n" ]; then
+        bpfvm_run "$bpfvm_n"; bpfvm_ran=$bpfvm_n
+      fi
       bpfvm_n= ;;
+    end.[0-9]*)
+      if [ -n "$bpfvm_ran" ] && [ "$bpfvm_word" = "end.$bpfvm_ran" ]; then
+        bpfvm_end "$bpfvm_ran"; bpfvm_ran=
+      fi ;;
   esac
 done
 "#;
@@ -142,6 +240,7 @@ pub fn loop_script(share: &Path, arch: Arch) -> String {
     let (bpf, poll) = (arch.bpf_syscall(), log_poll(arch));
     let btf = KERNEL_BTF_COPY;
     let blocks = guest_files::MAX_FILE / 512;
+    let settle = crate::machine::guest::settle();
     format!(
         r#"#!/bin/sh
 # Written by bpfvm: a kept guest's loop (cargo xtask vm-guest); runs inside the guest as root.
@@ -157,6 +256,7 @@ grep -q ' /sys/kernel/debug ' /proc/self/mounts || mount -t debugfs debugfs /sys
 cp /sys/kernel/btf/vmlinux {btf} 2>/dev/null && mount --bind /dev/null /sys/kernel/btf/vmlinux
 # The loop's own file in /tmp: a record of the overlay there always has a `tmp` line.
 : > /tmp/.bpfvm-warm
+bpfvm_perl='{PERL}'
 {TMP}{STATE}bpfvm_state {bpf} {btf} < /dev/null > "$W/{BOOT_STATE}"
 bpfvm_check() {{
   bpfvm_state {bpf} {btf} < /dev/null > "$W/state.$1"
@@ -168,6 +268,12 @@ bpfvm_run() {{
   BPFVM_WARM_KMSG="$W/{KMSG_LOG}" BPFVM_WARM_KMSG_FROM=$bpfvm_from BPFVM_WARM_AFTER=$bpfvm_after \
     BPFVM_WARM_POLL={poll} bash "$bpfvm_script" < /dev/null
   echo "{SAYS}ended $1 $?"
+}}
+# After a run: the kernel's deferred work (as a run's script waits for it before its last
+# phase), then the marker that ends the run's kernel log (`end_marker`).
+bpfvm_end() {{
+{settle}  echo "bpfvm: warm end $1" > /dev/kmsg
+  echo "{SAYS}settled $1"
 }}
 echo "{SAYS}ready"
 {DISPATCH}echo "{SAYS}stopped"
@@ -188,16 +294,21 @@ mod tests {
     fn state_with_btf(bpf: u32, btf: &Path) -> (String, String) {
         let out = std::process::Command::new("bash")
             .arg("-c")
-            .arg(format!("{TMP}{STATE}bpfvm_state {bpf} {}", btf.display()))
+            .arg(format!(
+                "bpfvm_perl='{PERL}'\n{TMP}{STATE}bpfvm_state {bpf} {}",
+                btf.display()
+            ))
             .output()
             .unwrap();
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         (text(&out.stdout), text(&out.stderr))
     }
 
-    /// The record is whole, with every kind the judgement needs, no kernel thread, and the
-    /// BPF objects listed by the host's own `bpf(2)`: as an unprivileged user the kernel
-    /// refuses the listing (EPERM), which is still that syscall, never ENOSYS.
+    /// The record is whole, with every kind the judgement needs (sysctls whole, module
+    /// parameters, files, the network namespace's loopback device, its address and its local
+    /// routes), no kernel thread, and the BPF objects listed by the host's own `bpf(2)`: as an
+    /// unprivileged user the kernel refuses the listing (EPERM), which is still that syscall,
+    /// never ENOSYS.
     #[test]
     fn the_state_record_is_whole_and_names_no_kernel_thread() {
         let (text, stderr) = state_on_the_host(Arch::host().bpf_syscall());
@@ -206,12 +317,19 @@ mod tests {
             "release ",
             "tainted ",
             "mount ",
-            "process ",
-            "sysctl /proc/sys/kernel/",
+            "process 1 ",
+            "sysctl /proc/sys/kernel/ostype Linux",
+            "sysctl /proc/sys/fs/file-nr ",
+            "modparam ",
+            "file /run/",
+            "netdev lo index=1 ",
+            "netaddr lo 127.0.0.1/8 ",
+            "route family=2 table=255 ",
         ] {
             assert!(text.lines().any(|l| l.starts_with(kind)), "{kind}: {text}");
         }
         assert!(!text.contains("process kthreadd"), "{text}");
+        assert!(!text.contains("file /run/udev/"), "udev's own: {text}");
         assert!(
             !text.contains("perl failed") || stderr.contains("bpf: Operation not permitted"),
             "{text}{stderr}"
@@ -334,7 +452,8 @@ mod tests {
     fn a_go_runs_only_its_own_last_check_and_the_next_check_is_always_heard() {
         let run = |input: &str| {
             let stubs = "bpfvm_check() { echo \"check $1\"; }\n\
-                         bpfvm_run() { echo \"run $1 [$bpfvm_after] [$bpfvm_from] [$bpfvm_script]\"; }\n";
+                         bpfvm_run() { echo \"run $1 [$bpfvm_after] [$bpfvm_from] [$bpfvm_script]\"; }\n\
+                         bpfvm_end() { echo \"end $1\"; }\n";
             let mut child = std::process::Command::new("bash")
                 .arg("-c")
                 .arg(format!("{stubs}{DISPATCH}echo end"))
@@ -355,6 +474,11 @@ mod tests {
             "check 1\ncheck 2\ncheck 3\nrun 3 [7] [8] [/s]\nend\n"
         );
         assert_eq!(run("check.1\n"), "check 1\nend\n");
+        assert_eq!(
+            run("end.0\ncheck.4\ngo.4 1 2 /s\nend.3\nend.4\nend.4\ncheck.5\nend.5\n"),
+            "check 4\nrun 4 [1] [2] [/s]\nend 4\ncheck 5\nend\n",
+            "an end settles after the run just ended, once"
+        );
     }
 
     #[test]
@@ -369,6 +493,10 @@ mod tests {
             "echo \"bpfvm-warm: started $1\"",
             "BPFVM_WARM_KMSG=\"$W/kmsg.log\" BPFVM_WARM_KMSG_FROM=$bpfvm_from",
             "echo \"bpfvm-warm: ended $1 $?\"",
+            "bpfvm_end() {",
+            "bpfvm_workqueues_busy",
+            "echo \"bpfvm: warm end $1\" > /dev/kmsg",
+            "echo \"bpfvm-warm: settled $1\"",
             "echo \"bpfvm-warm: ready\"",
             DISPATCH,
         ]
@@ -377,6 +505,7 @@ mod tests {
         .collect();
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
         assert_eq!(check_marker(3), "bpfvm: warm check 3");
+        assert_eq!(end_marker(3), "bpfvm: warm end 3");
         assert!(s.contains("BPFVM_WARM_POLL=1 bash \"$bpfvm_script\""));
         let x86_64 = loop_script(Path::new("/t/vm-guest/share"), Arch::X86_64);
         assert!(

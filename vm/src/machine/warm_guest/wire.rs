@@ -1,6 +1,6 @@
 //! Where a checkout's kept guest lives and what a run and its keeper say to each other: one
-//! JSON object a line over a Unix socket under the checkout's `target/` (so two checkouts never
-//! share a guest). The run asks ([`Request`]) as soon as it knows its VM, and the keeper checks
+//! JSON object a line over a Unix socket in a directory of the checkout's own under the target
+//! directory (so two checkouts never share a guest, even through one `CARGO_TARGET_DIR`). The run asks ([`Request`]) as soon as it knows its VM, and the keeper checks
 //! its guest while the run builds; once built, the run says what to run ([`Run`]). The keeper
 //! answers with a [`Reply`]: a refusal, or the use of its guest followed by the guest's output
 //! and how the run ended.
@@ -11,10 +11,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::machine::vng::{Ending, RunOutcome};
 use crate::machine::warm_guest::key::Key;
+use crate::support::paths::{checkout_id, workspace_root};
 
-/// The kept guest's directory: its socket, its lock and the directory it shares.
+/// This checkout's kept guest's directory under `target`: its socket, its lock and the
+/// directory it shares.
 pub fn dir(target: &Path) -> PathBuf {
-    target.join("vm-guest")
+    dir_of(target, &workspace_root())
+}
+
+/// The kept guest's directory of the checkout at `checkout` under `target`: named by the
+/// checkout, since a target directory may be shared (`CARGO_TARGET_DIR`).
+pub fn dir_of(target: &Path, checkout: &Path) -> PathBuf {
+    target.join("vm-guest").join(checkout_id(checkout))
 }
 
 /// The keeper's socket in [`dir`].
@@ -137,6 +145,28 @@ pub fn line<T: Serialize>(m: &T) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two checkouts that share a target directory (`CARGO_TARGET_DIR`) each have their own
+    /// kept guest: its socket, lock and share in a directory named by the checkout.
+    #[test]
+    fn two_checkouts_sharing_a_target_directory_do_not_share_a_kept_guest() {
+        let d = tempfile::tempdir().unwrap();
+        let (one, two) = (d.path().join("one"), d.path().join("two"));
+        for c in [&one, &two] {
+            std::fs::create_dir(c).unwrap();
+        }
+        let target = d.path().join("target");
+        assert_ne!(dir_of(&target, &one), dir_of(&target, &two));
+        assert_eq!(dir_of(&target, &one), dir_of(&target, &one));
+        assert!(dir_of(&target, &one).starts_with(target.join("vm-guest")));
+        std::os::unix::fs::symlink(&one, d.path().join("link")).unwrap();
+        assert_eq!(
+            dir_of(&target, &d.path().join("link")),
+            dir_of(&target, &one),
+            "one checkout, however it is reached"
+        );
+        assert_eq!(dir(&target), dir_of(&target, &workspace_root()));
+    }
 
     #[test]
     fn an_ending_crosses_the_wire_as_it_was() {

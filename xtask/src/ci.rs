@@ -167,7 +167,7 @@ fn guest_steps(sh: &Shell, kernel: &str, results: &mut Vec<StepResult>, events: 
         &mut || vm_tests("vm_lifecycle"),
     );
     step(
-        "a kept guest: reused, refused after a pin, gone with its keeper",
+        "a kept guest: reused, refused after a pin, a stopped run's log kept, gone with its keeper",
         &mut || vm_tests("warm_guest"),
     );
     step("vm-test", &mut || suite(kernel, events));

@@ -447,7 +447,7 @@ impl ServerHandler for Server {
                 .enable_resources()
                 .build(),
         )
-        .with_server_info(Implementation::from_build_env())
+        .with_server_info(Implementation::new("bpfvm", env!("CARGO_PKG_VERSION")))
         .with_instructions(
             "bpfvm runs BPF tests in VMs booting pinned Debian kernels, kernel images or kernel \
              source trees. `kernels` lists what can be booted; `run` runs the suite or a filter \

@@ -117,15 +117,15 @@ async def check_tools(session):
         assert want in names, f"no tool {want}: {sorted(names)}"
     by_name = {t.name: t for t in tools}
     for t in ["run", "selftests", "explain", "bisect_step", "kernels"]:
-        assert by_name[t].outputSchema, f"{t} has no output schema"
-    schema = json.dumps(by_name["run"].outputSchema)
+        assert by_name[t].output_schema, f"{t} has no output schema"
+    schema = json.dumps(by_name["run"].output_schema)
     for field in ["verdict", "exit_status", "report", "summary", "kernel_splats", "tests"]:
         assert field in schema, f"run's output schema lacks {field}"
     assert "NOT YET AVAILABLE" in by_name["change_verdict"].description
     say("tools:", ", ".join(sorted(names)))
     k = await timed("kernels", session.call_tool("kernels", {}))
-    assert not k.isError, text_of(k)
-    pins = [p["version"] for p in k.structuredContent["pins"]]
+    assert not k.is_error, text_of(k)
+    pins = [p["version"] for p in k.structured_content["pins"]]
     assert KERNEL in pins, pins
     say("pins:", ", ".join(pins))
 
@@ -138,7 +138,7 @@ async def check_bad(session):
     ]
     for what, args, says in bad:
         r = await timed(f"run {json.dumps(args)}", session.call_tool("run", args))
-        assert r.isError, f"{what}: not a tool error: {r}"
+        assert r.is_error, f"{what}: not a tool error: {r}"
         text = text_of(r)
         for s in says:
             assert s in text, f"{what}: {s!r} not in {text!r}"
@@ -162,8 +162,8 @@ async def check_run(session):
             progress_callback=progress,
         ),
     )
-    assert not r.isError, text_of(r)
-    out = r.structuredContent
+    assert not r.is_error, text_of(r)
+    out = r.structured_content
     report = out["report"]
     say(
         f"  -> verdict {out['verdict']} (exit {out['exit_status']}), "
@@ -183,8 +183,8 @@ async def check_run(session):
     # explain reads the same report back.
     name = report["tests"][0]["name"]
     x = await timed(f"explain {name}", session.call_tool("explain", {"test": name, "kernel": KERNEL}))
-    assert not x.isError, text_of(x)
-    assert x.structuredContent["outcome"] == "pass", x.structuredContent
+    assert not x.is_error, text_of(x)
+    assert x.structured_content["outcome"] == "pass", x.structured_content
 
 
 async def boot_then(session, server_pid, act):
@@ -292,7 +292,7 @@ async def main(checks):
     async with stdio_client(params()) as (read, write):
         async with ClientSession(read, write) as session:
             init = await timed("initialize", session.initialize())
-            say(f"server {init.serverInfo.name} {init.serverInfo.version}, protocol {init.protocolVersion}")
+            say(f"server {init.server_info.name} {init.server_info.version}, protocol {init.protocol_version}")
             for check in checks:
                 say(f"== {check}")
                 if check == "tools":

@@ -26,7 +26,7 @@ from mcp.client.stdio import stdio_client
 BPFVM = sys.argv[1]
 KERNEL = "6.1"
 # Five tests of one module: a run that boots and judges, short under TCG.
-FILTER = "tests::bloom_filter::creation_with_allowed_flags"
+FILTER = "bloom_filter::creation_with_allowed_flags"
 # A run boots within this (a cold guest build included) and ends within twice it.
 BOOT_WITHIN_S = 900
 # What is left has this long to go after a cancel (30 s SIGTERM grace, then SIGKILL).

@@ -6,7 +6,8 @@ python client.py BPFVM CHECK...: each CHECK is one of
           as a tool error saying what to do, and the server still answers after them;
   run     a filtered run on 6.1 boots and returns a good verdict whose report holds the
           filter's tests, with progress (booting, tests N of M) and a readable kernel.log;
-  cancel  a run cancelled during its boot leaves no process of its own (qemu included);
+  cancel  the whole suite cancelled during its boot leaves no process of its own (qemu
+          included) and never writes its report;
   kill    a client killed during a boot: the server stops the run and exits, leaving none.
 `client.py BPFVM hold-boot` is the client the `kill` check kills.
 Each check prints what it saw, with the time its calls took: a session transcript.
@@ -31,6 +32,13 @@ FILTER = "bloom_filter::creation_with_allowed_flags"
 BOOT_WITHIN_S = 900
 # What is left has this long to go after a cancel (30 s SIGTERM grace, then SIGKILL).
 GONE_WITHIN_S = 90
+# The run cancelled and the run whose client is killed: the whole suite, whose tests take
+# longer than a stop does, so a run that was not stopped would end and write its report.
+WHOLE = {"kernel": KERNEL, "fresh": True}
+TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "target"
+)
+REPORT = os.path.join(TARGET, "vm-test", KERNEL, "report.json")
 
 
 def say(*parts):
@@ -187,8 +195,16 @@ async def check_run(session):
     assert x.structured_content["outcome"] == "pass", x.structured_content
 
 
+def written():
+    """When the suite's report on KERNEL was last written (None: never)."""
+    try:
+        return os.stat(REPORT).st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
 async def boot_then(session, server_pid, act):
-    """Starts a filtered run; once it boots and qemu runs under the server, calls act() and
+    """Starts the whole suite; once it boots and qemu runs under the server, calls act() and
     returns every process the server had started then."""
     booted = anyio.Event()
 
@@ -201,11 +217,7 @@ async def boot_then(session, server_pid, act):
     async with anyio.create_task_group() as tg:
 
         async def call():
-            r = await session.call_tool(
-                "run",
-                {"kernel": KERNEL, "filter": FILTER, "fresh": True},
-                progress_callback=progress,
-            )
+            r = await session.call_tool("run", WHOLE, progress_callback=progress)
             raise AssertionError(f"the run ended before it was stopped: {text_of(r)}")
 
         tg.start_soon(call)
@@ -227,17 +239,20 @@ def server_pid_of(session_pid_hint=None):
     return pids[0]
 
 
-async def wait_gone(pids, what):
+async def wait_gone(pids, what, before):
+    """Every process of `pids` gone, and the run stopped: its report not written since."""
     start = time.monotonic()
     while alive(pids) and time.monotonic() - start < GONE_WITHIN_S:
         await anyio.sleep(0.5)
     left = alive(pids)
     say(f"  {what}: after {time.monotonic() - start:.1f} s, ps of what the run had started:\n{ps(left)}")
     assert not left, f"left running after {what}: {ps(left)}"
+    assert written() == before, f"the run went on to write {REPORT} after {what}"
 
 
 async def check_cancel(session):
     server = server_pid_of()
+    before = written()
     start = time.monotonic()
 
     async def cancel(tg):
@@ -246,7 +261,7 @@ async def check_cancel(session):
 
     tree = await boot_then(session, server, cancel)
     assert qemu_of(tree), tree
-    await wait_gone(list(tree), "the cancelled run")
+    await wait_gone(list(tree), "the cancelled run", before)
     # The server goes on serving.
     await timed("tools/list after the cancel", session.list_tools())
 
@@ -268,6 +283,7 @@ async def hold_boot():
 
 
 async def check_kill():
+    before = written()
     client = subprocess.Popen(
         [sys.executable, __file__, BPFVM, "hold-boot"],
         stdout=subprocess.PIPE,
@@ -282,7 +298,7 @@ async def check_kill():
     say(f"  killing the client (pid {client.pid}) with SIGKILL")
     client.kill()
     client.wait()
-    await wait_gone([seen["server"]] + seen["tree"], "the killed client")
+    await wait_gone([seen["server"]] + seen["tree"], "the killed client", before)
 
 
 async def main(checks):

@@ -309,7 +309,7 @@ async def main(checks):
         async with ClientSession(read, write) as session:
             init = await timed("initialize", session.initialize())
             say(f"server {init.server_info.name} {init.server_info.version}, protocol {init.protocol_version}")
-            for check in checks:
+            for check in (c for c in checks if c != "kill"):
                 say(f"== {check}")
                 if check == "tools":
                     await check_tools(session)

@@ -12,6 +12,7 @@ pub mod github;
 pub mod github_summary;
 pub mod inventory;
 pub mod kernels;
+pub mod mcp;
 pub mod pieces;
 pub mod selftests;
 pub mod setup;

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use bpfvm::{
-    build_ebpf, exec, github_summary, inventory, kernels, pieces, selftests, setup, shell, test,
-    verifier_compare,
+    build_ebpf, exec, github_summary, inventory, kernels, mcp, pieces, selftests, setup, shell,
+    test, verifier_compare,
 };
 use bpfvm_host::support::output::Events;
 use clap::{Parser, Subcommand};
@@ -43,6 +43,10 @@ enum Cmd {
     Merge(pieces::MergeArgs),
     /// Keep reports' measured test times in kernels/costs/, the plan's costs.
     Costs(pieces::CostsArgs),
+    /// Serve bpfvm to an agent: an MCP server on stdin and stdout whose tools run the suite,
+    /// a filter of it, your crate's tests or the kernel's selftests in a VM, explain a test and
+    /// judge a bisect step (README: connecting an agent).
+    Mcp,
     Exec(exec::Options),
     Test(test::Options),
     VerifierCompare(verifier_compare::Options),
@@ -68,6 +72,7 @@ fn run(cmd: Cmd, verbose: bool, events: &Events) -> Result<ExitCode> {
         Cmd::Merge(args) => pieces::merge(&args, events),
         Cmd::Costs(args) => pieces::costs(&args, events),
         Cmd::Kernels => kernels::list(),
+        Cmd::Mcp => mcp::run(),
         Cmd::Exec(opts) => exec::run(opts, verbose, events),
         Cmd::Test(opts) => test::run(opts, events),
         Cmd::VerifierCompare(opts) => verifier_compare::run(opts),

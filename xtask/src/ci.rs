@@ -172,6 +172,13 @@ fn guest_steps(sh: &Shell, kernel: &str, results: &mut Vec<StepResult>, events: 
     );
     step("vm-test", &mut || suite(kernel, events));
     step(
+        "bpfvm mcp, driven by the MCP Python SDK: a run, a cancel, a killed client",
+        &mut || {
+            let args = ["test", "-p", "bpfvm", "--test", "mcp", "--", "--ignored"];
+            cargo(sh, &args, None)
+        },
+    );
+    step(
         "verifier statistics against kernels/verifier/ (0 %)",
         &mut || {
             if !crate::verifier::check(kernel)? {

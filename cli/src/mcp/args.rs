@@ -59,6 +59,26 @@ pub(super) struct BisectParams {
     pub(super) timeout: Option<u64>,
 }
 
+/// `change_verdict`'s arguments: `cargo xtask vm-test --against BASE` (docs/change.md).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub(super) struct ChangeParams {
+    /// The base: a branch, tag or commit of this repository. The suite at BASE is built in its
+    /// own worktree (never the checkout's working tree) and its report cached by commit.
+    pub(super) against: String,
+    /// A pinned kernel version, `all` (every pin), or the path of a kernel image. Default: 6.1.
+    pub(super) kernel: Option<String>,
+    /// Compare only the tests whose name contains this; every test when left out.
+    pub(super) filter: Option<String>,
+    /// How many times a test failing at head runs again at head, then at the base, each in a
+    /// fresh boot (default 2).
+    pub(super) reruns: Option<u32>,
+    /// A program's processed insns or states growing by more than this percent fails the
+    /// change too; without it only a verdict success -> rejected does.
+    pub(super) verifier_threshold: Option<f64>,
+    /// Seconds before each VM is killed (default 600).
+    pub(super) timeout: Option<u64>,
+}
+
 /// The longest `timeout` taken: a day.
 const MAX_TIMEOUT_S: u64 = 86_400;
 
@@ -145,6 +165,28 @@ impl Commands {
         Ok(self.vm_test(args, filter))
     }
 
+    /// `change_verdict`: `cargo xtask vm-test --against BASE` on the kernels asked.
+    pub(super) fn change(&self, p: &ChangeParams) -> Result<Invocation, String> {
+        let base = check_rev(&p.against)?;
+        let mut args = match p.kernel.as_deref() {
+            Some("all") => vec!["--kernel".to_string(), "all".into()],
+            k => kernel_args(k, None)?,
+        };
+        args.extend(timeout_args(p.timeout)?);
+        args.extend(["--against".into(), base.to_string()]);
+        if let Some(n) = p.reruns {
+            args.extend(["--reruns".into(), n.to_string()]);
+        }
+        if let Some(t) = p.verifier_threshold {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(format!("verifier_threshold {t}: give a percent, 0 or more"));
+            }
+            args.extend(["--verifier-threshold".into(), t.to_string()]);
+        }
+        let filter = p.filter.as_deref().map(check_filter).transpose()?;
+        Ok(self.vm_test(args, filter))
+    }
+
     fn vm_test(&self, kernel: Vec<String>, filter: Option<&str>) -> Invocation {
         let mut args = vec!["xtask".to_string(), "vm-test".into()];
         args.extend(kernel);
@@ -225,6 +267,26 @@ pub(super) fn check_filter(f: &str) -> Result<&str, String> {
     Ok(f)
 }
 
+/// A base revision as git names one (`main`, `v1.2`, `HEAD~3`, a SHA); whether it is a commit
+/// of the repository the command itself says. One beginning with `-` would be read as an
+/// option, and git's ref names hold no space, control character or `~^:?*[\\` but for `~`
+/// and `^` after a name (git-check-ref-format(1)).
+pub(super) fn check_rev(rev: &str) -> Result<&str, String> {
+    let fix = "give a branch, tag or commit of this repository, e.g. `main` or a commit SHA";
+    if rev.is_empty() || rev.starts_with('-') {
+        return Err(format!("against {rev:?}: not a revision; {fix}"));
+    }
+    if let Some(c) = rev
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "_/.-~^@{}".contains(*c)))
+    {
+        return Err(format!(
+            "against {rev:?} holds {c:?}, which no revision has; {fix}"
+        ));
+    }
+    Ok(rev)
+}
+
 /// test_progs' `-t`: comma-separated names, each as a filter, and `*` (its glob).
 pub(super) fn check_selection(t: &str) -> Result<&str, String> {
     let fix = "give test_progs' names, comma-separated, e.g. `bloom_filter_map,bpf_loop`";
@@ -303,6 +365,52 @@ mod tests {
             ]
         );
         assert_eq!(inv.dir, PathBuf::from("/co"));
+    }
+
+    #[test]
+    fn a_change_verdict_is_vm_test_against_its_base_and_a_bad_base_is_refused() {
+        let inv = commands()
+            .change(&ChangeParams {
+                against: "origin/main~2".into(),
+                kernel: Some("all".into()),
+                filter: Some("bloom_filter".into()),
+                reruns: Some(3),
+                verifier_threshold: Some(5.0),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(
+            inv.args,
+            [
+                "xtask",
+                "vm-test",
+                "--kernel",
+                "all",
+                "--against",
+                "origin/main~2",
+                "--reruns",
+                "3",
+                "--verifier-threshold",
+                "5",
+                "--filter",
+                "bloom_filter"
+            ]
+        );
+        let change = |against: &str, kernel: Option<&str>, threshold| {
+            commands()
+                .change(&ChangeParams {
+                    against: against.into(),
+                    kernel: kernel.map(str::to_string),
+                    verifier_threshold: threshold,
+                    ..Default::default()
+                })
+                .unwrap_err()
+        };
+        assert!(change("--force", None, None).contains("not a revision"));
+        assert!(change("main; id", None, None).contains("holds ';'"));
+        assert!(change("", None, None).contains("not a revision"));
+        assert!(change("main", Some("9.99"), None).contains("9.99"));
+        assert!(change("main", None, Some(-1.0)).contains("0 or more"));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use rmcp::{tool, tool_handler, tool_router, ErrorData, Json, RoleServer, ServerH
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::args::{BisectParams, Commands, Invocation, RunParams, SelftestsParams};
+use super::args::{BisectParams, ChangeParams, Commands, Invocation, RunParams, SelftestsParams};
 use super::child::{self, Ended, Running, Stream};
 use super::progress::{self, Progress};
 use super::queue;
@@ -141,10 +141,22 @@ pub(super) struct ExplainParams {
     pub(super) report: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-pub(super) struct CompareParams {
-    /// The base kernel to compare against.
-    pub(super) against: String,
+/// A change verdict: change.json as `vm-test --against` wrote it, its exit status, and the
+/// resources to read for more.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(super) struct ChangeResult {
+    /// good (exit 0: no regression) or bad (exit 1: a regression, confirmed by reruns).
+    pub(super) verdict: String,
+    pub(super) exit_status: i32,
+    /// The command that ran, to rerun it in a terminal.
+    pub(super) command: String,
+    /// change.md, the pull-request comment's text.
+    pub(super) change_path: String,
+    /// change.json (docs/change.md): base and head, each kernel's status, every classified
+    /// test with each of its runs, the verifier's diff per program and kernel.
+    pub(super) change: serde_json::Value,
+    /// The command's whole output and change.md, change.json, junit.xml: resources/read.
+    pub(super) resources: Vec<String>,
 }
 
 #[tool_router]
@@ -248,17 +260,16 @@ impl Server {
     }
 
     #[tool(
-        description = "NOT YET AVAILABLE (comes with `--against`): the change verdict and the verifier's diff of a kernel against a base. Until then, run the same tests on both kernels with `run` and compare the reports."
+        description = "What a change to this repository did: the suite at HEAD against the suite at a base revision (cargo xtask vm-test --against BASE), on the same kernels. Each test is a regression (confirmed by reruns at head, then at base), fixed, still failing, flaky, new, removed or unchanged; the verifier's statistics per program and kernel are diffed. Returns change.json; exit 1 only for a confirmed regression. Cancel to stop."
     )]
     async fn change_verdict(
         &self,
-        Parameters(p): Parameters<CompareParams>,
-    ) -> Result<Json<RunResult>, String> {
-        Err(format!(
-            "change_verdict (against {}) is not available in this bpfvm yet: it comes with \
-             `vm-test --against`. Run `run` on each kernel and compare the two reports' tests",
-            p.against
-        ))
+        Parameters(p): Parameters<ChangeParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<ChangeResult>, String> {
+        let inv = self.state.commands.change(&p)?;
+        let (ended, call, out) = self.run_command("change_verdict", &inv, None, &ctx).await?;
+        self.change(&inv, &ended, call, out).map(Json)
     }
 }
 
@@ -389,6 +400,51 @@ impl Server {
         })
     }
 
+    /// A change verdict's result: change.json, or a tool error saying why none was made.
+    fn change(
+        &self,
+        inv: &Invocation,
+        ended: &Ended,
+        call: u64,
+        out: String,
+    ) -> Result<ChangeResult, String> {
+        let code = ended.code.unwrap_or(-1);
+        let md = match (code, change_path(ended)) {
+            (0 | 1, Some(p)) => p,
+            _ => {
+                return Err(format!(
+                    "`{}` made no change verdict (exit status {}{}): {}\nThe whole output: {out}",
+                    inv.shown(),
+                    status_text(ended.code),
+                    match code {
+                        125 => ": head cannot be built",
+                        255 => ": the base or a run could not be judged",
+                        _ => "",
+                    },
+                    ended.error().unwrap_or_else(|| tail(ended))
+                ))
+            }
+        };
+        let json = md.with_file_name(bpfvm_host::results::change::JSON);
+        let change = std::fs::read_to_string(&json)
+            .map_err(|e| format!("reading {}: {e}", json.display()))
+            .and_then(|t| {
+                serde_json::from_str(&t).map_err(|e| format!("{}: {e}", json.display()))
+            })?;
+        let mut resources = vec![out];
+        if let Some(dir) = md.parent() {
+            resources.extend(self.state.logs.add_dir(call, dir));
+        }
+        Ok(ChangeResult {
+            verdict: if code == 0 { "good" } else { "bad" }.into(),
+            exit_status: code,
+            command: inv.shown(),
+            change_path: md.display().to_string(),
+            change,
+            resources,
+        })
+    }
+
     fn bisect_verdict(
         &self,
         inv: &Invocation,
@@ -497,6 +553,13 @@ pub(super) fn report_path(ended: &Ended) -> Option<PathBuf> {
         found.sort();
         found.into_iter().next()
     })
+}
+
+/// The change.md `vm-test --against` named on its stdout (`change: PATH`).
+fn change_path(ended: &Ended) -> Option<PathBuf> {
+    ended
+        .of(Stream::Stdout)
+        .find_map(|l| Some(PathBuf::from(l.strip_prefix("change: ")?.trim())))
 }
 
 fn status_text(code: Option<i32>) -> String {
@@ -720,6 +783,49 @@ mod tests {
             )
             .unwrap_err();
         assert!(e.contains("cannot be built"), "{e}");
+    }
+
+    #[test]
+    fn a_change_verdict_is_the_change_json_its_command_named_or_a_tool_error() {
+        let s = server();
+        let inv = s
+            .state
+            .commands
+            .change(&ChangeParams {
+                against: "main".into(),
+                ..Default::default()
+            })
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let md = dir.path().join("change.md");
+        std::fs::write(&md, "## bpfvm").unwrap();
+        std::fs::write(
+            dir.path().join("change.json"),
+            r#"{"exit_status": 1, "tests": [{"test": "t", "category": "regression"}]}"#,
+        )
+        .unwrap();
+        let line = format!("change: {}", md.display());
+        let r = s
+            .change(&inv, &ended(1, &["brief", &line], &[]), 0, "o".into())
+            .unwrap();
+        assert_eq!((r.verdict.as_str(), r.exit_status), ("bad", 1));
+        assert_eq!(r.change["tests"][0]["category"], "regression");
+        assert_eq!(r.resources.len(), 3, "{:?}", r.resources);
+        let e = s
+            .change(
+                &inv,
+                &ended(255, &[], &["error: --against x: not a commit"]),
+                0,
+                "o".into(),
+            )
+            .unwrap_err();
+        assert!(e.contains("the base or a run could not be judged"), "{e}");
+        assert!(e.contains("not a commit"), "{e}");
+        std::fs::remove_file(dir.path().join("change.json")).unwrap();
+        let e = s
+            .change(&inv, &ended(0, &[&line], &[]), 0, "o".into())
+            .unwrap_err();
+        assert!(e.contains("change.json"), "{e}");
     }
 
     #[test]

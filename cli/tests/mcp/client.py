@@ -124,12 +124,12 @@ async def check_tools(session):
     for want in ["kernels", "run", "selftests", "explain", "bisect_step", "change_verdict"]:
         assert want in names, f"no tool {want}: {sorted(names)}"
     by_name = {t.name: t for t in tools}
-    for t in ["run", "selftests", "explain", "bisect_step", "kernels"]:
+    for t in ["run", "selftests", "explain", "bisect_step", "kernels", "change_verdict"]:
         assert by_name[t].output_schema, f"{t} has no output schema"
     schema = json.dumps(by_name["run"].output_schema)
     for field in ["verdict", "exit_status", "report", "summary", "kernel_splats", "tests"]:
         assert field in schema, f"run's output schema lacks {field}"
-    assert "NOT YET AVAILABLE" in by_name["change_verdict"].description
+    assert "change.json" in json.dumps(by_name["change_verdict"].output_schema)
     say("tools:", ", ".join(sorted(names)))
     k = await timed("kernels", session.call_tool("kernels", {}))
     assert not k.is_error, text_of(k)
@@ -146,6 +146,16 @@ async def check_bad(session):
     ]
     for what, args, says in bad:
         r = await timed(f"run {json.dumps(args)}", session.call_tool("run", args))
+        assert r.is_error, f"{what}: not a tool error: {r}"
+        text = text_of(r)
+        for s in says:
+            assert s in text, f"{what}: {s!r} not in {text!r}"
+        say(f"  -> tool error: {text}")
+    for what, args, says in [
+        ("a base that is no revision", {"against": "main; id"}, ["holds ';'"]),
+        ("a base that is no commit", {"against": "no-such-ref-of-bpfvm"}, ["not a commit of this repository"]),
+    ]:
+        r = await timed(f"change_verdict {json.dumps(args)}", session.call_tool("change_verdict", args))
         assert r.is_error, f"{what}: not a tool error: {r}"
         text = text_of(r)
         for s in says:

@@ -2,8 +2,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use bpfvm_host::domain::options::defaults;
+use bpfvm_host::flows::change;
 use bpfvm_host::flows::crate_test::{self, CrateTestOptions};
 use bpfvm_host::support::output::Events;
 use clap::Args;
@@ -17,6 +18,8 @@ use crate::VmArgs;
 pub struct Options {
     #[command(flatten)]
     vm: VmArgs,
+    #[command(flatten)]
+    against: crate::against::AgainstArgs,
     /// Seconds before each VM is killed.
     #[arg(long, default_value_t = defaults::TEST_TIMEOUT_S)]
     timeout: u64,
@@ -43,6 +46,7 @@ pub struct Options {
 
 pub fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     let (cargo_args, test_args) = crate_test::split_args(&opts.args);
+    let against = opts.against.parse(&opts.vm)?;
     let vm = opts.vm;
     let opts = CrateTestOptions {
         kernels: vm.kernel_args().many()?,
@@ -53,6 +57,15 @@ pub fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         verifier_stats: opts.verifier_stats,
         piece: opts.piece.map(|id| (id, opts.plan)),
     };
+    if let Some(against) = against {
+        let bpfvm = std::env::current_exe().context("this bpfvm's path, to run the base")?;
+        let (change, dir, heads) =
+            change::crate_test::crate_test_against(&opts, &against, &bpfvm, events)?;
+        for r in &heads {
+            bpfvm_host::ui::print_stdout(&bpfvm_host::results::report::summary_table(r));
+        }
+        return Ok(crate::against::show(&change, &dir));
+    }
     let (reports, dir) = crate_test::crate_test(&opts, events)?;
     for r in &reports {
         bpfvm_host::ui::print_stdout(&bpfvm_host::results::report::summary_table(r));

@@ -78,3 +78,47 @@ pub fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         false => crate::judged_status(&reports),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        test: Options,
+    }
+
+    fn parse(args: &[&str]) -> Result<Options, clap::Error> {
+        Cli::try_parse_from([&["bpfvm-test"], args].concat()).map(|c| c.test)
+    }
+
+    #[test]
+    fn against_takes_a_ref_of_the_crates_repository_and_reruns_beside_cargo_tests_arguments() {
+        let o = parse(&[
+            "--kernel",
+            "6.1",
+            "--against",
+            "main",
+            "--reruns",
+            "3",
+            "--",
+            "--release",
+            "--",
+            "x",
+        ])
+        .unwrap();
+        let a = o.against.parse(&o.vm).unwrap().unwrap();
+        assert_eq!((a.base.as_str(), a.reruns), ("main", 3));
+        assert_eq!(o.args, ["--release", "--", "x"]);
+        let plain = parse(&["--kernel", "6.1"]).unwrap();
+        assert!(plain.against.parse(&plain.vm).unwrap().is_none());
+        // --reruns means nothing without a base.
+        assert!(parse(&["--reruns", "3"]).is_err());
+        let tree = parse(&["--against", "main", "--kernel-tree", "/src/linux"]).unwrap();
+        let e = tree.against.parse(&tree.vm).unwrap_err().to_string();
+        assert!(e.contains("--kernel-tree"), "{e}");
+    }
+}

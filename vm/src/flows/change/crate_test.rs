@@ -145,6 +145,10 @@ impl Suite for CrateSuite<'_> {
         base::run_in_worktree(&self.repo, commit, &self.inside, cmd, &report, events)
     }
 
+    fn verifier(&self) -> bool {
+        self.opts.verifier_stats.is_some()
+    }
+
     fn scope(&self) -> String {
         let o = self.opts;
         let inside = self.inside.to_string_lossy();

@@ -69,6 +69,8 @@ pub trait Suite {
     ) -> Result<Report>;
     /// What selects the tests besides the kernel, for the base's cache ([`base::scope`]).
     fn scope(&self) -> String;
+    /// Whether the runs report the verifier's statistics (a missing side is then warned of).
+    fn verifier(&self) -> bool;
 }
 
 /// Compares head against the base on every kernel of `kernels`; returns the change and the
@@ -195,6 +197,8 @@ impl Kernel<'_> {
                 format!("head's report not put back: {e:#}"),
             );
         }
+        // Only the kernel's directory the run aside was in, now empty.
+        let _ = std::fs::remove_dir(aside.parent().expect("head's run is in a directory"));
     }
 
     fn with_head(&mut self, head: &Report, label: &str) {
@@ -228,7 +232,9 @@ impl Kernel<'_> {
                 self.tests.push(t);
             }
         }
-        if base.verifier.is_empty() || head.verifier.is_empty() {
+        if !self.suite.verifier() {
+            // Not asked for (`bpfvm test` without `--verifier-stats`): nothing to compare.
+        } else if base.verifier.is_empty() || head.verifier.is_empty() {
             self.events.warn(format!(
                 "kernel {}: no verifier statistics at {}: no verifier diff",
                 self.change.kernel,

@@ -91,6 +91,10 @@ impl Suite for VmTest<'_> {
         base::vm_test(commit, kernel, label, &self.opts.vm, filter, events)
     }
 
+    fn verifier(&self) -> bool {
+        true
+    }
+
     fn scope(&self) -> String {
         match &self.opts.filter {
             Some(f) => base::scope(&[f]),

@@ -121,4 +121,47 @@ mod tests {
         let e = tree.against.parse(&tree.vm).unwrap_err().to_string();
         assert!(e.contains("--kernel-tree"), "{e}");
     }
+
+    /// The base's `bpfvm test` is this bpfvm: the arguments the flow gives it parse here, to
+    /// the same options as head's, the rerun's name one more test argument.
+    #[test]
+    fn the_base_runs_with_arguments_this_bpfvm_test_takes() {
+        let head = parse(&[
+            "--kernel",
+            "6.1",
+            "--accel",
+            "tcg",
+            "--no-retry",
+            "--memory",
+            "3G",
+            "--env",
+            "HOME",
+            "--",
+            "--release",
+            "--",
+            "--test-threads",
+            "1",
+        ])
+        .unwrap();
+        let kernels = head.vm.kernel_args().many().unwrap();
+        let (cargo_args, test_args) = crate_test::split_args(&head.args);
+        let opts = CrateTestOptions {
+            kernels: kernels.clone(),
+            vm: head.vm.options(head.timeout),
+            cargo_args,
+            test_args,
+            env: vec![("HOME".into(), "/root".into())],
+            verifier_stats: None,
+            piece: None,
+        };
+        let args = change::crate_test::base_args(&opts, &kernels[0], Some("maps::x")).unwrap();
+        assert_eq!(args[0], "test");
+        let base = parse(&args[1..].iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+        assert_eq!(base.vm.kernel_args().many().unwrap(), kernels);
+        let (b, h) = (base.vm.options(base.timeout), &opts.vm);
+        assert_eq!((b.accel, b.retry, &b.memory), (h.accel, h.retry, &h.memory));
+        assert_eq!(b.timeout, h.timeout);
+        assert_eq!(base.env, ["HOME"]);
+        assert_eq!(base.args, ["--release", "--", "--test-threads", "1", "x"]);
+    }
 }

@@ -175,7 +175,7 @@ fn rerun_filter(test: Option<&str>) -> Option<String> {
 
 /// `bpfvm test`'s arguments for the base: the same kernel, VM, variables, verifier statistics
 /// and cargo test arguments as head, and the rerun's filter.
-fn base_args(
+pub fn base_args(
     opts: &CrateTestOptions,
     kernel: &KernelChoice,
     test: Option<&str>,
@@ -183,6 +183,17 @@ fn base_args(
     let mut args: Vec<String> = vec!["test".into()];
     args.extend(base::kernel_args(kernel)?);
     args.extend(base::vm_args(&opts.vm));
+    // The same bpfvm runs the base, so every VM option it has is given as head's.
+    let vm = &opts.vm;
+    args.extend([
+        "--accel".into(),
+        vm.accel.to_string(),
+        "--tcg-thread".into(),
+        vm.tcg_thread.to_string(),
+    ]);
+    if !vm.retry {
+        args.push("--no-retry".into());
+    }
     for (name, _) in &opts.env {
         args.extend(["--env".into(), name.clone()]);
     }
@@ -222,10 +233,16 @@ mod tests {
             verifier_stats: Some(vec![]),
             piece: None,
         };
+        let mut opts = opts;
+        opts.vm.accel = crate::domain::options::Choice::Tcg;
+        opts.vm.retry = false;
         let args = base_args(&opts, &kernel, Some("maps::tests::fails")).unwrap();
         let at = |a: &str| args.iter().position(|x| x == a).unwrap();
         assert_eq!(args[0], "test");
         assert_eq!(args[at("--kernel") + 1], pin.version);
+        assert_eq!(args[at("--accel") + 1], "tcg");
+        assert_eq!(args[at("--memory") + 1], opts.vm.memory);
+        assert!(args.contains(&"--no-retry".to_string()));
         assert_eq!(args[at("--env") + 1], "RUST_LOG");
         assert!(args.contains(&"--verifier-stats".to_string()));
         let tail = &args[at("--")..];

@@ -1,12 +1,13 @@
-//! `--against BASE` (`cargo xtask vm-test`): what a change to this repository did to the suite,
+//! `--against BASE` (`cargo xtask vm-test`, `bpfvm test`): what a change did to the suite,
 //! judged test by test against the base (docs/change.md).
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
 use bpfvm_host::flows::change::{self, Against};
 use bpfvm_host::flows::run::TestOptions;
 use bpfvm_host::kernel::choice::KernelChoice;
-use bpfvm_host::results::change::{render, MARKDOWN};
+use bpfvm_host::results::change::{render, Change, MARKDOWN};
 use bpfvm_host::support::output::Events;
 use clap::Args;
 
@@ -14,12 +15,13 @@ use crate::VmArgs;
 
 #[derive(Args, Debug, Clone)]
 pub struct AgainstArgs {
-    /// Compare with BASE, a ref of this repository: the suite at BASE (built in its own git
-    /// worktree, its report cached) runs on the same kernels, and each test is named a
-    /// regression (confirmed by reruns), fixed, still failing, flaky, new, removed or
-    /// unchanged. Writes target/vm-test/change/{change.md,change.json,junit.xml}. Exits 0
-    /// without a regression, 1 with one, 125 when head cannot be built, 255 when the base
-    /// cannot be judged (docs/change.md).
+    /// Compare with BASE, a ref of the repository the tests are in (this one for vm-test, the
+    /// crate's for bpfvm test): the tests at BASE (built in their own git worktree, their
+    /// report cached) run on the same kernels, and each test is named a regression (confirmed
+    /// by reruns), fixed, still failing, flaky, new, removed or unchanged. Writes
+    /// change/{change.md,change.json,junit.xml} beside the reports (target/vm-test/change/,
+    /// <target>/bpfvm-test/change/). Exits 0 without a regression, 1 with one, 125 when head
+    /// cannot be built, 255 when the base cannot be judged (docs/change.md).
     #[arg(long, value_name = "BASE")]
     pub against: Option<String>,
     /// With --against: how many times a test failing at head runs again at head, each in a
@@ -42,8 +44,8 @@ impl AgainstArgs {
         if vm.kernel_tree.is_some() {
             bail!(
                 "--against beside --kernel-tree (a kernel change, BASE a ref of the tree) is not \
-                 built for vm-test yet: compare this repository's suite on a pin or an image, \
-                 or the two kernels' costs with `bench-vm --kernel-tree DIR --against REF`"
+                 built yet: compare the tests on a pin or an image, or the two kernels' costs \
+                 with `bench-vm --kernel-tree DIR --against REF`"
             );
         }
         if let Some(t) = self.verifier_threshold {
@@ -69,10 +71,15 @@ pub fn vm_test(
     if opts.piece.is_some() {
         bail!("--against compares whole runs: leave out --piece (and --jobs)");
     }
-    let (change, dir) = change::vm_test_against(kernels, opts, against, events)?;
-    bpfvm_host::ui::print_stdout(&render::brief(&change));
+    let (change, dir) = change::vm_test::vm_test_against(kernels, opts, against, events)?;
+    Ok(show(&change, &dir))
+}
+
+/// The change's account on the terminal, and its exit status.
+pub fn show(change: &Change, dir: &Path) -> ExitCode {
+    bpfvm_host::ui::print_stdout(&render::brief(change));
     bpfvm_host::ui::print_stdout(&format!("change: {}", dir.join(MARKDOWN).display()));
-    Ok(ExitCode::from(change.exit_status))
+    ExitCode::from(change.exit_status)
 }
 
 #[cfg(test)]

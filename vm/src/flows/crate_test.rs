@@ -67,6 +67,18 @@ pub fn split_args(args: &[String]) -> (Vec<String>, Vec<String>) {
 /// Runs the crate's tests on every kernel; a kernel that fails to fetch or boot is recorded
 /// with why and the others still run. Returns the reports and the directory holding them.
 pub fn crate_test(opts: &CrateTestOptions, events: &Events) -> Result<(Vec<Report>, PathBuf)> {
+    let (runs, out) = crate_test_dirs(opts, events)?;
+    Ok((runs.into_iter().map(|(r, _)| r).collect(), out))
+}
+
+/// A kernel's report and the directory it was written to (none for a kernel that did not run).
+pub type KernelRun = (Report, Option<PathBuf>);
+
+/// [`crate_test`], each report with its directory.
+pub fn crate_test_dirs(
+    opts: &CrateTestOptions,
+    events: &Events,
+) -> Result<(Vec<KernelRun>, PathBuf)> {
     let allow = health::allow::load(&health::allow::path())?;
     let dirs = cargo_dirs(events)?;
     let inventory = user_inventory(&dirs.workspace_root)?;
@@ -126,19 +138,32 @@ pub fn crate_test(opts: &CrateTestOptions, events: &Events) -> Result<(Vec<Repor
             None => None,
         };
         match test_on(choice, opts, built, piece.as_ref(), &allow, &out, events) {
-            Ok(r) => reports.push(r),
+            Ok((r, dir)) => reports.push((r, Some(dir))),
             Err(e) if crate::support::proc::interrupted() => return Err(e),
             Err(e) => {
                 events.warn(format!("kernel {kernel}: {e:#}"));
-                reports.push(Report::not_run_because(&kernel, &e));
+                reports.push((Report::not_run_because(&kernel, &e), None));
             }
         }
     }
+    let all: Vec<&Report> = reports.iter().map(|(r, _)| r).collect();
+    write_matrix(&out, &all)?;
+    Ok((reports, out))
+}
+
+/// `<out>/matrix.json`: every kernel's report.
+pub fn write_matrix(out: &Path, reports: &[&Report]) -> Result<()> {
     crate::support::fs::write_atomic(
         &out.join("matrix.json"),
-        (serde_json::to_string_pretty(&reports)? + "\n").as_bytes(),
-    )?;
-    Ok((reports, out))
+        (serde_json::to_string_pretty(reports)? + "\n").as_bytes(),
+    )
+}
+
+/// Whether the crate in the current directory's tests build for `arch` (`cargo test --no-run`
+/// with `cargo_args`): the error when they do not.
+pub fn build_check(cargo_args: &[String], arch: Arch, events: &Events) -> Result<()> {
+    let dirs = cargo_dirs(events)?;
+    build_tests(cargo_args, arch, &dirs, events).map(|_| ())
 }
 
 /// The workspace's `bpfvm-inventory.txt`, if it has one.
@@ -300,7 +325,7 @@ fn test_on(
     allow: &Allowlist,
     out: &Path,
     events: &Events,
-) -> Result<Report> {
+) -> Result<(Report, PathBuf)> {
     let binaries = &built.binaries;
     let clock = StepClock::start();
     let events = &clock.watch(events);
@@ -360,9 +385,10 @@ fn test_on(
         timings: (prepared, built.time),
         clock: &clock,
     };
-    conclude(&p, booted, tests, &rules, allow, events, |report| {
+    let report = conclude(&p, booted, tests, &rules, allow, events, |report| {
         report.piece = piece.map(Assigned::info);
-    })
+    })?;
+    Ok((report, dir))
 }
 
 /// What a guest with its own root reads of the host: each test binary and the package it

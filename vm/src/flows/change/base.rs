@@ -1,7 +1,8 @@
-//! The suite at the base: checked out in its own `git worktree` (never the user's working
-//! tree) with its own target directory (the slot), run by the base's own `cargo xtask vm-test`,
-//! and its whole report kept by (commit, kernel, arch, filter) so that the next comparison
-//! against the same base runs only head and the reruns.
+//! The suite at the base: its repository (this one for `vm-test`, the user's for `bpfvm test`)
+//! checked out in its own `git worktree` (never the user's working tree) with its own target
+//! directory (the slot), run there (by the base's own `cargo xtask vm-test`, or by `bpfvm test`
+//! in the crate's directory), and its whole report kept by (commit, kernel, arch, scope) so
+//! that the next comparison against the same base runs only head and the reruns.
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -34,143 +35,186 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// The commit `rev` names in the checkout, or an error saying how to name one.
-pub fn resolve(rev: &str) -> Result<String> {
+/// The commit `rev` names in the repository `repo` (`what` says whose, for the error), or an
+/// error saying how to name one.
+pub fn resolve(repo: &Path, rev: &str, what: &str) -> Result<String> {
     let spec = format!("{rev}^{{commit}}");
-    git(
-        &workspace_root(),
-        &["rev-parse", "--verify", "--quiet", &spec],
-    )
-    .map_err(|_| {
+    git(repo, &["rev-parse", "--verify", "--quiet", &spec]).map_err(|_| {
         anyhow::anyhow!(
-            "--against {rev}: not a commit of this repository ({}); give a branch, tag or \
-             commit (`git fetch` it first if it is a remote's)",
-            workspace_root().display()
+            "--against {rev}: not a commit of {what} ({}); give a branch, tag or commit \
+             (`git fetch` it first if it is a remote's)",
+            repo.display()
         )
     })
 }
 
-/// The base's place in the cache, one per checkout: `change/<hash of the checkout's path>/`,
-/// holding `worktree/` and `target/`.
-fn slot() -> PathBuf {
+/// The base's place in the cache, one per repository: `change/<hash of its path>/`, holding
+/// `worktree/` and `target/`.
+fn slot(repo: &Path) -> PathBuf {
     use sha2::{Digest, Sha256};
-    let root = workspace_root();
-    let hash = hex::encode(Sha256::digest(root.as_os_str().as_encoded_bytes()));
+    let hash = hex::encode(Sha256::digest(repo.as_os_str().as_encoded_bytes()));
     cache_dir().join("change").join(&hash[..16])
 }
 
-/// A base run, whole or of one test.
-pub struct BaseRun<'a> {
-    pub commit: &'a str,
-    pub kernel: &'a KernelChoice,
-    /// The kernel's label (`6.1`): the base's report directory.
-    pub label: &'a str,
-    pub vm: &'a VmOptions,
-    pub filter: Option<&'a str>,
+/// The base's whole report on one kernel, from the cache when an earlier comparison kept it
+/// (then `true`), else `run` and kept: by its commit, kernel (`label`), arch and `scope` (what
+/// else selects its tests: a filter, a crate and its arguments).
+pub fn whole(
+    commit: &str,
+    kernel: &KernelChoice,
+    label: &str,
+    scope: &str,
+    events: &Events,
+    run: impl FnOnce() -> Result<Report>,
+) -> Result<(Report, bool)> {
+    let cached = cache_dir()
+        .join("change")
+        .join("reports")
+        .join(commit)
+        .join(format!("{label}-{}", kernel.arch().name()))
+        .join(scope)
+        .join("report.json");
+    if let Ok(text) = std::fs::read_to_string(&cached) {
+        if let Ok(report) = serde_json::from_str::<Report>(&text) {
+            events.note(format!("the base's report: cached, {}", cached.display()));
+            return Ok((report, true));
+        }
+    }
+    let report = run()?;
+    let json = serde_json::to_string_pretty(&report)? + "\n";
+    std::fs::create_dir_all(cached.parent().expect("a file in a directory"))?;
+    crate::support::fs::write_atomic(&cached, json.as_bytes())?;
+    Ok((report, false))
 }
 
-impl BaseRun<'_> {
-    /// The cache entry of this run's whole report.
-    fn cached(&self) -> PathBuf {
-        use sha2::{Digest, Sha256};
-        let filter = match self.filter {
-            None => "all".to_string(),
-            Some(f) => format!("filter-{}", &hex::encode(Sha256::digest(f))[..16]),
-        };
-        let kernel = format!("{}-{}", self.label, self.kernel.arch().name());
-        cache_dir()
-            .join("change")
-            .join("reports")
-            .join(self.commit)
-            .join(kernel)
-            .join(filter)
-            .join("report.json")
+/// A scope of the cache: `all`, or a hash of what selects the tests.
+pub fn scope(parts: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    if parts.is_empty() {
+        return "all".into();
     }
-
-    /// The base's report, from the cache when an earlier comparison kept it (then `true`).
-    pub fn whole(&self, events: &Events) -> Result<(Report, bool)> {
-        let cached = self.cached();
-        if let Ok(text) = std::fs::read_to_string(&cached) {
-            if let Ok(report) = serde_json::from_str::<Report>(&text) {
-                events.note(format!("the base's report: cached, {}", cached.display()));
-                return Ok((report, true));
-            }
+    // Parts apart by a NUL; one part alone is hashed as it is, as vm-test's filter always was.
+    let mut h = Sha256::new();
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            h.update([0]);
         }
-        let report = self.run(events)?;
-        let json = serde_json::to_string_pretty(&report)? + "\n";
-        std::fs::create_dir_all(cached.parent().expect("a file in a directory"))?;
-        crate::support::fs::write_atomic(&cached, json.as_bytes())?;
-        Ok((report, false))
+        h.update(p.as_bytes());
     }
+    format!("filter-{}", &hex::encode(h.finalize())[..16])
+}
 
-    /// Runs the base's `cargo xtask vm-test` in its worktree, a fresh boot, and reads its
-    /// report; a report that judged nothing (the VM did not run the suite) is an error.
-    pub fn run(&self, events: &Events) -> Result<Report> {
-        let slot = slot();
-        std::fs::create_dir_all(&slot)?;
-        let _lock = crate::support::wait::lock_dir(&slot, || {
-            events.note(format!(
-                "waiting for {} (another comparison)",
-                slot.display()
-            ))
-        })?;
-        let tree = checkout(&slot, self.commit, events)?;
-        let target = slot.join("target");
-        let report = target.join("vm-test").join(self.label).join("report.json");
-        let _ = std::fs::remove_file(&report);
-        let mut args: Vec<String> = vec!["xtask".into(), "vm-test".into()];
-        args.extend(kernel_args(self.kernel)?);
-        let vm = self.vm;
-        args.extend([
-            "--timeout".into(),
-            vm.timeout.as_secs().to_string(),
-            "--cpus".into(),
-            vm.cpus.to_string(),
-            "--memory".into(),
-            vm.memory.clone(),
-        ]);
-        for a in &vm.append {
-            args.extend(["--append".into(), a.clone()]);
-        }
-        if let Some(f) = self.filter {
-            args.extend(["--filter".into(), f.to_string()]);
-        }
-        events.command(format!(
-            "(cd {} && CARGO_TARGET_DIR={} cargo {})",
-            tree.display(),
-            target.display(),
+/// Runs `cmd` (its program and arguments set; not yet its directory) at the base: in the
+/// worktree of `repo` checked out at `commit`, in `dir` inside it, with `CARGO_TARGET_DIR` the
+/// slot's own target directory, a fresh boot; then reads the report `report` names under that
+/// target directory. A run that judged nothing (it exited other than 0 or 1, or its VM did
+/// not run to its end) is an error.
+pub fn run_in_worktree(
+    repo: &Path,
+    commit: &str,
+    dir: &Path,
+    mut cmd: Command,
+    report: &Path,
+    events: &Events,
+) -> Result<Report> {
+    let slot = slot(repo);
+    std::fs::create_dir_all(&slot)?;
+    let _lock = crate::support::wait::lock_dir(&slot, || {
+        events.note(format!(
+            "waiting for {} (another comparison)",
+            slot.display()
+        ))
+    })?;
+    let tree = checkout(repo, &slot, commit, events)?;
+    let target = slot.join("target");
+    let report = target.join(report);
+    let _ = std::fs::remove_file(&report);
+    let cwd = tree.join(dir);
+    let args: Vec<String> = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    events.command(format!(
+        "(cd {} && CARGO_TARGET_DIR={} {program} {})",
+        cwd.display(),
+        target.display(),
+        args.join(" ")
+    ));
+    scrub_cargo_env(&mut cmd);
+    let status = cmd
+        .current_dir(&cwd)
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("BPFVM_PIECE")
+        .env_remove("BPFVM_PLAN")
+        .env_remove("CARGO_MANIFEST_DIR")
+        .stdin(Stdio::null())
+        .stdout(std::io::stderr())
+        .status()
+        .with_context(|| format!("starting the base's {program}"))?;
+    // 0 and 1 judged the base; 125 and 255 (or a signal) could not.
+    if !matches!(status.code(), Some(0 | 1)) {
+        bail!(
+            "its `{program} {}` exited {status} (its output is above)",
             args.join(" ")
-        ));
-        let mut cmd = Command::new("cargo");
-        scrub_cargo_env(&mut cmd);
-        let status = cmd
-            .args(&args)
-            .current_dir(&tree)
-            .env("CARGO_TARGET_DIR", &target)
-            .env_remove("BPFVM_PIECE")
-            .env_remove("BPFVM_PLAN")
-            .env_remove("CARGO_MANIFEST_DIR")
-            .stdin(Stdio::null())
-            .stdout(std::io::stderr())
-            .status()
-            .context("starting the base's cargo xtask vm-test")?;
-        // 0 and 1 judged the base; 125 and 255 (or a signal) could not.
-        if !matches!(status.code(), Some(0 | 1)) {
-            bail!("its `cargo xtask vm-test` exited {status} (its output is above)");
-        }
-        let text = std::fs::read_to_string(&report)
-            .with_context(|| format!("its run wrote no {}", report.display()))?;
-        let report: Report = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a report", report.display()))?;
-        if let crate::results::report::VmEnding::Failed(why) = &report.vm.ending {
-            bail!("its VM did not run the suite to its end: {why}");
-        }
-        Ok(report)
+        );
     }
+    let text = std::fs::read_to_string(&report)
+        .with_context(|| format!("its run wrote no {}", report.display()))?;
+    let report: Report = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a report", report.display()))?;
+    if let crate::results::report::VmEnding::Failed(why) = &report.vm.ending {
+        bail!("its VM did not run the suite to its end: {why}");
+    }
+    Ok(report)
+}
+
+/// This repository's suite at the base: its own `cargo xtask vm-test`, whole or filtered.
+pub fn vm_test(
+    commit: &str,
+    kernel: &KernelChoice,
+    label: &str,
+    vm: &VmOptions,
+    filter: Option<&str>,
+    events: &Events,
+) -> Result<Report> {
+    let mut args: Vec<String> = vec!["xtask".into(), "vm-test".into()];
+    args.extend(kernel_args(kernel)?);
+    args.extend(vm_args(vm));
+    if let Some(f) = filter {
+        args.extend(["--filter".into(), f.to_string()]);
+    }
+    let mut cmd = Command::new("cargo");
+    cmd.args(&args);
+    let report = Path::new("vm-test").join(label).join("report.json");
+    run_in_worktree(
+        &workspace_root(),
+        commit,
+        Path::new(""),
+        cmd,
+        &report,
+        events,
+    )
+}
+
+/// The VM options a base run is given, the same as head's.
+pub fn vm_args(vm: &VmOptions) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "--timeout".into(),
+        vm.timeout.as_secs().to_string(),
+        "--cpus".into(),
+        vm.cpus.to_string(),
+        "--memory".into(),
+        vm.memory.clone(),
+    ];
+    for a in &vm.append {
+        args.extend(["--append".into(), a.clone()]);
+    }
+    args
 }
 
 /// The base's command-line kernel options for `kernel`.
-fn kernel_args(kernel: &KernelChoice) -> Result<Vec<String>> {
+pub fn kernel_args(kernel: &KernelChoice) -> Result<Vec<String>> {
     Ok(match kernel {
         KernelChoice::Pin(p) => {
             let mut a = vec!["--kernel".into(), p.version.clone()];
@@ -203,10 +247,9 @@ fn kernel_args(kernel: &KernelChoice) -> Result<Vec<String>> {
 
 /// The slot's worktree, checked out at `commit` (added on first use; `git worktree prune`
 /// first forgets one whose directory was removed with the cache).
-fn checkout(slot: &Path, commit: &str, events: &Events) -> Result<PathBuf> {
-    let root = workspace_root();
+fn checkout(root: &Path, slot: &Path, commit: &str, events: &Events) -> Result<PathBuf> {
     let tree = slot.join("worktree");
-    git(&root, &["worktree", "prune"])?;
+    git(root, &["worktree", "prune"])?;
     if tree.join(".git").exists() {
         git(
             &tree,
@@ -220,7 +263,7 @@ fn checkout(slot: &Path, commit: &str, events: &Events) -> Result<PathBuf> {
         ));
         let path = tree.display().to_string();
         git(
-            &root,
+            root,
             &["worktree", "add", "--force", "--detach", &path, commit],
         )?;
     }
@@ -276,12 +319,14 @@ mod tests {
 
     #[test]
     fn a_base_is_a_commit_of_this_repository_or_an_error_saying_what_to_give() {
+        let root = workspace_root();
+        let resolve = |rev| resolve(&root, rev, "this repository");
         let head = resolve("HEAD").unwrap();
         assert_eq!(head.len(), 40, "{head}");
         assert_eq!(resolve(&head[..12]).unwrap(), head);
         let e = format!("{:#}", resolve("no-such-ref-of-bpfvm").unwrap_err());
         assert!(
-            e.contains("--against no-such-ref-of-bpfvm: not a commit"),
+            e.contains("--against no-such-ref-of-bpfvm: not a commit of this repository"),
             "{e}"
         );
         assert!(e.contains("give a branch, tag or commit"), "{e}");

@@ -1,35 +1,34 @@
-//! `vm-test --against BASE`: the suite at head and at BASE (a commit of this repository) on the
-//! same kernels, every test classified by `results::change` with the reruns it asks for, and
-//! `change.md`, `change.json` and `junit.xml` written under `target/vm-test/change/`.
+//! `--against BASE`: a suite at head and at BASE on the same kernels, every test classified by
+//! `results::change` with the reruns it asks for, and `change.md`, `change.json` and
+//! `junit.xml` written. One flow ([`compare`]) for both suites; what differs is how each side
+//! runs ([`Suite`]): this repository's `vm-test` ([`vm_test`]) or a user's crate under
+//! `bpfvm test` ([`crate_test`]).
 //!
-//! Head runs here, as `vm-test` does; its reruns are `vm-test`s filtered to one test, each in
-//! a fresh boot (`--fresh`), while head's whole run waits aside and goes back to
-//! `target/vm-test/<kernel>/` at the end. The base runs in its own worktree and target
-//! directory ([`base`]).
+//! Head runs here; its reruns are runs filtered to one test, each in a fresh boot, while
+//! head's whole run waits aside and goes back where it was at the end. The base runs in its
+//! own worktree and target directory ([`base`]).
 pub mod base;
+pub mod crate_test;
+pub mod vm_test;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::domain::options;
-use crate::flows::run::{self, TestOptions};
 use crate::kernel::choice::KernelChoice;
-use crate::machine::build;
 use crate::results::change::render;
 use crate::results::change::verifier::{self, ProgChange};
 use crate::results::change::{
-    classify, Category, Change, KernelChange, Next, Revision, Run, Side, TestChange, DIR,
+    classify, Category, Change, KernelChange, Next, Revision, Run, Side, TestChange,
 };
 use crate::results::report::{Report, VmEnding};
 use crate::support::output::Events;
-use crate::support::paths::{target_dir, workspace_root};
 use crate::support::status::Status;
 
 /// What `--against` asks.
 #[derive(Debug, Clone)]
 pub struct Against {
-    /// The base: a ref of this repository.
+    /// The base: a ref of the repository the suite is in.
     pub base: String,
     /// How many times a head failure runs again at head, then at base (`--reruns`).
     pub reruns: u32,
@@ -37,27 +36,56 @@ pub struct Against {
     pub verifier_threshold_pct: Option<f64>,
 }
 
-/// Compares head against `against.base` on every kernel of `kernels`; returns the change and
-/// the directory its files are in.
-pub fn vm_test_against(
+/// What differs between the suites `--against` compares (this repository's, a user's crate):
+/// how each side runs on a kernel. The rest, the classification and the files, is shared.
+pub trait Suite {
+    /// Where the change's files go.
+    fn out(&self) -> PathBuf;
+    /// Head on `kernel`: the whole run (`test` is `None`), or a rerun of one test in a fresh
+    /// boot; its report and the directory it wrote.
+    fn head(
+        &self,
+        kernel: &KernelChoice,
+        test: Option<&str>,
+        events: &Events,
+    ) -> Result<(Report, PathBuf)>;
+    /// Why head's whole run failed, and the status it makes: 125 (untestable) when head
+    /// cannot be built, else stopped.
+    fn head_error(
+        &self,
+        kernel: &KernelChoice,
+        e: anyhow::Error,
+        events: &Events,
+    ) -> (Status, String);
+    /// The base (`commit`) on `kernel` (`label`), whole or one test, in its own worktree and
+    /// target directory ([`base::run_in_worktree`]).
+    fn base(
+        &self,
+        commit: &str,
+        kernel: &KernelChoice,
+        label: &str,
+        test: Option<&str>,
+        events: &Events,
+    ) -> Result<Report>;
+    /// What selects the tests besides the kernel, for the base's cache ([`base::scope`]).
+    fn scope(&self) -> String;
+    /// Whether the runs report the verifier's statistics (a missing side is then warned of).
+    fn verifier(&self) -> bool;
+}
+
+/// Compares head against the base on every kernel of `kernels`; returns the change and the
+/// directory its files are in.
+pub fn compare(
+    suite: &dyn Suite,
     kernels: &[KernelChoice],
-    opts: &TestOptions,
+    base: Revision,
+    head: Revision,
     against: &Against,
     events: &Events,
 ) -> Result<(Change, PathBuf)> {
-    options::check(&opts.vm)?;
-    let base_commit = base::resolve(&against.base)?;
-    let head_commit = crate::results::plan::commit(&workspace_root())
-        .context("the checkout's commit (`git rev-parse HEAD`)")?;
     let mut change = Change {
-        base: Revision {
-            name: against.base.clone(),
-            commit: base_commit,
-        },
-        head: Revision {
-            name: "HEAD".into(),
-            commit: head_commit,
-        },
+        base,
+        head,
         reruns: against.reruns,
         kernels: vec![],
         tests: vec![],
@@ -76,13 +104,9 @@ pub fn vm_test_against(
             "=== kernel {name}: head against {} ===",
             against.base
         ));
-        let one = TestOptions {
-            kernel: kernel.clone(),
-            piece: None,
-            ..opts.clone()
-        };
         let mut k = Kernel {
-            opts: &one,
+            suite,
+            kernel,
             against,
             base: &change.base,
             events,
@@ -104,7 +128,7 @@ pub fn vm_test_against(
         .tests
         .sort_by(|a, b| (a.category, &a.kernel, &a.test).cmp(&(b.category, &b.kernel, &b.test)));
     change.judge();
-    let dir = target_dir().join(DIR);
+    let dir = suite.out();
     let md = render::write(&change, &dir)?;
     render::step_summary(&md).context("appending to $GITHUB_STEP_SUMMARY")?;
     Ok((change, dir))
@@ -112,7 +136,8 @@ pub fn vm_test_against(
 
 /// One kernel's comparison.
 struct Kernel<'a> {
-    opts: &'a TestOptions,
+    suite: &'a dyn Suite,
+    kernel: &'a KernelChoice,
     against: &'a Against,
     base: &'a Revision,
     events: &'a Events,
@@ -143,10 +168,10 @@ impl Kernel<'_> {
     }
 
     fn compare(&mut self) {
-        let (head, dir) = match run::vm_test(self.opts, self.events) {
+        let (head, dir) = match self.suite.head(self.kernel, None, self.events) {
             Ok(x) => x,
             Err(e) => {
-                let (status, why) = head_error(self.opts, e, self.events);
+                let (status, why) = self.suite.head_error(self.kernel, e, self.events);
                 return self.problem(status, why);
             }
         };
@@ -161,7 +186,7 @@ impl Kernel<'_> {
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
         // Head's whole run waits aside while its reruns write where it was.
-        let aside = target_dir().join(DIR).join(&label).join("head");
+        let aside = self.suite.out().join(&label).join("head");
         if let Err(e) = move_dir(&dir, &aside) {
             return self.problem(Status::Stopped, format!("{e:#}"));
         }
@@ -172,17 +197,24 @@ impl Kernel<'_> {
                 format!("head's report not put back: {e:#}"),
             );
         }
+        // Only the kernel's directory the run aside was in, now empty.
+        let _ = std::fs::remove_dir(aside.parent().expect("head's run is in a directory"));
     }
 
     fn with_head(&mut self, head: &Report, label: &str) {
-        let whole = base::BaseRun {
-            commit: &self.base.commit,
-            kernel: &self.opts.kernel,
+        let scope = self.suite.scope();
+        let whole = base::whole(
+            &self.base.commit,
+            self.kernel,
             label,
-            vm: &self.opts.vm,
-            filter: self.opts.filter.as_deref(),
-        };
-        let base = match whole.whole(self.events) {
+            &scope,
+            self.events,
+            || {
+                self.suite
+                    .base(&self.base.commit, self.kernel, label, None, self.events)
+            },
+        );
+        let base = match whole {
             Ok((report, cached)) => {
                 self.change.base_cached = cached;
                 report
@@ -200,7 +232,9 @@ impl Kernel<'_> {
                 self.tests.push(t);
             }
         }
-        if base.verifier.is_empty() || head.verifier.is_empty() {
+        if !self.suite.verifier() {
+            // Not asked for (`bpfvm test` without `--verifier-stats`): nothing to compare.
+        } else if base.verifier.is_empty() || head.verifier.is_empty() {
             self.events.warn(format!(
                 "kernel {}: no verifier statistics at {}: no verifier diff",
                 self.change.kernel,
@@ -292,26 +326,21 @@ impl Kernel<'_> {
     fn rerun_head(&self, name: &str) -> Result<Run> {
         self.events
             .step(format!("rerunning {name} at head (a fresh boot)"));
-        let opts = TestOptions {
-            filter: Some(name.to_string()),
-            fresh: true,
-            ..self.opts.clone()
-        };
-        let (report, _) = run::vm_test(&opts, self.events)?;
+        let (report, _) = self.suite.head(self.kernel, Some(name), self.events)?;
         outcome_of(&report, name, Side::Head)
     }
 
     fn rerun_base(&self, name: &str, label: &str) -> Result<Run> {
         self.events
             .step(format!("rerunning {name} at the base (a fresh boot)"));
-        let run = base::BaseRun {
-            commit: &self.base.commit,
-            kernel: &self.opts.kernel,
+        let report = self.suite.base(
+            &self.base.commit,
+            self.kernel,
             label,
-            vm: &self.opts.vm,
-            filter: Some(name),
-        };
-        outcome_of(&run.run(self.events)?, name, Side::Base)
+            Some(name),
+            self.events,
+        )?;
+        outcome_of(&report, name, Side::Base)
     }
 }
 
@@ -330,23 +359,6 @@ fn outcome_of(report: &Report, name: &str, side: Side) -> Result<Run> {
         outcome: t.outcome,
         reason: t.reason.clone(),
     })
-}
-
-/// Why head was not judged, and the status it makes: when head's own build fails (built
-/// again here to tell), head cannot be built (125); anything else stops (255).
-fn head_error(opts: &TestOptions, e: anyhow::Error, events: &Events) -> (Status, String) {
-    let built = || -> Option<anyhow::Error> {
-        let p = run::prepare::prepare_any_arch(&opts.kernel, &opts.vm, events).ok()?;
-        let ebpf = match build::build_ebpf(&p.tools.ebpf, events) {
-            Ok(dir) => dir,
-            Err(e) => return Some(e),
-        };
-        build::build_guest(&ebpf, p.kernel.arch, &p.tools.ebpf, events).err()
-    };
-    match built() {
-        Some(b) => (Status::Untestable, format!("head cannot be built: {b:#}")),
-        None => (Status::Stopped, format!("head cannot be judged: {e:#}")),
-    }
 }
 
 /// Renames `from` to `to`, replacing what `to` held.

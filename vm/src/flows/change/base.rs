@@ -11,6 +11,7 @@ use anyhow::{bail, Context, Result};
 use crate::domain::options::VmOptions;
 use crate::kernel::choice::KernelChoice;
 use crate::machine::provision::scrub_cargo_env;
+use crate::results::change::Revision;
 use crate::results::report::Report;
 use crate::support::output::Events;
 use crate::support::paths::{cache_dir, workspace_root};
@@ -46,6 +47,20 @@ pub fn resolve(repo: &Path, rev: &str, what: &str) -> Result<String> {
             repo.display()
         )
     })
+}
+
+/// The base `rev` and HEAD of `repo` (named `what` in errors), as a change compares them.
+pub fn revisions(repo: &Path, rev: &str, what: &str) -> Result<(Revision, Revision)> {
+    let base = Revision {
+        name: rev.to_string(),
+        commit: resolve(repo, rev, what)?,
+    };
+    let head = Revision {
+        name: "HEAD".into(),
+        commit: crate::results::plan::commit(repo)
+            .with_context(|| format!("the commit of {what} (`git rev-parse HEAD`)"))?,
+    };
+    Ok((base, head))
 }
 
 /// The base's place in the cache, one per repository: `change/<hash of its path>/`, holding

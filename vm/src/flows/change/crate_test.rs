@@ -12,7 +12,7 @@ use super::{base, compare, Against, Suite};
 use crate::domain::options;
 use crate::flows::crate_test::{self, CrateTestOptions, REPORTS};
 use crate::kernel::choice::KernelChoice;
-use crate::results::change::{Change, Revision};
+use crate::results::change::Change;
 use crate::results::report::Report;
 use crate::support::output::Events;
 use crate::support::status::Status;
@@ -57,15 +57,7 @@ pub fn crate_test_against(
     }
     let cwd = std::env::current_dir().context("the current directory")?;
     let (repo, inside) = repository(&cwd)?;
-    let base = Revision {
-        name: against.base.clone(),
-        commit: base::resolve(&repo, &against.base, "the crate's repository")?,
-    };
-    let head = Revision {
-        name: "HEAD".into(),
-        commit: crate::results::plan::commit(&repo)
-            .context("the crate's commit (`git rev-parse HEAD`)")?,
-    };
+    let (base, head) = base::revisions(&repo, &against.base, "the crate's repository")?;
     let reports = crate_test::cargo_dirs(events)?.target.join(REPORTS);
     let suite = CrateSuite {
         opts,

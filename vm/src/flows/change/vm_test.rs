@@ -2,14 +2,14 @@
 //! runs), the base by its own `cargo xtask vm-test` in its worktree.
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::{base, compare, Against, Suite};
 use crate::domain::options;
 use crate::flows::run::{self, TestOptions};
 use crate::kernel::choice::KernelChoice;
 use crate::machine::build;
-use crate::results::change::{Change, Revision, DIR};
+use crate::results::change::{Change, DIR};
 use crate::results::report::Report;
 use crate::support::output::Events;
 use crate::support::paths::{target_dir, workspace_root};
@@ -25,15 +25,7 @@ pub fn vm_test_against(
 ) -> Result<(Change, PathBuf)> {
     options::check(&opts.vm)?;
     let root = workspace_root();
-    let base = Revision {
-        name: against.base.clone(),
-        commit: base::resolve(&root, &against.base, "this repository")?,
-    };
-    let head = Revision {
-        name: "HEAD".into(),
-        commit: crate::results::plan::commit(&root)
-            .context("the checkout's commit (`git rev-parse HEAD`)")?,
-    };
+    let (base, head) = base::revisions(&root, &against.base, "this repository")?;
     compare(&VmTest { opts }, kernels, base, head, against, events)
 }
 

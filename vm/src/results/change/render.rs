@@ -313,8 +313,9 @@ fn regression_part(tests: &[&TestChange], progs: &[&ProgChange], detail: u8) -> 
         if detail == 2 {
             md.push('\n');
             for p in progs {
+                // The same program fails on several kernels: each reason names its kernel.
                 let why = p.regression.as_deref().unwrap_or("");
-                let _ = writeln!(md, "- {}", cell(why, REASON_CHARS));
+                let _ = writeln!(md, "- {}: {}", cell(&p.kernel, 40), cell(why, REASON_CHARS));
             }
         }
     }

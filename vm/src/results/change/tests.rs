@@ -313,6 +313,10 @@ fn the_verifier_diff_lists_every_move_and_fails_a_lost_verdict_or_growth_beyond_
     assert!(md.contains("### Verifier regressions"), "{md}");
     assert!(md.contains("**success → rejected**"), "{md}");
     assert!(md.contains("100 → 150 (+50 (+50.00%))"), "{md}");
+    assert!(
+        md.contains("- 5.10: maps.o/rejected: success -&gt; rejected"),
+        "{md}"
+    );
 }
 
 #[test]

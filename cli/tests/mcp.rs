@@ -1,7 +1,8 @@
 //! `bpfvm mcp` driven by a real MCP client: the official Python SDK (`mcp` on PyPI), pinned by
 //! hash in `mcp/requirements.txt` and installed into a venv of its own under bpfvm's cache,
 //! runs `mcp/client.py` against this build's `bpfvm`. The checks that boot (a run, a cancel,
-//! a killed client) are one test, `cargo xtask ci`'s; the others boot nothing.
+//! a killed client) are one test, `cargo xtask ci`'s; the others (the tools, bad arguments, two
+//! clients at once) boot nothing.
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -43,8 +44,8 @@ fn client(checks: &[&str]) {
 
 #[test]
 #[ignore = "installs the MCP Python SDK from PyPI; `cargo xtask ci` runs it"]
-fn a_client_lists_the_tools_and_bad_arguments_are_tool_errors() {
-    client(&["tools", "bad"]);
+fn a_client_lists_the_tools_bad_arguments_are_tool_errors_and_two_clients_queue() {
+    client(&["tools", "bad", "two"]);
 }
 
 #[test]

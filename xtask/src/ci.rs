@@ -172,7 +172,7 @@ fn guest_steps(sh: &Shell, kernel: &str, results: &mut Vec<StepResult>, events: 
     );
     step("vm-test", &mut || suite(kernel, events));
     step(
-        "bpfvm mcp, driven by the MCP Python SDK: a run, a cancel, a killed client",
+        "bpfvm mcp, driven by the MCP Python SDK: a run, a cancel, a killed client, two clients at once",
         &mut || {
             let args = ["test", "-p", "bpfvm", "--test", "mcp", "--", "--ignored"];
             cargo(sh, &args, None)

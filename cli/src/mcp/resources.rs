@@ -1,9 +1,12 @@
 //! What a call leaves to read on demand rather than in its reply: the command's whole output
 //! and the files of its report's directory (report.json, kernel.log, junit.xml, the guest's
 //! output). Each is a resource `bpfvm://call/<N>/<name>`; only files a call named are served.
+//! A report's files are read where the run wrote them, so a later run on the same kernel (this
+//! client's or another's) replaces them: a file is served only while it is as the call left it.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::SystemTime;
 
 use rmcp::model::Resource;
 
@@ -15,7 +18,21 @@ const MAX_FILES: usize = 200;
 #[derive(Debug)]
 enum Body {
     Text(String),
-    File(PathBuf),
+    File(PathBuf, Option<Stamp>),
+}
+
+/// What tells a file from the one a later run writes in its place.
+#[derive(Debug, PartialEq)]
+struct Stamp {
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    std::fs::metadata(path).ok().map(|m| Stamp {
+        len: m.len(),
+        modified: m.modified().ok(),
+    })
 }
 
 /// The resources of the calls so far.
@@ -40,7 +57,9 @@ impl Logs {
             .into_iter()
             .map(|rel| {
                 let name = rel.display().to_string();
-                self.insert(call, &name, Body::File(dir.join(&rel)))
+                let path = dir.join(&rel);
+                let at = stamp(&path);
+                self.insert(call, &name, Body::File(path, at))
             })
             .collect()
     }
@@ -60,7 +79,7 @@ impl Logs {
                 let r = Resource::new(uri(*call, name), format!("call {call}: {name}"));
                 match body {
                     Body::Text(t) => r.with_size(t.len() as u64),
-                    Body::File(p) => match std::fs::metadata(p) {
+                    Body::File(p, _) => match std::fs::metadata(p) {
                         Ok(m) => r.with_size(m.len()),
                         Err(_) => r,
                     },
@@ -78,14 +97,18 @@ impl Logs {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         match inner.get(&(call, name.to_string())) {
             Some(Body::Text(t)) => Ok(t.clone()),
-            Some(Body::File(p)) => std::fs::read(p)
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .map_err(|e| {
-                    format!(
-                        "{uri}: cannot read {}: {e} (a later run may have replaced it)",
+            Some(Body::File(p, at)) => {
+                if stamp(p) != *at {
+                    return Err(format!(
+                        "{uri}: {} is no longer call {call}'s: a later run on this checkout \
+                         replaced it (or removed it); run the call again to read its files",
                         p.display()
-                    )
-                }),
+                    ));
+                }
+                std::fs::read(p)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .map_err(|e| format!("{uri}: cannot read {}: {e}", p.display()))
+            }
             None => Err(format!(
                 "{uri}: no such resource (the server keeps the last {KEPT_CALLS} calls'; \
                  resources/list names them)"
@@ -152,6 +175,13 @@ mod tests {
         assert_eq!(logs.read(&out).unwrap(), "==> booting\n");
         assert_eq!(logs.read("bpfvm://call/3/guest/out.txt").unwrap(), "hello");
         assert_eq!(logs.list().len(), 3);
+        // A later run's file in its place is not call 3's.
+        std::fs::write(dir.path().join("guest/out.txt"), "a later run").unwrap();
+        let err = logs.read("bpfvm://call/3/guest/out.txt").unwrap_err();
+        assert!(
+            err.contains("a later run on this checkout replaced it"),
+            "{err}"
+        );
         assert!(logs
             .read("bpfvm://call/3/../../etc/passwd")
             .unwrap_err()

@@ -201,7 +201,7 @@ impl Server {
             .map(|inv| progress::selected(&inv, p.filter.as_deref())),
             (Some(_), _) => None,
         };
-        let (ended, call, out) = self.run_command("run", &inv, total, &ctx).await?;
+        let (ended, call, out, _turn) = self.run_command("run", &inv, total, &ctx).await?;
         self.verdict(&inv, &ended, call, out).map(Json)
     }
 
@@ -214,7 +214,7 @@ impl Server {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<RunResult>, String> {
         let inv = self.state.commands.selftests(&p)?;
-        let (ended, call, out) = self.run_command("selftests", &inv, None, &ctx).await?;
+        let (ended, call, out, _turn) = self.run_command("selftests", &inv, None, &ctx).await?;
         self.verdict(&inv, &ended, call, out).map(Json)
     }
 
@@ -255,7 +255,7 @@ impl Server {
             }
         };
         let inv = self.state.commands.bisect(&dir, &p)?;
-        let (ended, call, out) = self.run_command("bisect_step", &inv, None, &ctx).await?;
+        let (ended, call, out, _turn) = self.run_command("bisect_step", &inv, None, &ctx).await?;
         Ok(Json(self.bisect_verdict(&inv, &ended, call, out, commit)))
     }
 
@@ -268,22 +268,24 @@ impl Server {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<ChangeResult>, String> {
         let inv = self.state.commands.change(&p)?;
-        let (ended, call, out) = self.run_command("change_verdict", &inv, None, &ctx).await?;
+        let (ended, call, out, _turn) =
+            self.run_command("change_verdict", &inv, None, &ctx).await?;
         self.change(&inv, &ended, call, out).map(Json)
     }
 }
 
 impl Server {
     /// Runs `inv` for a call: queued behind the checkout's other calls, its step lines sent
-    /// as progress, stopped when the call is cancelled. The call's number and its output's
-    /// resource come back beside how it ended.
+    /// as progress, stopped when the call is cancelled. The call's number, its output's
+    /// resource and its turn come back beside how it ended: the caller holds the turn until it
+    /// has read the report, which the next call's run would replace.
     async fn run_command(
         &self,
         tool: &str,
         inv: &Invocation,
         tests_total: Option<u64>,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<(Ended, u64, String), String> {
+    ) -> Result<(Ended, u64, String, queue::Turn), String> {
         let call = self.state.calls.fetch_add(1, Ordering::SeqCst);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u64, String)>();
         let forward = ctx.meta.get_progress_token().map(|token| {
@@ -319,7 +321,7 @@ impl Server {
             },
         )
         .await?;
-        let Some(_turn) = turn else {
+        let Some(turn) = turn else {
             return Err("cancelled while queued behind another call on this checkout".into());
         };
         let mut progress = Progress::new(tests_total);
@@ -352,7 +354,7 @@ impl Server {
                 inv.shown()
             ));
         }
-        Ok((ended, call, out))
+        Ok((ended, call, out, turn))
     }
 
     /// A run's result: its report, or a tool error saying why none was judged.

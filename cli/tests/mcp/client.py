@@ -6,6 +6,10 @@ python client.py BPFVM CHECK...: each CHECK is one of
           as a tool error saying what to do, and the server still answers after them;
   run     a filtered run on 6.1 boots and returns a good verdict whose report holds the
           filter's tests, with progress (booting, tests N of M) and a readable kernel.log;
+  two     two clients, each with its own server on this checkout, call at once (a
+          change_verdict that refuses its base, which takes the checkout for seconds and boots
+          nothing): one queues, told by progress which server holds the checkout, until the
+          other's call has ended;
   cancel  the whole suite cancelled during its boot leaves no process of its own (qemu
           included) and never writes its report;
   kill    a client killed during a boot: the server stops the run and exits, leaving none.
@@ -21,13 +25,16 @@ import sys
 import time
 
 import anyio
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
 BPFVM = sys.argv[1]
 KERNEL = "6.1"
 # Five tests of one module: a run that boots and judges, short under TCG.
 FILTER = "bloom_filter::creation_with_allowed_flags"
+# A call that takes the checkout for seconds and boots nothing: `vm-test --against` refuses
+# the base after its build of xtask.
+BAD_BASE = {"against": "no-such-ref-of-bpfvm"}
 # A run boots within this (a cold guest build included) and ends within twice it.
 BOOT_WITHIN_S = 900
 # What is left has this long to go after a cancel (30 s SIGTERM grace, then SIGKILL).
@@ -205,6 +212,41 @@ async def check_run(session):
     assert x.structured_content["outcome"] == "pass", x.structured_content
 
 
+async def check_two():
+    """Two clients at once: see the module's docstring."""
+    calls = {}
+    queued = {}
+
+    async def client(name):
+        async with stdio_client(params()) as (read, write):
+            me = types.Implementation(name=name, version="1")
+            async with ClientSession(read, write, client_info=me) as session:
+                await session.initialize()
+
+                async def progress(done, total, message):
+                    if (message or "").startswith("queued behind"):
+                        queued[name] = message
+                        say(f"    {name} progress: {message}")
+
+                start = time.monotonic()
+                r = await session.call_tool("change_verdict", BAD_BASE, progress_callback=progress)
+                calls[name] = (start, time.monotonic())
+                say(f"[{calls[name][1] - start:6.1f} s] {name}: change_verdict {json.dumps(BAD_BASE)}")
+                assert r.is_error and "not a commit of this repository" in text_of(r), text_of(r)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(client, "client A")
+        tg.start_soon(client, "client B")
+    assert len(queued) == 1, f"not exactly one client queued: {queued}"
+    waiter = next(iter(queued))
+    first = "client A" if waiter == "client B" else "client B"
+    assert queued[waiter].startswith(f"queued behind {first} (bpfvm mcp pid "), queued
+    # The first's call ended before the waiter's.
+    assert calls[first][1] <= calls[waiter][1], calls
+    took = {n: calls[n][1] - calls[n][0] for n in calls}
+    say(f"  {waiter} queued behind {first}: its call took {took[waiter]:.1f} s, {first}'s {took[first]:.1f} s")
+
+
 def written():
     """When the suite's report on KERNEL was last written (None: never)."""
     try:
@@ -319,7 +361,7 @@ async def main(checks):
         async with ClientSession(read, write) as session:
             init = await timed("initialize", session.initialize())
             say(f"server {init.server_info.name} {init.server_info.version}, protocol {init.protocol_version}")
-            for check in (c for c in checks if c != "kill"):
+            for check in (c for c in checks if c not in ("two", "kill")):
                 say(f"== {check}")
                 if check == "tools":
                     await check_tools(session)
@@ -329,6 +371,9 @@ async def main(checks):
                     await check_run(session)
                 elif check == "cancel":
                     await check_cancel(session)
+    if "two" in checks:
+        say("== two")
+        await check_two()
     if "kill" in checks:
         say("== kill")
         await check_kill()

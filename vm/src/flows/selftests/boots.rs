@@ -589,4 +589,30 @@ mod tests {
         assert_eq!(one.tests[0].name, "guest:inventory");
         assert_eq!(one.status, Some(Status::Good));
     }
+
+    /// A later boot's failed ending becomes the run's only when that boot was judged against
+    /// and no earlier one failed; the boots' wall times add up.
+    #[test]
+    fn a_later_boots_ending_is_the_runs_only_when_it_was_judged_against() {
+        let ending = |first: (Status, report::VmEnding), second: (Status, report::VmEnding)| {
+            let a = boot_report(vec![row("test_progs/a", Outcome::Pass)], first.0, first.1);
+            let b = boot_report(vec![row("test_progs/b", Outcome::Pass)], second.0, second.1);
+            let wall = a.vm.wall_time_s + b.vm.wall_time_s;
+            let r = combine(vec![a, b], vec![]);
+            assert_eq!(r.vm.wall_time_s, wall);
+            r.vm.ending
+        };
+        let hung = |u: &str| report::VmEnding::Failed(format!("test_progs/{u} was still running"));
+        let exited = || (Status::Good, report::VmEnding::Exited);
+        assert_eq!(ending(exited(), (Status::Bad, hung("b"))), hung("b"));
+        assert_eq!(
+            ending((Status::Bad, hung("a")), (Status::Bad, hung("b"))),
+            hung("a")
+        );
+        // Stopped at the cap, then passed in its retry: nothing judged against the boot.
+        assert_eq!(
+            ending(exited(), (Status::Good, hung("b"))),
+            report::VmEnding::Exited
+        );
+    }
 }

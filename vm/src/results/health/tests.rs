@@ -353,3 +353,49 @@ fn the_taint_a_soft_lockup_sets_under_tcg_judges_nothing_either() {
     h.under_tcg();
     assert!(h.blames_the_kernel(), "{h:#?}");
 }
+
+/// The watchdog reports a lockup again each time the CPU stays stuck for another
+/// `2 * watchdog_thresh` (`watchdog_timer_fn`, kernel/watchdog.c), and sets `L` with each: two
+/// reports before one taint marker still excuse it, as one does.
+#[test]
+fn a_lockup_reported_twice_before_its_taint_judges_nothing_under_tcg() {
+    let log = format!(
+        "12,0,0,-;bpfvm: phase tests\n12,1,1,-;bpfvm: tainted 0\n\
+         12,2,2,-;bpfvm: test start a\n\
+         0,3,3,-;watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [bpfvm_tests:214]\n\
+         4,4,4,-;Call Trace:\n4,5,5,-; bpf_loop+0x1/0x2\n\
+         0,6,6,-;watchdog: BUG: soft lockup - CPU#1 stuck for 48s! [bpfvm_tests:214]\n\
+         4,7,7,-;Call Trace:\n4,8,8,-; bpf_loop+0x1/0x2\n\
+         12,9,9,-;bpfvm: test end a\n12,10,10,-;bpfvm: tainted {}\n\
+         12,11,11,-;bpfvm: phase end\n",
+        taint::SOFTLOCKUP
+    );
+    let mut h = judge(&log, &allow::parse("").unwrap(), "6.1", None);
+    assert_eq!(h.splats.len(), 3, "{h:#?}");
+    h.under_tcg();
+    assert!(!h.blames_the_kernel(), "{h:#?}");
+}
+
+/// An allowed oops sets `D` (`oops_end`, arch/x86/kernel/dumpstack.c): the taint that brings
+/// only `D` after it is allowed with its reason.
+#[test]
+fn the_die_taint_of_an_allowed_oops_is_allowed_with_it() {
+    let allow =
+        allow::parse("[[allow]]\nregex = 'planted_oops'\nkernels = [\"6.1\"]\nreason = \"r\"\n")
+            .unwrap();
+    let log = format!(
+        "12,0,0,-;bpfvm: phase tests\n12,1,1,-;bpfvm: tainted 0\n\
+         12,2,2,-;bpfvm: test start a\n\
+         4,3,3,-;Oops: general protection fault, probably for non-canonical address \
+         0xdead000000000100: 0000 [#1] PREEMPT SMP NOPTI\n\
+         4,4,4,-;RIP: 0010:planted_oops+0x1/0x2\n\
+         12,5,5,-;bpfvm: test end a\n12,6,6,-;bpfvm: tainted {}\n\
+         12,7,7,-;bpfvm: phase end\n",
+        taint::DIE
+    );
+    let h = judge(&log, &allow, "6.1", None);
+    assert_eq!(h.splats.len(), 2, "{h:#?}");
+    assert_eq!(h.splats[0].kind, Kind::Oops);
+    assert_eq!(h.splats[1].kind, Kind::Taint);
+    assert!(!h.blames_the_kernel(), "{h:#?}");
+}

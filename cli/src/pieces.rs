@@ -7,9 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use bpfvm_host::domain::options::Choice;
-use bpfvm_host::kernel::choice::KernelArgs;
+use bpfvm_host::kernel::choice::{KernelArgs, KernelChoice};
 use bpfvm_host::results::plan::{self, KernelPlan, Kind};
-use bpfvm_host::results::{merge, report};
+use bpfvm_host::results::{change, merge, report};
 use bpfvm_host::support::output::Events;
 use clap::Args;
 
@@ -21,8 +21,9 @@ use crate::github;
 pub struct PlanInputs {
     /// What the run runs: suite (`cargo xtask vm-test`), crate (`bpfvm test` of the crate in
     /// the current directory) or selftests (the kernel's `test_progs`).
+    /// Required (`merge --change` has none).
     #[arg(long = "for", value_name = "WHAT")]
-    pub what: Kind,
+    pub what: Option<Kind>,
     /// Pinned kernels: one, a comma-separated list or `all`. Default: $BPFVM_KERNEL, else 6.1.
     #[arg(long)]
     pub kernel: Option<String>,
@@ -34,14 +35,33 @@ pub struct PlanInputs {
     #[arg(long, env = "BPFVM_ACCEL", default_value_t = Choice::Auto)]
     pub accel: Choice,
     /// How many pieces each kernel's tests are cut into.
+    /// Required (`merge --change` has none).
     #[arg(long, value_name = "N")]
-    pub pieces: usize,
+    pub pieces: Option<usize>,
 }
 
 impl PlanInputs {
     /// Each kernel's plan.
     pub fn plans(&self, events: &Events) -> Result<Vec<KernelPlan>> {
-        let kernels = KernelArgs {
+        let (Some(what), Some(pieces)) = (self.what, self.pieces) else {
+            anyhow::bail!("give --for WHAT and --pieces N: the plan is cut from them");
+        };
+        let root = match what {
+            Kind::Crate => bpfvm_host::flows::crate_test::cargo_dirs(events)?.workspace_root,
+            Kind::Suite | Kind::Selftests => bpfvm_host::support::paths::workspace_root(),
+        };
+        self.kernels()?
+            .iter()
+            .map(|k| {
+                let inputs = plan::Inputs::of(what, &root, k, self.accel == Choice::Kvm)?;
+                KernelPlan::of(&inputs, pieces)
+            })
+            .collect()
+    }
+
+    /// The kernels `--kernel` and `--arch` name.
+    fn kernels(&self) -> Result<Vec<KernelChoice>> {
+        KernelArgs {
             kernel: self.kernel.clone(),
             env: None,
             modules: None,
@@ -50,18 +70,7 @@ impl PlanInputs {
             arch: self.arch.clone(),
         }
         .with_env()
-        .many()?;
-        let root = match self.what {
-            Kind::Crate => bpfvm_host::flows::crate_test::cargo_dirs(events)?.workspace_root,
-            Kind::Suite | Kind::Selftests => bpfvm_host::support::paths::workspace_root(),
-        };
-        kernels
-            .iter()
-            .map(|k| {
-                let inputs = plan::Inputs::of(self.what, &root, k, self.accel == Choice::Kvm)?;
-                KernelPlan::of(&inputs, self.pieces)
-            })
-            .collect()
+        .many()
     }
 }
 
@@ -117,13 +126,22 @@ pub struct MergeArgs {
     /// The file the step summary is appended to. Default: $GITHUB_STEP_SUMMARY, else none.
     #[arg(long)]
     pub summary: Option<PathBuf>,
-    /// The directories holding the pieces' reports (artifacts downloaded), looked into deeply.
+    /// Merge the `--against` verdicts of a matrix's jobs, one per kernel (each job's
+    /// change.json), into one change.md, change.json and junit.xml in --out; every kernel of
+    /// --kernel must be judged by exactly one job (docs/change.md).
+    #[arg(long, conflicts_with_all = ["what", "pieces"])]
+    pub change: bool,
+    /// The directories holding the pieces' reports (artifacts downloaded), looked into deeply
+    /// (with --change, the jobs' change.json).
     #[arg(required = true, value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
 }
 
 /// `merge`: the pieces' reports checked and merged; exits with the whole run's status.
 pub fn merge(args: &MergeArgs, events: &Events) -> Result<ExitCode> {
+    if args.change {
+        return merge_change(args);
+    }
     let plans = args.inputs.plans(events)?;
     let found = merge::find(&args.dirs)?;
     let root = bpfvm_host::support::paths::workspace_root();
@@ -145,12 +163,7 @@ pub fn merge(args: &MergeArgs, events: &Events) -> Result<ExitCode> {
     if !merged.reports.is_empty() {
         bpfvm_host::ui::print_stdout(&report::matrix_table(&merged.reports));
     }
-    let summary = args
-        .summary
-        .clone()
-        .or_else(|| std::env::var_os("GITHUB_STEP_SUMMARY").map(PathBuf::from));
-    if let Some(file) = summary {
-        use std::io::Write;
+    if let Some(file) = args.summary_file() {
         let md = github::step_summary(
             &merged.reports,
             &github::Paths {
@@ -158,12 +171,7 @@ pub fn merge(args: &MergeArgs, events: &Events) -> Result<ExitCode> {
                 repo: None,
             },
         );
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&file)
-            .and_then(|mut f| f.write_all(md.as_bytes()))
-            .with_context(|| format!("writing {}", file.display()))?;
+        append(&file, &md)?;
     }
     for p in &merged.problems {
         events.warn(p.clone());
@@ -176,6 +184,47 @@ pub fn merge(args: &MergeArgs, events: &Events) -> Result<ExitCode> {
         status.code()
     ));
     Ok(ExitCode::from(status.code()))
+}
+
+impl MergeArgs {
+    /// `--summary`, else $GITHUB_STEP_SUMMARY.
+    fn summary_file(&self) -> Option<PathBuf> {
+        let env = || std::env::var_os("GITHUB_STEP_SUMMARY").map(PathBuf::from);
+        self.summary.clone().or_else(env)
+    }
+}
+
+fn append(file: &std::path::Path, md: &str) -> Result<()> {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .and_then(|mut f| f.write_all(md.as_bytes()))
+        .with_context(|| format!("writing {}", file.display()))
+}
+
+/// `merge --change`: the jobs' verdicts as one, written to --out and the step summary; exits
+/// with the merged change's status. A refusal writes nothing.
+fn merge_change(args: &MergeArgs) -> Result<ExitCode> {
+    let expected: Vec<String> = args.inputs.kernels()?.iter().map(|k| k.shown()).collect();
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| bpfvm_host::support::paths::target_dir().join("merged"));
+    let _ = std::fs::remove_dir_all(&out);
+    let jobs = change::merge::find(&args.dirs)?;
+    let merged = change::merge::merge(&expected, &jobs)?;
+    let md = change::render::write(&merged, &out)?;
+    if let Some(file) = args.summary_file() {
+        append(&file, &md)?;
+    }
+    bpfvm_host::ui::print_stdout(&format!(
+        "merged {} job(s) into {}",
+        jobs.len(),
+        out.display()
+    ));
+    Ok(crate::against::show(&merged, &out))
 }
 
 /// `costs`' options.

@@ -196,6 +196,10 @@ fn guest_steps(sh: &Shell, kernel: &str, results: &mut Vec<StepResult>, events: 
         &mut || own_crate(sh),
     );
     step(
+        "bpfvm test --against: a regression planted in a scratch repository, named (exit 1)",
+        &mut || change_plant(sh, kernel),
+    );
+    step(
         "bench-vm --smoke, against the committed instruction counts",
         &mut || bench_smoke(kernel, events),
     );
@@ -337,13 +341,7 @@ const EXAMPLE_EBPF_MANIFEST: &str = "examples/map-test/ebpf/Cargo.toml";
 /// Tests the example crate as docs/own-crate.md tells a user: `bpfvm` on PATH, plain `cargo test`
 /// through the runner its `.cargo/config.toml` names (6.1), then `bpfvm test` on two pins.
 fn own_crate(sh: &Shell) -> Result<()> {
-    cmd!(sh, "cargo build -p bpfvm")
-        .run()
-        .context("building bpfvm")?;
-    let bin = bpfvm_host::support::paths::target_dir().join("debug");
-    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    )))?;
+    let path = bpfvm_on_path(sh)?;
     let _dir = sh.push_dir("examples/map-test");
     cmd!(sh, "cargo test")
         .env("PATH", &path)
@@ -353,6 +351,92 @@ fn own_crate(sh: &Shell) -> Result<()> {
         .env("PATH", &path)
         .run()
         .context("bpfvm test --kernel 6.1,6.12")?;
+    Ok(())
+}
+
+/// Builds `bpfvm`; the PATH that finds it first.
+fn bpfvm_on_path(sh: &Shell) -> Result<std::ffi::OsString> {
+    cmd!(sh, "cargo build -p bpfvm")
+        .run()
+        .context("building bpfvm")?;
+    let bin = bpfvm_host::support::paths::target_dir().join("debug");
+    Ok(std::env::join_paths(std::iter::once(bin).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))?)
+}
+
+/// A crate with no dependency, made a git repository of two commits: the base, whose test
+/// `plant::planted` passes, and head, where it fails (`plant::kept` passes in both). Under
+/// the target directory at one path, so its base's worktree and target directory in the
+/// cache (a slot per repository path) are the same on every run and built incrementally.
+fn plant_repository(sh: &Shell) -> Result<std::path::PathBuf> {
+    let repo = bpfvm_host::support::paths::target_dir().join("ci-change");
+    let _ = std::fs::remove_dir_all(&repo);
+    std::fs::create_dir_all(repo.join("tests"))?;
+    std::fs::write(
+        repo.join("Cargo.toml"),
+        "[package]\nname = \"plant\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+         # Not a member of the workspace it is under.\n[workspace]\n",
+    )?;
+    std::fs::write(repo.join(".gitignore"), "/target\n")?;
+    let test = |planted: &str| {
+        format!(
+            "#[test]\nfn kept() {{\n    assert!(std::path::Path::new(\"/proc/self\").exists());\n}}\n\n\
+             #[test]\nfn planted() {{\n    {planted}\n}}\n"
+        )
+    };
+    let _dir = sh.push_dir(&repo);
+    let git = |args: &[&str]| {
+        cmd!(
+            sh,
+            "git -c user.name=bpfvm-ci -c user.email=ci@bpfvm.invalid {args...}"
+        )
+        .quiet()
+        .run()
+    };
+    git(&["init", "--quiet"])?;
+    for (planted, message) in [
+        (
+            "assert!(std::path::Path::new(\"/proc/self\").exists());",
+            "base",
+        ),
+        ("panic!(\"the planted regression\");", "head: a test fails"),
+    ] {
+        std::fs::write(repo.join("tests/plant.rs"), test(planted))?;
+        git(&["add", "-A"])?;
+        git(&["commit", "--quiet", "-m", message])?;
+    }
+    Ok(repo)
+}
+
+/// `bpfvm test --against HEAD~1` on [`plant_repository`], `--reruns 0` (one boot a side): the
+/// planted failure must be named a regression in change.json, and the run exit 1.
+fn change_plant(sh: &Shell, kernel: &str) -> Result<()> {
+    use bpfvm_host::results::change::{Category, Change};
+    let path = bpfvm_on_path(sh)?;
+    let repo = plant_repository(sh)?;
+    let change_json = repo.join("target/bpfvm-test/change/change.json");
+    // Its output shown as it runs; the status read, not failed on.
+    let status = std::process::Command::new("bpfvm")
+        .args(["test", "--kernel", kernel])
+        .args(["--against", "HEAD~1", "--reruns", "0"])
+        .current_dir(&repo)
+        .env("PATH", &path)
+        .status()
+        .context("starting bpfvm test")?
+        .code();
+    let text = std::fs::read_to_string(&change_json)
+        .with_context(|| format!("bpfvm test --against wrote no {}", change_json.display()))?;
+    let change: Change = serde_json::from_str(&text)?;
+    let planted = change.tests.iter().find(|t| t.test == "plant::planted");
+    let got = planted.map(|t| t.category);
+    if status != Some(1) || got != Some(Category::Regression) || change.exit_status != 1 {
+        bail!(
+            "bpfvm test --against HEAD~1: exit {status:?} and plant::planted {got:?}, expected \
+             exit 1 and a regression ({})",
+            change_json.display()
+        );
+    }
     Ok(())
 }
 

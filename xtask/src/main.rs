@@ -162,6 +162,28 @@ mod tests {
         }
     }
 
+    /// `merge --change` merges kernels' verdicts, not a plan's pieces: a plan's inputs are
+    /// refused beside it, and needed without it.
+    #[test]
+    fn merge_change_takes_no_plan_and_a_plan_needs_its_inputs() {
+        let parse = |args: &[&str]| Cli::try_parse_from([&["xtask", "merge"], args].concat());
+        assert!(parse(&["--change", "--kernel", "6.1,6.12", "d"]).is_ok());
+        for plan in [&["--for", "suite"][..], &["--pieces", "2"]] {
+            let e = parse(&[&["--change"], plan, &["d"]].concat())
+                .err()
+                .unwrap();
+            assert!(e.to_string().contains("cannot be used with"), "{e}");
+        }
+        let Ok(Cli {
+            cmd: Cmd::Merge(m), ..
+        }) = parse(&["--pieces", "2", "d"])
+        else {
+            panic!("merge --pieces 2 d does not parse");
+        };
+        let e = m.inputs.plans(&Events::silent()).unwrap_err().to_string();
+        assert!(e.contains("give --for WHAT and --pieces N"), "{e}");
+    }
+
     /// `--reruns` and `--verifier-threshold` only mean something beside `--against`.
     #[test]
     fn the_change_options_need_against() {

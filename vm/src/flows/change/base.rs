@@ -261,27 +261,37 @@ pub fn kernel_args(kernel: &KernelChoice) -> Result<Vec<String>> {
 }
 
 /// The slot's worktree, checked out at `commit` (added on first use; `git worktree prune`
-/// first forgets one whose directory was removed with the cache).
+/// first forgets one whose directory was removed with the cache). A worktree its repository
+/// no longer knows (the repository was cloned again at the same path) is added again.
 fn checkout(root: &Path, slot: &Path, commit: &str, events: &Events) -> Result<PathBuf> {
     let tree = slot.join("worktree");
     git(root, &["worktree", "prune"])?;
     if tree.join(".git").exists() {
-        git(
+        let again = git(
             &tree,
             &["checkout", "--quiet", "--force", "--detach", commit],
-        )?;
-        git(&tree, &["clean", "-fdq"])?;
-    } else {
-        events.step(format!(
-            "checking out the base {commit} in {}",
-            tree.display()
-        ));
-        let path = tree.display().to_string();
-        git(
-            root,
-            &["worktree", "add", "--force", "--detach", &path, commit],
-        )?;
+        )
+        .and_then(|_| git(&tree, &["clean", "-fdq"]));
+        match again {
+            Ok(_) => return Ok(tree),
+            Err(e) => {
+                events.note(format!(
+                    "the base's worktree is not usable ({e:#}): adding it again"
+                ));
+                std::fs::remove_dir_all(&tree)
+                    .with_context(|| format!("removing {}", tree.display()))?;
+            }
+        }
     }
+    events.step(format!(
+        "checking out the base {commit} in {}",
+        tree.display()
+    ));
+    let path = tree.display().to_string();
+    git(
+        root,
+        &["worktree", "add", "--force", "--detach", &path, commit],
+    )?;
     Ok(tree)
 }
 
@@ -292,6 +302,34 @@ mod tests {
     use super::*;
     use crate::domain::arch::Arch;
     use crate::kernel::pins;
+
+    /// A repository made again at the same path (its slot the same) gets its worktree again:
+    /// the old one's `.git` names a repository that is gone.
+    #[test]
+    fn a_repository_made_again_at_its_path_gets_its_worktree_again() {
+        let d = tempfile::tempdir().unwrap();
+        let (repo, slot) = (d.path().join("repo"), d.path().join("slot"));
+        let commit = |text: &str| {
+            std::fs::create_dir_all(&repo).unwrap();
+            git(&repo, &["init", "--quiet"]).unwrap();
+            std::fs::write(repo.join("f"), text).unwrap();
+            git(&repo, &["add", "f"]).unwrap();
+            let who = ["-c", "user.name=t", "-c", "user.email=t@t"];
+            git(
+                &repo,
+                &[&who[..], &["commit", "--quiet", "-m", text]].concat(),
+            )
+            .unwrap();
+            git(&repo, &["rev-parse", "HEAD"]).unwrap()
+        };
+        let first = commit("one");
+        let tree = checkout(&repo, &slot, &first, &Events::silent()).unwrap();
+        assert_eq!(std::fs::read_to_string(tree.join("f")).unwrap(), "one");
+        std::fs::remove_dir_all(&repo).unwrap();
+        let second = commit("two");
+        let tree = checkout(&repo, &slot, &second, &Events::silent()).unwrap();
+        assert_eq!(std::fs::read_to_string(tree.join("f")).unwrap(), "two");
+    }
 
     #[test]
     fn the_base_is_given_the_same_kernel_and_a_kernel_change_is_refused() {

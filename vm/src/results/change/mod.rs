@@ -4,6 +4,7 @@
 //! comment, JSON, JUnit and a step summary ([`render`]). The model is [`model`]; the rules are
 //! docs/change.md's.
 pub mod classify;
+pub mod merge;
 pub mod model;
 pub mod render;
 #[cfg(test)]

@@ -3,11 +3,15 @@
 # this checkout into it and run a command there as a new user of that distribution would.
 #
 #   ci/host-root.sh trixie ROOT [COMMAND...]   Debian 13; default COMMAND: cargo xtask vm-test --kernel 6.1
+#   ci/host-root.sh sid ROOT [COMMAND...]      Debian unstable; default COMMAND: cargo xtask
+#                                              selftests --kernel 7.2 -t bloom_filter_map,bpf_loop
 #   ci/host-root.sh noble ROOT [COMMAND...]    Ubuntu 24.04, as GitHub's runners are; default
 #                                              COMMAND: the runner route (below)
 #
 # trixie: the only Rust there is Debian's rustc-web/cargo-web (the toolchain bpfvm's own
 # provisioning uses), and `cargo xtask` installs everything else itself.
+# sid: the 7.2 pin's selftests need it (its headers package is sid's, its config gcc 16's).
+# sid has no rustc-web: its own rustc, cargo and rust-src are that route's toolchain there.
 # noble: rustup from rustup-init (as on a runner), then the runner script's steps that need no
 # GitHub: rustup's nightly $BPFVM_NIGHTLY (default nightly-2026-05-20) with rust-src, and
 # `ci/github-runner-setup.sh setup` (`setup --check`, apt-get install of its MISSING deb: lines
@@ -28,7 +32,7 @@
 # rustc-web, busybox, and everything bpfvm installs and builds with them.
 set -euo pipefail
 
-usage="usage: ci/host-root.sh trixie|noble ROOT [COMMAND...]"
+usage="usage: ci/host-root.sh trixie|sid|noble ROOT [COMMAND...]"
 suite=${1:?$usage}
 root=${2:?$usage}
 shift 2
@@ -46,6 +50,17 @@ trixie)
             "deb $mirror trixie main" \
             "deb $mirror trixie-updates main" \
             "deb http://deb.debian.org/debian-security trixie-security main"
+    }
+    ;;
+sid)
+    [ "$#" -gt 0 ] || set -- cargo xtask selftests --kernel 7.2 -t bloom_filter_map,bpf_loop
+    make_root() {
+        # The mirror's sid Release file may be past its Valid-Until (as the private apt of
+        # kernels/pins/apt.rs allows); the option stays in the root for bpfvm's apt-get.
+        mmdebstrap --variant=important --components=main \
+            --aptopt='Acquire::Check-Valid-Until "false"' \
+            --include=ca-certificates,rustc,cargo,rust-src,git \
+            sid "$root" "deb http://deb.debian.org/debian sid main"
     }
     ;;
 noble)

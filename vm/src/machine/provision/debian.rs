@@ -48,6 +48,10 @@ const BASE_PACKAGES: &[&str] = &[
 /// Debian's Rust 1.96 with the library sources, for `-Z build-std=core`.
 const DEBIAN_RUST_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src"];
 
+/// The same on Debian's testing and unstable, which have no rustc-web (it backports a newer
+/// Rust to the stable releases): their own Rust is as new, with the same paths.
+const DEBIAN_UNRELEASED_RUST_PACKAGES: &[&str] = &["rustc", "cargo", "rust-src"];
+
 /// What the kernel's BPF selftests (`tools/testing/selftests/bpf/Makefile`) build with besides
 /// clang `clang`: its llc, llvm-strip and llvm-objcopy, lld (`urandom_read` links with
 /// `-fuse-ld=lld`), libelf and zlib (libbpf), libcap, libssl (`sign-file`), flex and bison
@@ -102,11 +106,14 @@ pub fn arch_packages(arch: Arch) -> Vec<&'static str> {
     }
 }
 
-/// The Debian packages needed, given whether rustup nightly has rust-src.
-pub fn required_packages(nightly_has_rust_src: bool) -> Vec<&'static str> {
+/// The Debian packages needed on `distro`, given whether rustup nightly has rust-src.
+pub fn required_packages(nightly_has_rust_src: bool, distro: &Distro) -> Vec<&'static str> {
     let mut p = BASE_PACKAGES.to_vec();
     if !nightly_has_rust_src {
-        p.extend_from_slice(DEBIAN_RUST_PACKAGES);
+        p.extend_from_slice(match distro.is_debian_unreleased() {
+            true => DEBIAN_UNRELEASED_RUST_PACKAGES,
+            false => DEBIAN_RUST_PACKAGES,
+        });
     }
     p
 }
@@ -245,11 +252,14 @@ pub(super) fn install_packages(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::provision::distro::parse_os_release;
+    use crate::machine::provision::distro::tests::{DEBIAN, SID};
 
     #[test]
     fn packages_depend_on_route() {
-        let with = required_packages(true);
-        let without = required_packages(false);
+        let bookworm = parse_os_release(DEBIAN);
+        let with = required_packages(true, &bookworm);
+        let without = required_packages(false, &bookworm);
         assert!(!with.contains(&"rustc-web"));
         for p in [
             "rustc-web",
@@ -261,6 +271,19 @@ mod tests {
             assert!(without.contains(&p), "{p}");
         }
         assert!(with.contains(&"llvm-22-dev"));
+    }
+
+    /// sid has no rustc-web: its own rustc, cargo and rust-src are installed instead.
+    #[test]
+    fn debian_unstable_takes_its_own_rust() {
+        let sid = required_packages(false, &parse_os_release(SID));
+        for p in ["rustc", "cargo", "rust-src", "llvm-22-dev"] {
+            assert!(sid.contains(&p), "{p}");
+        }
+        assert!(!sid
+            .iter()
+            .any(|p| p.ends_with("-web") || p.contains("-web-")));
+        assert!(!required_packages(true, &parse_os_release(SID)).contains(&"rustc"));
     }
 
     #[test]
@@ -292,7 +315,8 @@ mod tests {
     #[test]
     fn keyring_package_is_required_on_every_route() {
         for nightly in [true, false] {
-            assert!(required_packages(nightly).contains(&"debian-archive-keyring"));
+            let p = required_packages(nightly, &parse_os_release(DEBIAN));
+            assert!(p.contains(&"debian-archive-keyring"));
         }
     }
 }

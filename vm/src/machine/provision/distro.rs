@@ -11,11 +11,18 @@ pub struct Distro {
     pub codename: String,
     /// `PRETTY_NAME`, for messages.
     pub pretty: String,
+    /// `VERSION_ID`: "12", "24.04"; Debian's testing and unstable have none.
+    pub version_id: String,
 }
 
 impl Distro {
     pub fn is_debian(&self) -> bool {
         self.id == "debian"
+    }
+
+    /// Debian's testing or unstable (sid): a Debian without a release number.
+    pub fn is_debian_unreleased(&self) -> bool {
+        self.is_debian() && self.version_id.is_empty()
     }
 }
 
@@ -31,6 +38,7 @@ pub fn parse_os_release(text: &str) -> Distro {
             "ID" => d.id = v,
             "VERSION_CODENAME" => d.codename = v,
             "PRETTY_NAME" => d.pretty = v,
+            "VERSION_ID" => d.version_id = v,
             _ => {}
         }
     }
@@ -77,7 +85,11 @@ pub(super) mod tests {
                           VERSION_CODENAME=noble\nID=ubuntu\nID_LIKE=debian\n";
     pub(in crate::machine::provision) const DEBIAN: &str =
         "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=\"Debian GNU/Linux\"\n\
-                          VERSION_CODENAME=bookworm\nID=debian\n";
+                          VERSION_ID=\"12\"\nVERSION_CODENAME=bookworm\nID=debian\n";
+    /// Debian unstable's (base-files in sid, 2026-12): no VERSION_ID.
+    pub(in crate::machine::provision) const SID: &str =
+        "PRETTY_NAME=\"Debian GNU/Linux forky/sid\"\nNAME=\"Debian GNU/Linux\"\n\
+                          VERSION_CODENAME=forky\nID=debian\n";
 
     #[test]
     fn os_release_parsing() {
@@ -87,11 +99,15 @@ pub(super) mod tests {
             Distro {
                 id: "ubuntu".into(),
                 codename: "noble".into(),
-                pretty: "Ubuntu 24.04.3 LTS".into()
+                pretty: "Ubuntu 24.04.3 LTS".into(),
+                version_id: "24.04".into(),
             }
         );
         assert!(!u.is_debian(), "ID_LIKE=debian does not make Ubuntu Debian");
         assert!(parse_os_release(DEBIAN).is_debian());
+        assert!(!parse_os_release(DEBIAN).is_debian_unreleased());
+        assert!(parse_os_release(SID).is_debian_unreleased());
+        assert!(!u.is_debian_unreleased());
         assert_eq!(parse_os_release("ID='arch'\n").pretty, "arch");
         assert_eq!(parse_os_release("").pretty, "unknown Linux");
     }

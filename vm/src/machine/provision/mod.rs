@@ -166,7 +166,7 @@ pub fn check() -> Vec<Item> {
     let nightly = nightly_has_rust_src();
     let distro = host_distro();
     let problem = route_problem(nightly, &distro);
-    let pkgs = required_packages(nightly);
+    let pkgs = required_packages(nightly, &distro);
     let installed = dpkg_installed(&pkgs);
     let mut items = vec![Item {
         name: "ebpf-toolchain".into(),
@@ -307,7 +307,7 @@ pub fn ensure_alongside<T: Send>(
     }
 
     // Debian packages.
-    let pkgs = required_packages(nightly);
+    let pkgs = required_packages(nightly, &distro);
     let missing = missing_packages(&pkgs);
     if missing.is_empty() {
         events.note(format!("Debian packages: all {} present", pkgs.len()));

@@ -48,7 +48,8 @@ pub fn route_description(nightly_has_rust_src: bool) -> &'static str {
     if nightly_has_rust_src {
         "eBPF toolchain: rustup nightly + rust-src"
     } else {
-        "eBPF toolchain: Debian rustc-web 1.96 (RUSTC_BOOTSTRAP=1, -Z build-std=core); rustup nightly has no rust-src"
+        "eBPF toolchain: Debian's Rust (rustc-web 1.96 on Debian 12 and 13, rustc on testing and \
+         unstable; RUSTC_BOOTSTRAP=1, -Z build-std=core); rustup nightly has no rust-src"
     }
 }
 
@@ -119,7 +120,7 @@ mod tests {
         let t = debian_toolchain("/x/bin/bpf-linker".into());
         assert!(t
             .describe()
-            .starts_with("eBPF toolchain: Debian rustc-web 1.96"));
+            .starts_with("eBPF toolchain: Debian's Rust (rustc-web 1.96"));
         assert_eq!(t.bpf_linker_dir(), Path::new("/x/bin"));
     }
 

@@ -76,7 +76,13 @@ pub fn vm_test(
     if opts.piece.is_some() {
         bail!("--against compares whole runs: leave out --piece (and --jobs)");
     }
-    let (change, dir) = change::vm_test::vm_test_against(kernels, opts, against, events)?;
+    let (change, dir) = match kernels {
+        // The kernel changes: BASE is a ref of the tree, the suite the same on both sides.
+        [KernelChoice::Tree { dir, kconfig }] => {
+            change::tree::vm_test_tree_against(dir, kconfig, opts, against, events)?
+        }
+        _ => change::vm_test::vm_test_against(kernels, opts, against, events)?,
+    };
     Ok(show(&change, &dir))
 }
 

@@ -25,6 +25,7 @@ pub fn vm_test_tree_against(
     against: &Against,
     events: &Events,
 ) -> Result<(Change, PathBuf)> {
+    crate::domain::options::check(&opts.vm)?;
     let (base, head) = revisions(dir, &against.base)?;
     let head_kernel = KernelChoice::Tree {
         dir: dir.to_path_buf(),

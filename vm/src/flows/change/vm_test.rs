@@ -15,9 +15,8 @@ use crate::support::output::Events;
 use crate::support::paths::{target_dir, workspace_root};
 use crate::support::status::Status;
 
-/// Compares head against `against.base` (a ref of this repository; with `--kernel-tree`, a
-/// ref of the tree: [`super::tree`]) on every kernel of `kernels`; returns the change and the
-/// directory its files are in (`target/vm-test/change/`).
+/// Compares head against `against.base` (a ref of this repository) on every kernel of
+/// `kernels`; returns the change and the directory its files are in (`target/vm-test/change/`).
 pub fn vm_test_against(
     kernels: &[KernelChoice],
     opts: &TestOptions,
@@ -25,9 +24,6 @@ pub fn vm_test_against(
     events: &Events,
 ) -> Result<(Change, PathBuf)> {
     options::check(&opts.vm)?;
-    if let [KernelChoice::Tree { dir, kconfig }] = kernels {
-        return super::tree::vm_test_tree_against(dir, kconfig, opts, against, events);
-    }
     let root = workspace_root();
     let (base, head) = base::revisions(&root, &against.base, "this repository")?;
     compare(&VmTest { opts }, kernels, base, head, against, events)

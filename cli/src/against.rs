@@ -17,7 +17,9 @@ use crate::VmArgs;
 pub struct AgainstArgs {
     /// Compare with BASE, a ref of the repository the tests are in (this one for vm-test, the
     /// crate's for bpfvm test): the tests at BASE (built in their own git worktree, their
-    /// report cached) run on the same kernels, and each test is named a regression (confirmed
+    /// report cached) run on the same kernels; with --kernel-tree, a ref of the tree: the same
+    /// tests on the kernel built from BASE (in its own checkout and slot, as bench-vm
+    /// --against builds it), and each test is named a regression (confirmed
     /// by reruns), fixed, still failing, flaky, new, removed or unchanged. Writes
     /// change/{change.md,change.json,junit.xml} beside the reports (target/vm-test/change/,
     /// <target>/bpfvm-test/change/). Exits 0 without a regression, 1 with one, 125 when head
@@ -36,16 +38,19 @@ pub struct AgainstArgs {
 }
 
 impl AgainstArgs {
-    /// What `--against` asks, if given; refused beside what it cannot compare.
-    pub fn parse(&self, vm: &VmArgs) -> Result<Option<Against>> {
+    /// What `--against` asks, if given; refused beside what it cannot compare. With
+    /// `--kernel-tree`, BASE is a ref of the tree (the kernel changes): only commands that
+    /// compare kernels (`kernel_change`: vm-test, selftests) take it.
+    pub fn parse(&self, vm: &VmArgs, kernel_change: bool) -> Result<Option<Against>> {
         let Some(base) = &self.against else {
             return Ok(None);
         };
-        if vm.kernel_tree.is_some() {
+        if vm.kernel_tree.is_some() && !kernel_change {
             bail!(
-                "--against beside --kernel-tree (a kernel change, BASE a ref of the tree) is not \
-                 built yet: compare the tests on a pin or an image, or the two kernels' costs \
-                 with `bench-vm --kernel-tree DIR --against REF`"
+                "--against beside --kernel-tree (a kernel change, BASE a ref of the tree) \
+                 compares this repository's suite (`cargo xtask vm-test`) or the kernel's \
+                 selftests (`cargo xtask selftests`), not a crate's tests: compare the crate's \
+                 tests on a pin or an image"
             );
         }
         if let Some(t) = self.verifier_threshold {
@@ -71,7 +76,13 @@ pub fn vm_test(
     if opts.piece.is_some() {
         bail!("--against compares whole runs: leave out --piece (and --jobs)");
     }
-    let (change, dir) = change::vm_test::vm_test_against(kernels, opts, against, events)?;
+    let (change, dir) = match kernels {
+        // The kernel changes: BASE is a ref of the tree, the suite the same on both sides.
+        [KernelChoice::Tree { dir, kconfig }] => {
+            change::tree::vm_test_tree_against(dir, kconfig, opts, against, events)?
+        }
+        _ => change::vm_test::vm_test_against(kernels, opts, against, events)?,
+    };
     Ok(show(&change, &dir))
 }
 
@@ -98,7 +109,7 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Option<Against>> {
         let cli = Cli::try_parse_from([&["t"], args].concat()).unwrap();
-        cli.against.parse(&cli.vm)
+        cli.against.parse(&cli.vm, false)
     }
 
     #[test]
@@ -110,10 +121,10 @@ mod tests {
         assert_eq!(a.verifier_threshold_pct, Some(5.0));
         let tree = ["--against", "v6.12", "--kernel-tree", "/src/linux"];
         let e = parse(&tree).unwrap_err().to_string();
-        assert!(
-            e.contains("bench-vm --kernel-tree DIR --against REF"),
-            "{e}"
-        );
+        assert!(e.contains("not a crate's tests"), "{e}");
+        let cli = Cli::try_parse_from([&["t"], &tree[..]].concat()).unwrap();
+        let a = cli.against.parse(&cli.vm, true).unwrap().unwrap();
+        assert_eq!(a.base, "v6.12");
         let e = parse(&["--against", "main", "--verifier-threshold=-1"]).unwrap_err();
         assert!(e.to_string().contains("give a percent, 0 or more"), "{e}");
     }

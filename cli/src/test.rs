@@ -46,7 +46,7 @@ pub struct Options {
 
 pub fn run(opts: Options, events: &Events) -> Result<ExitCode> {
     let (cargo_args, test_args) = crate_test::split_args(&opts.args);
-    let against = opts.against.parse(&opts.vm)?;
+    let against = opts.against.parse(&opts.vm, false)?;
     let vm = opts.vm;
     let opts = CrateTestOptions {
         kernels: vm.kernel_args().many()?,
@@ -110,15 +110,15 @@ mod tests {
             "x",
         ])
         .unwrap();
-        let a = o.against.parse(&o.vm).unwrap().unwrap();
+        let a = o.against.parse(&o.vm, false).unwrap().unwrap();
         assert_eq!((a.base.as_str(), a.reruns), ("main", 3));
         assert_eq!(o.args, ["--release", "--", "x"]);
         let plain = parse(&["--kernel", "6.1"]).unwrap();
-        assert!(plain.against.parse(&plain.vm).unwrap().is_none());
+        assert!(plain.against.parse(&plain.vm, false).unwrap().is_none());
         // --reruns means nothing without a base.
         assert!(parse(&["--reruns", "3"]).is_err());
         let tree = parse(&["--against", "main", "--kernel-tree", "/src/linux"]).unwrap();
-        let e = tree.against.parse(&tree.vm).unwrap_err().to_string();
+        let e = tree.against.parse(&tree.vm, false).unwrap_err().to_string();
         assert!(e.contains("--kernel-tree"), "{e}");
     }
 

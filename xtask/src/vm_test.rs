@@ -54,7 +54,7 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
         );
     }
     let jobs = opts.jobs;
-    let against = opts.against.parse(&opts.vm)?;
+    let against = opts.against.parse(&opts.vm, true)?;
     if against.is_some() && jobs.is_some() {
         anyhow::bail!("--against compares whole runs: leave out --jobs");
     }

@@ -1,14 +1,17 @@
 //! `--against BASE`: a suite at head and at BASE on the same kernels, every test classified by
 //! `results::change` with the reruns it asks for, and `change.md`, `change.json` and
-//! `junit.xml` written. One flow ([`compare`]) for both suites; what differs is how each side
+//! `junit.xml` written. One flow ([`compare`]) for every suite; what differs is how each side
 //! runs ([`Suite`]): this repository's `vm-test` ([`vm_test`]) or a user's crate under
-//! `bpfvm test` ([`crate_test`]).
+//! `bpfvm test` ([`crate_test`]), or the same suite on a kernel tree and on a ref of it
+//! ([`tree`]).
 //!
 //! Head runs here; its reruns are runs filtered to one test, each in a fresh boot, while
 //! head's whole run waits aside and goes back where it was at the end. The base runs in its
-//! own worktree and target directory ([`base`]).
+//! own worktree and target directory ([`base`]); a tree's base in its own checkout and build
+//! slot ([`tree`]).
 pub mod base;
 pub mod crate_test;
+pub mod tree;
 pub mod vm_test;
 
 use std::path::{Path, PathBuf};

@@ -97,7 +97,11 @@ impl Suite for VmTest<'_> {
 
 /// Why head was not judged, and the status it makes: when head's own build fails (built
 /// again here to tell), head cannot be built (125); anything else stops (255).
-fn head_error(opts: &TestOptions, e: anyhow::Error, events: &Events) -> (Status, String) {
+pub(super) fn head_error(
+    opts: &TestOptions,
+    e: anyhow::Error,
+    events: &Events,
+) -> (Status, String) {
     let built = || -> Option<anyhow::Error> {
         let p = run::prepare::prepare_any_arch(&opts.kernel, &opts.vm, events).ok()?;
         let ebpf = match build::build_ebpf(&p.tools.ebpf, events) {

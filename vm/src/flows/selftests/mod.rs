@@ -56,10 +56,7 @@ pub struct Options {
 /// `<pin>.known.toml`; an arm64 pin's `<pin>.arm64.inventory` and `<pin>.arm64.known.toml` (its
 /// build and its kernel are not the x86_64 pin's).
 fn pin_files(pin: &pins::Pin) -> (String, String) {
-    let name = match pin.arch {
-        Arch::X86_64 => pin.version.clone(),
-        other => format!("{}.{other}", pin.version),
-    };
+    let name = plan::selftests_pin_name(&pin.version, pin.arch);
     (
         format!("kernels/selftests/{name}.inventory"),
         format!("kernels/selftests/{name}.known.toml"),

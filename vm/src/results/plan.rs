@@ -31,16 +31,25 @@ pub enum Kind {
     Selftests,
 }
 
+/// A pin's name in `kernels/selftests/`: its version, and for another architecture than
+/// x86_64 the architecture too (`6.1.arm64`): its build and its kernel are not x86_64's.
+pub fn selftests_pin_name(kernel: &str, arch: Arch) -> String {
+    match arch {
+        Arch::X86_64 => kernel.to_string(),
+        other => format!("{kernel}.{other}"),
+    }
+}
+
 impl Kind {
     /// The inventory a kernel's plan deals out, below the workspace `root`.
-    pub fn inventory(self, root: &Path, kernel: &str) -> PathBuf {
+    pub fn inventory(self, root: &Path, kernel: &str, arch: Arch) -> PathBuf {
         match self {
             Kind::Suite => root.join(inventory::SUITE_FILE),
             Kind::Crate => root.join(inventory::CRATE_FILE),
             Kind::Selftests => root
                 .join("kernels")
                 .join("selftests")
-                .join(format!("{kernel}.inventory")),
+                .join(format!("{}.inventory", selftests_pin_name(kernel, arch))),
         }
     }
 
@@ -233,15 +242,23 @@ pub struct KernelPlan {
 impl KernelPlan {
     /// Cuts the kernel of `inputs` into `count` pieces, from its inventory and cost file.
     pub fn of(inputs: &Inputs, count: usize) -> Result<KernelPlan> {
-        let path = inputs.kind.inventory(&inputs.root, &inputs.kernel);
+        let path = inputs
+            .kind
+            .inventory(&inputs.root, &inputs.kernel, inputs.arch);
         let inv = Inventory::load(&path).with_context(|| {
             format!(
                 "a plan deals out the tests of an inventory; {} writes it",
                 match inputs.kind {
                     Kind::Suite => inventory::SUITE_BLESS.to_string(),
                     Kind::Crate => inventory::CRATE_BLESS.to_string(),
-                    Kind::Selftests =>
-                        format!("`cargo xtask selftests --kernel {} --bless`", inputs.kernel),
+                    Kind::Selftests => match inputs.arch {
+                        Arch::X86_64 =>
+                            format!("`cargo xtask selftests --kernel {} --bless`", inputs.kernel),
+                        a => format!(
+                            "`cargo xtask selftests --kernel {} --arch {a} --bless`",
+                            inputs.kernel
+                        ),
+                    },
                 }
             )
         })?;
@@ -516,6 +533,35 @@ pub fn matrix(plans: &[KernelPlan]) -> serde_json::Value {
 mod tests {
     use super::*;
 
+    /// An arm64 pin's selftests plan deals out its own inventory, not the x86_64 pin's.
+    #[test]
+    fn an_arm64_selftests_plan_reads_the_arm64_inventory() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("kernels/selftests");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("6.1.arm64.inventory"), "test_progs only_arm64\n").unwrap();
+        let inputs = |arch| Inputs {
+            kind: Kind::Selftests,
+            root: d.path().to_path_buf(),
+            kernel: "6.1".into(),
+            arch,
+            accel: "tcg".into(),
+        };
+        let plan = KernelPlan::of(&inputs(Arch::Arm64), 1).unwrap();
+        let names: Vec<String> = plan.pieces.iter().flat_map(|p| p.names()).collect();
+        assert!(names.iter().any(|n| n.contains("only_arm64")), "{names:?}");
+        let e = format!(
+            "{:#}",
+            KernelPlan::of(&inputs(Arch::X86_64), 1).unwrap_err()
+        );
+        assert!(e.contains("--kernel 6.1 --bless"), "{e}");
+        let e = format!("{:#}", {
+            std::fs::remove_file(dir.join("6.1.arm64.inventory")).unwrap();
+            KernelPlan::of(&inputs(Arch::Arm64), 1).unwrap_err()
+        });
+        assert!(e.contains("--kernel 6.1 --arch arm64 --bless"), "{e}");
+    }
+
     fn inputs() -> Inputs {
         Inputs {
             kind: Kind::Selftests,
@@ -620,7 +666,7 @@ mod tests {
                 accel: "tcg".into(),
             };
             let plan = KernelPlan::of(&inputs, 4).unwrap();
-            let inv = Inventory::load(&kind.inventory(&root, kernel)).unwrap();
+            let inv = Inventory::load(&kind.inventory(&root, kernel, Arch::X86_64)).unwrap();
             let mut all: Vec<String> = plan.pieces.iter().flat_map(|p| p.names()).collect();
             let n = all.len();
             all.sort();

@@ -15,7 +15,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-use crate::kernel::pins::{self, Pin, Selftests};
+use crate::domain::arch::Arch;
+use crate::kernel::pins::{self, Package, Pin, Selftests};
 use crate::kernel::source_tree::{self, TreeInfo};
 use crate::machine::provision;
 use crate::support::output::Events;
@@ -288,12 +289,135 @@ pub(crate) fn headers_with_btf(headers: &Path, version: &str, btf: &Path) -> Res
     Ok(dir)
 }
 
+/// A pin's headers `.deb` of another architecture than the host's, unpacked once under
+/// `headers/` in the cache, its kbuild tree returned. It is not installed (it depends on that
+/// architecture's gcc); the packages its tree links into, `linux-headers-<abi>-common` and
+/// `linux-kbuild-<series>` (its scripts, built for the host), are installed from the host's
+/// apt at its version, and linked where the tree's relative links look for them.
+pub(crate) fn unpacked_headers(pin: &Pin, deb: &Package, events: &Events) -> Result<PathBuf> {
+    let file = pins::fetch_package(pin, deb, events)?;
+    let depends = Command::new("dpkg-deb")
+        .args(["-f", &file.display().to_string(), "Depends"])
+        .output()
+        .context("run dpkg-deb -f")?;
+    let needed = kbuild_packages(&String::from_utf8_lossy(&depends.stdout));
+    let specs: Vec<String> = needed
+        .iter()
+        .map(|n| format!("{n}={}", deb.version))
+        .collect();
+    let missing: Vec<&str> = needed
+        .iter()
+        .zip(&specs)
+        .filter(|(n, _)| provision::installed_version(n).as_deref() != Some(&deb.version))
+        .map(|(_, s)| s.as_str())
+        .collect();
+    provision::ensure_packages(&missing, events)?;
+    let dir = root().join("headers").join(format!(
+        "{}_{}-{}",
+        deb.name,
+        deb.version,
+        &deb.sha256[..12]
+    ));
+    let _lock = lock(events)?;
+    if !dir.join(COMPLETE).is_file() {
+        let tmp = dir.with_extension("tmp");
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp)?;
+        let t = tmp.display().to_string();
+        run(
+            &["dpkg-deb", "-x", &file.display().to_string(), &t],
+            &[],
+            "selftests-headers",
+            events,
+        )?;
+        for name in &needed {
+            for base in ["usr/lib", "usr/src"] {
+                let host = Path::new("/").join(base).join(name);
+                if host.is_dir() {
+                    std::fs::create_dir_all(tmp.join(base))?;
+                    std::os::unix::fs::symlink(&host, tmp.join(base).join(name))?;
+                }
+            }
+        }
+        std::fs::write(tmp.join(COMPLETE), format!("{}\n", deb.spec()))?;
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::rename(&tmp, &dir)?;
+    }
+    Ok(dir.join("usr/src").join(&deb.name))
+}
+
+/// The packages of a headers package's `Depends` that its kbuild tree links into: its
+/// `linux-headers-*-common` and `linux-kbuild-*` (not the compiler it names).
+fn kbuild_packages(depends: &str) -> Vec<String> {
+    depends
+        .split(',')
+        .filter_map(|d| d.split_whitespace().next())
+        .filter(|n| n.starts_with("linux-kbuild-") || n.starts_with("linux-headers-"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The kernel's BTF in an uncompressed kernel image (arm64's `Image`): its one blob that reads
+/// as a whole BTF header (magic 0xeb9f, version 1, a 24-byte header, the types at 0 and the
+/// strings right after them, `struct btf_header` in include/uapi/linux/btf.h) followed by its
+/// data, the bytes `/sys/kernel/btf/vmlinux` shows (`__start_BTF` to `__stop_BTF`). Anything
+/// smaller than 64 KiB of types is not vmlinux's.
+pub(crate) fn btf_in_image(image: &[u8]) -> Result<&[u8]> {
+    const HEADER: [u8; 8] = [0x9f, 0xeb, 1, 0, 24, 0, 0, 0];
+    let word = |at: usize| u32::from_le_bytes(image[at..at + 4].try_into().unwrap()) as usize;
+    let mut found = vec![];
+    let mut at = 0;
+    while let Some(i) = image[at..].windows(8).position(|w| w == HEADER) {
+        let start = at + i;
+        at = start + 1;
+        if start + 24 > image.len() {
+            break;
+        }
+        let (type_off, type_len, str_off, str_len) = (
+            word(start + 8),
+            word(start + 12),
+            word(start + 16),
+            word(start + 20),
+        );
+        let end = start + 24 + type_len + str_len;
+        if type_off == 0 && str_off == type_len && type_len >= 64 << 10 && end <= image.len() {
+            found.push(&image[start..end]);
+        }
+    }
+    match found.as_slice() {
+        [one] => Ok(one),
+        _ => bail!(
+            "{} blobs read as the kernel's BTF, not one (is it an uncompressed image?)",
+            found.len()
+        ),
+    }
+}
+
 /// What a build is made of.
 pub(crate) struct Inputs<'a> {
     pub source: &'a Source,
     pub btf: &'a Path,
     pub kdir: Kdir,
     pub clang: u32,
+    /// The architecture the selftests are built for: the host's, or cross-built
+    /// ([`cross_args`]).
+    pub arch: Arch,
+}
+
+/// make's arguments that cross-build the selftests for `arch` (none for the host's): the
+/// kernel's `ARCH`, the cross toolchain's prefix, and clang targeting `arch` too, since the
+/// Makefile links `liburandom_read.so` and `urandom_read` with `$(CLANG)` and no target of
+/// its own (6.1; its `-target bpf` still wins for the BPF objects: the last target is taken).
+fn cross_args(arch: Arch) -> Vec<String> {
+    if arch == Arch::host() {
+        return vec![];
+    }
+    let triple = arch.cross_gcc().trim_end_matches("gcc");
+    vec![
+        format!("ARCH={}", arch.name()),
+        format!("CROSS_COMPILE={triple}"),
+        format!("CLANG=clang --target={}", triple.trim_end_matches('-')),
+    ]
 }
 
 /// A build of `test_progs`, `test_maps` and `bench`.
@@ -459,9 +583,15 @@ fn build_key(inputs: &Inputs, clang: &str) -> Result<String> {
         .iter()
         .map(|f| format!("-{f}\n"))
         .collect();
+    // A cross build's make arguments are in the key only when there are some: the host's
+    // builds keep theirs.
+    let cross: String = cross_args(inputs.arch)
+        .iter()
+        .map(|a| format!("\n{a}"))
+        .collect();
     Ok(hex::encode(Sha256::digest(
         format!(
-            "{}\n{}\n{clang}\n{}\n{left_out}{}{}",
+            "{}\n{}\n{clang}\n{}\n{left_out}{}{}{cross}",
             inputs.source.key,
             hex::encode(Sha256::digest(&btf)),
             inputs.kdir.dir().display(),
@@ -493,7 +623,13 @@ fn make_selftests(
     };
     // The selftests' own resolve_btfids, for kbuild's pass over `bpf_testmod.ko` too (the
     // headers package has none), made first: 6.1's `bpf_testmod.ko` rule does not wait for it.
-    let resolve_btfids = dir.join("tools/build/resolve_btfids/resolve_btfids");
+    // Cross-built, the host's tools are under `host/` (`HOST_BUILD_DIR` in the Makefile).
+    let cross = cross_args(inputs.arch);
+    let tools = match cross.is_empty() {
+        true => "tools/build",
+        false => "tools/build/host",
+    };
+    let resolve_btfids = dir.join(tools).join("resolve_btfids/resolve_btfids");
     let mut argv = vec![
         "env".to_string(),
         path,
@@ -504,8 +640,9 @@ fn make_selftests(
         format!("VMLINUX_BTF={}", inputs.btf.display()),
         format!("KDIR={kdir}"),
         format!("RESOLVE_BTFIDS={}", resolve_btfids.display()),
-        resolve_btfids.display().to_string(),
     ];
+    argv.extend(cross);
+    argv.push(resolve_btfids.display().to_string());
     let first = argv.clone();
     argv.pop();
     argv.extend(TARGETS.map(String::from));
@@ -603,6 +740,53 @@ mod tests {
         copy(src.path(), work.path(), &events).unwrap();
         assert!(built.is_file(), "the build's headers were deleted");
         assert!(!work.path().join(SELFTESTS_DIR).join("gone.c").exists());
+    }
+
+    /// The one blob of an image that reads as a whole BTF is taken; a header whose lengths do
+    /// not hold is not.
+    #[test]
+    fn the_btf_of_an_image_is_its_one_whole_blob() {
+        let blob = |types: u32, strings: u32| {
+            let mut b = vec![0x9f, 0xeb, 1, 0, 24, 0, 0, 0];
+            for w in [0, types, types, strings] {
+                b.extend(w.to_le_bytes());
+            }
+            b.extend(vec![7u8; (types + strings) as usize]);
+            b
+        };
+        let mut image = vec![0u8; 100];
+        // A small one (a module's, a test's) is not vmlinux's.
+        image.extend(blob(100, 10));
+        let btf = blob(70_000, 500);
+        image.extend(&btf);
+        image.extend(vec![0u8; 50]);
+        assert_eq!(btf_in_image(&image).unwrap(), &btf[..]);
+        // Cut short: its strings run past the end.
+        let e = btf_in_image(&image[..image.len() - 100]).unwrap_err();
+        assert!(e.to_string().contains("0 blobs"), "{e}");
+    }
+
+    #[test]
+    fn a_headers_packages_kbuild_dependencies_are_its_common_and_kbuild() {
+        assert_eq!(
+            kbuild_packages(
+                "linux-headers-6.1.0-57-common (= 6.1.192-3), linux-kbuild-6.1 (>= 6.1.192-3), gcc-12\n"
+            ),
+            ["linux-headers-6.1.0-57-common", "linux-kbuild-6.1"]
+        );
+    }
+
+    #[test]
+    fn an_arm64_build_is_cross_compiled_and_the_hosts_is_not() {
+        assert!(cross_args(Arch::host()).is_empty());
+        assert_eq!(
+            cross_args(Arch::Arm64),
+            [
+                "ARCH=arm64",
+                "CROSS_COMPILE=aarch64-linux-gnu-",
+                "CLANG=clang --target=aarch64-linux-gnu"
+            ]
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+use crate::domain::arch::Arch;
 use crate::domain::options::VmOptions;
 use crate::flows::run::{self, Prepared, RunDir, TestRun};
 use crate::kernel::choice::KernelChoice;
@@ -52,17 +53,25 @@ pub struct Options {
 }
 
 /// Where a pin's inventory and known failures are: `kernels/selftests/<pin>.inventory` and
-/// `<pin>.known.toml`.
-fn pin_files(version: &str) -> (String, String) {
+/// `<pin>.known.toml`; an arm64 pin's `<pin>.arm64.inventory` and `<pin>.arm64.known.toml` (its
+/// build and its kernel are not the x86_64 pin's).
+fn pin_files(pin: &pins::Pin) -> (String, String) {
+    let name = plan::selftests_pin_name(&pin.version, pin.arch);
     (
-        format!("kernels/selftests/{version}.inventory"),
-        format!("kernels/selftests/{version}.known.toml"),
+        format!("kernels/selftests/{name}.inventory"),
+        format!("kernels/selftests/{name}.known.toml"),
     )
 }
 
 /// The command that writes a pin's inventory.
-fn bless_command(version: &str) -> String {
-    format!("cargo xtask selftests --kernel {version} --bless")
+fn bless_command(pin: &pins::Pin) -> String {
+    match pin.arch {
+        Arch::X86_64 => format!("cargo xtask selftests --kernel {} --bless", pin.version),
+        other => format!(
+            "cargo xtask selftests --kernel {} --arch {other} --bless",
+            pin.version
+        ),
+    }
 }
 
 /// What the selftests are built from, checked.
@@ -140,6 +149,17 @@ fn pin_btf(p: &Prepared, pin: &pins::Pin, vm: &VmOptions, events: &Events) -> Re
     if dest.is_file() {
         return Ok(dest);
     }
+    // An arm64 kernel's `vmlinuz` is its uncompressed `Image`, which holds the BTF the guest's
+    // /sys/kernel/btf/vmlinux shows: read there, without a boot.
+    if p.kernel.arch == Arch::Arm64 {
+        let image = &p.kernel.bootable.vmlinuz;
+        let bytes = std::fs::read(image).with_context(|| format!("read {}", image.display()))?;
+        let btf = build::btf_in_image(&bytes)
+            .with_context(|| format!("the BTF of kernel {} in {}", pin.version, image.display()))?;
+        std::fs::create_dir_all(dest.parent().unwrap_or(Path::new("/")))?;
+        crate::support::fs::write_atomic(&dest, btf)?;
+        return Ok(dest);
+    }
     events.step(format!(
         "dumping the BTF of kernel {} (one boot)",
         pin.version
@@ -204,18 +224,29 @@ fn build_for(
     events: &Events,
 ) -> Result<(build::Source, build::Built)> {
     let (Target::Pin { clang, .. } | Target::Tree { clang, .. }) = *target;
-    let mut pkgs = provision::selftests_packages(clang);
+    let arch = p.kernel.arch;
+    let mut pkgs = provision::selftests_packages(clang, arch);
     if let Target::Pin { sel, .. } = target {
-        pkgs.push(sel.headers.clone());
+        if sel.headers_deb.is_none() {
+            pkgs.push(sel.headers.clone());
+        }
     }
     let pkgs: Vec<&str> = pkgs.iter().map(String::as_str).collect();
     provision::ensure_packages(&pkgs, events)?;
     let (source, btf, kdir) = match *target {
         Target::Pin { pin, sel, .. } => {
-            let version = headers_version(pin, sel, provision::installed_version(&sel.headers))?;
+            let (headers, version) = match &sel.headers_deb {
+                // Debian's headers package installs its kbuild tree under its own name.
+                None => (
+                    Path::new("/usr/src").join(&sel.headers),
+                    headers_version(pin, sel, provision::installed_version(&sel.headers))?,
+                ),
+                Some(deb) => (
+                    build::unpacked_headers(pin, deb, events)?,
+                    deb.version.clone(),
+                ),
+            };
             let btf = pin_btf(p, pin, vm, events)?;
-            // Debian's headers package installs its kbuild tree under its own name.
-            let headers = Path::new("/usr/src").join(&sel.headers);
             let kdir = build::Kdir::Headers(build::headers_with_btf(&headers, &version, &btf)?);
             (build::pin_source(pin, sel, events)?, btf, kdir)
         }
@@ -242,6 +273,7 @@ fn build_for(
             btf: &btf,
             kdir,
             clang,
+            arch,
         },
         events,
     )?;
@@ -282,9 +314,18 @@ fn same(name: &str) -> String {
 
 /// `test_progs -l [-t PATTERN]` of the build in `dir`, run on the host: listing reads only the
 /// binary's own table of tests (`main` in test_progs.c lists before it loads anything), and
-/// the guest runs this same binary from the host's root.
-fn list(dir: &Path, pattern: Option<&str>) -> Result<String> {
-    let mut cmd = std::process::Command::new(dir.join("test_progs"));
+/// the guest runs this same binary from the host's root. A cross-built one runs under qemu's
+/// user-mode emulator with the guest's root (`guest_root`) as its libraries.
+fn list(dir: &Path, pattern: Option<&str>, p: &Prepared) -> Result<String> {
+    let test_progs = dir.join("test_progs");
+    let mut cmd = match &p.kernel.guest_root {
+        Some(root) => {
+            let mut c = std::process::Command::new(p.kernel.arch.qemu_user());
+            c.arg("-L").arg(root).arg(&test_progs);
+            c
+        }
+        None => std::process::Command::new(&test_progs),
+    };
     cmd.current_dir(dir).arg("-l");
     if let Some(p) = pattern {
         cmd.args(["-t", p]);
@@ -317,7 +358,7 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     // A pin's known failures, read before anything boots (a broken file is the user's input);
     // a tree's tests are its own and it has none.
     let known = match &target {
-        Target::Pin { pin, .. } => Known::load(&root.join(pin_files(&pin.version).1))?,
+        Target::Pin { pin, .. } => Known::load(&root.join(pin_files(pin).1))?,
         Target::Tree { .. } => Known::default(),
     };
     let users = opts
@@ -326,21 +367,26 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
         .map(|f| denylist::load_file(f))
         .collect::<Result<Vec<_>>>()?
         .concat();
-    let mut p = run::prepare(&opts.kernel, &opts.vm, events)?;
+    let mut p = run::prepare_any_arch(&opts.kernel, &opts.vm, events)?;
     one_tcg_thread(&mut p, opts, events);
     let prepared = start.elapsed();
 
     let (source, built) = build_for(&target, &p, &opts.vm, events)?;
     let config = kernel_config(&p);
+    // A guest of its own root reads the build and the kernel's config at their host paths.
+    if p.kernel.guest_root.is_some() {
+        p.guest_reads = vec![built.dir.clone()];
+        p.guest_reads.extend(config.parent().map(Path::to_path_buf));
+    }
     let build_time = start.elapsed() - prepared;
 
-    let all = list(&built.dir, None)?;
+    let all = list(&built.dir, None, &p)?;
     let denied = match &target {
         Target::Tree { .. } => denylist::load(&built.dir, p.kernel.arch.name()),
         Target::Pin { .. } => vec![],
     };
     let denied = [denied, users].concat();
-    let (units, mut first_rows) = run_units(opts, piece.as_ref(), &built.dir, &all, &denied)?;
+    let (units, mut first_rows) = run_units(opts, piece.as_ref(), &built.dir, &all, &denied, &p)?;
     let known_file = match &target {
         Target::Pin { pin, .. } => {
             pin_checks(opts, pin, &known, &config, &all, &mut first_rows, events)?
@@ -444,6 +490,7 @@ fn run_units(
     dir: &Path,
     all: &str,
     denied: &[denylist::Denied],
+    p: &Prepared,
 ) -> Result<(Vec<units::Unit>, Vec<TestResult>)> {
     let selected: Vec<String> = match (piece, &opts.pattern) {
         (Some(a), _) => a
@@ -453,7 +500,7 @@ fn run_units(
             .filter(|u| u.binary == upstream::TEST_PROGS)
             .map(|u| u.test.clone())
             .collect(),
-        (None, Some(pat)) => upstream::listed(&list(dir, Some(pat))?)
+        (None, Some(pat)) => upstream::listed(&list(dir, Some(pat), p)?)
             .map(str::to_string)
             .collect(),
         (None, None) => upstream::listed(all).map(str::to_string).collect(),
@@ -492,11 +539,11 @@ fn pin_checks(
     events: &Events,
 ) -> Result<String> {
     let root = workspace_root();
-    let (inv_file, known_file) = pin_files(&pin.version);
+    let (inv_file, known_file) = pin_files(pin);
     let kernel_config = std::fs::read_to_string(config)
         .with_context(|| format!("read the kernel's config {}", config.display()))?;
     first_rows.extend(known.check_config(&kernel_config, &known_file));
-    let bless = bless_command(&pin.version);
+    let bless = bless_command(pin);
     if opts.bless {
         let header = format!(
             "The tests of the kernel's own `test_progs` for pin {}: `test_progs <test>`.\n\
@@ -617,6 +664,37 @@ mod tests {
         );
         let e = format!("{:#}", headers_version(&pin, sel, None).unwrap_err());
         assert!(e.contains("not installed"), "{e}");
+    }
+
+    /// An arm64 pin with `[selftests]` is built (clang of its series), checked against its own
+    /// inventory and known list, and blessed with `--arch`.
+    #[test]
+    fn an_arm64_pin_builds_its_selftests_with_its_own_files() {
+        let pin = (pins::pins_for(Arch::Arm64).unwrap().into_iter())
+            .find(|p| p.version == "6.1")
+            .unwrap();
+        assert_eq!(
+            pin_files(&pin),
+            (
+                "kernels/selftests/6.1.arm64.inventory".to_string(),
+                "kernels/selftests/6.1.arm64.known.toml".to_string()
+            )
+        );
+        assert_eq!(
+            bless_command(&pin),
+            "cargo xtask selftests --kernel 6.1 --arch arm64 --bless"
+        );
+        let opts = Options {
+            kernel: KernelChoice::Pin(pin),
+            vm: VmOptions::new(std::time::Duration::from_secs(60)),
+            pattern: None,
+            maps: false,
+            clang: None,
+            bless: false,
+            piece: None,
+            denylists: vec![],
+        };
+        assert!(matches!(check(&opts), Ok(Target::Pin { clang: 16, .. })));
     }
 
     /// bench-vm --upstream skips its bench rows with this reason on such a pin.

@@ -93,6 +93,12 @@ pub struct Selftests {
     /// The Debian package of the kernel's headers (`linux-headers-<release>`), installed on the
     /// host for the out-of-tree `bpf_testmod.ko`.
     pub headers: String,
+    /// For a pin of another architecture than the host's: `headers`' own `.deb`, fetched from
+    /// the pin's archive and unpacked, never installed (it depends on that architecture's gcc,
+    /// which cannot be installed beside the host's); its `-common` and `linux-kbuild` packages
+    /// (the kbuild tree's scripts, built for the host) come from the host's apt.
+    #[serde(default)]
+    pub headers_deb: Option<Package>,
     /// Files of the source's selftests that do not build, left out of the build, each with why.
     #[serde(default)]
     pub broken: Vec<Broken>,
@@ -219,6 +225,24 @@ impl Pin {
                 );
             }
             let kernel = &self.packages[0];
+            match (&t.headers_deb, self.arch.boots_host_root()) {
+                (None, true) => {}
+                (Some(d), false) if d.name == t.headers && d.version == kernel.version => {
+                    check_sha256(&d.sha256).context("[selftests] headers_deb sha256")?;
+                }
+                (Some(_), true) => bail!(
+                    "[selftests] headers_deb is for a pin of another architecture than the \
+                     host's: an {} pin's headers are installed from the host's apt",
+                    self.arch
+                ),
+                (_, false) => bail!(
+                    "[selftests] an {} pin's headers cannot be installed on the host: give \
+                     headers_deb = {{ name = {:?}, version = {:?}, sha256 = ... }}",
+                    self.arch,
+                    t.headers,
+                    kernel.version
+                ),
+            }
             if t.source_note.is_none() && p.version != kernel.version {
                 bail!(
                     "[selftests] source {} {} is not the kernel's version ({} {}): the selftests \
@@ -764,6 +788,36 @@ bump = '^linux-image-6\.1\.0-[0-9]+-cloud-amd64-unsigned$'
             "{GOOD}[selftests]\nsource = {{ name = \"linux-source-6.1\", version = \"{source_version}\", sha256 = \"{}\" }}  # src\n{note}headers = \"{headers}\"\n",
             "b".repeat(64)
         )
+    }
+
+    /// An arm64 pin's headers cannot be installed on the host: its `[selftests]` names their
+    /// `.deb`, the kernel's version; an x86_64 pin's are installed and name none.
+    #[test]
+    fn a_cross_pins_selftests_name_their_headers_deb() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels/arm64/6.1.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let pin = Pin::parse(&text, &path).unwrap();
+        let deb = pin.selftests.unwrap().headers_deb.unwrap();
+        assert_eq!(deb.name, "linux-headers-6.1.0-57-cloud-arm64");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("headers_deb = "))
+            .unwrap();
+        let e = format!(
+            "{:#}",
+            Pin::parse(&text.replace(line, ""), &path).unwrap_err()
+        );
+        assert!(e.contains("give headers_deb = { name = \"linux-headers-6.1.0-57-cloud-arm64\", version = \"6.1.192-3\""), "{e}");
+        let other = text.replace(line, &line.replace("6.1.192-3", "6.1.190-1"));
+        let e = format!("{:#}", Pin::parse(&other, &path).unwrap_err());
+        assert!(e.contains("cannot be installed on the host"), "{e}");
+        let x86 = with_selftests("linux-headers-6.1.0-57-cloud-amd64", "6.1.192-3", false)
+            + &format!("{line}\n");
+        assert!(
+            err(&x86).contains("installed from the host's apt"),
+            "{}",
+            err(&x86)
+        );
     }
 
     #[test]

@@ -62,7 +62,12 @@ const DEBIAN_UNRELEASED_RUST_PACKAGES: &[&str] = &["rustc", "cargo", "rust-src"]
 /// netcnt), iptables (xdp_synproxy), keyctl (keyutils: verify_pkcs7_sig's
 /// verify_sig_setup.sh), ethtool (xdp_do_redirect, xdp_synproxy: a minimal Debian 13 lacks it);
 /// `ip` and `tc` are iproute2's, already there.
-pub fn selftests_packages(clang: u32) -> Vec<String> {
+///
+/// For an `arch` other than the host's, the libraries the selftests link are that
+/// architecture's too (Debian's multiarch `name:arm64`, [`install_packages`] adds the
+/// architecture to dpkg): libelf, zlib and zstd (libbpf), libcap, and libssl (`sign-file` is
+/// built with the cross compiler: it runs in the guest).
+pub fn selftests_packages(clang: u32, arch: Arch) -> Vec<String> {
     let mut p: Vec<String> = ["clang", "llvm", "lld"]
         .iter()
         .map(|t| format!("{t}-{clang}"))
@@ -86,7 +91,33 @@ pub fn selftests_packages(clang: u32) -> Vec<String> {
         ]
         .map(String::from),
     );
+    if arch != Arch::host() {
+        p.extend(
+            [
+                "libelf-dev",
+                "zlib1g-dev",
+                "libzstd-dev",
+                "libcap-dev",
+                "libssl-dev",
+            ]
+            .map(|lib| format!("{lib}:{}", arch.debian())),
+        );
+    }
     p
+}
+
+/// The foreign architectures `pkgs` name (`libelf-dev:arm64`), which dpkg must know before apt
+/// can install them.
+fn foreign_architectures<'a>(pkgs: &[&'a str]) -> Vec<&'a str> {
+    let native = Arch::host().debian();
+    let mut archs: Vec<&str> = pkgs
+        .iter()
+        .filter_map(|p| p.split_once(':').map(|(_, a)| a))
+        .filter(|a| *a != native && *a != "all" && *a != "any")
+        .collect();
+    archs.sort_unstable();
+    archs.dedup();
+    archs
 }
 
 /// What booting a guest of `arch` on this host needs beyond the base packages: for arm64,
@@ -118,20 +149,28 @@ pub fn required_packages(nightly_has_rust_src: bool, distro: &Distro) -> Vec<&'s
     p
 }
 
-/// Parses `dpkg-query -W -f='${Package}\t${Status}\n' PKGS...` into package -> installed.
-/// Packages dpkg does not know are absent from the output (dpkg-query complains on stderr).
+/// Parses `dpkg-query -W -f='${binary:Package}\t${Status}\n' PKGS...` into package ->
+/// installed. A package of a foreign architecture is known by its `name:arch` only (`libelf-dev:
+/// arm64` is not the host's `libelf-dev`); one of the host's by its name too. Packages dpkg does
+/// not know are absent from the output (dpkg-query complains on stderr).
 pub fn parse_dpkg_status(out: &str) -> BTreeMap<String, bool> {
+    let native = Arch::host().debian();
     let mut m = BTreeMap::new();
     for line in out.lines() {
         let Some((pkg, status)) = line.split_once('\t') else {
             continue;
         };
-        // `${Package}` may carry `:arch` in some dpkg versions.
-        let pkg = pkg.split(':').next().unwrap_or(pkg).trim();
+        let pkg = pkg.trim();
         // Status is "want flag state", e.g. "install ok installed", "deinstall ok config-files".
         let installed = status.split_whitespace().nth(2) == Some("installed");
-        let e = m.entry(pkg.to_string()).or_insert(false);
-        *e |= installed;
+        let names = match pkg.split_once(':') {
+            Some((name, arch)) if arch == native || arch == "all" => vec![name, pkg],
+            Some(_) => vec![pkg],
+            None => vec![pkg],
+        };
+        for n in names {
+            *m.entry(n.to_string()).or_insert(false) |= installed;
+        }
     }
     m
 }
@@ -179,7 +218,7 @@ pub fn installed_version(pkg: &str) -> Option<String> {
 pub(super) fn dpkg_installed(pkgs: &[&str]) -> BTreeMap<String, bool> {
     let out = Command::new("dpkg-query")
         .arg("-W")
-        .arg("-f=${Package}\t${Status}\n")
+        .arg("-f=${binary:Package}\t${Status}\n")
         .args(pkgs)
         .stderr(Stdio::null())
         .output();
@@ -213,7 +252,28 @@ pub(super) fn install_packages(
         .stderr(Stdio::null())
         .output()
         .context("running apt-cache policy")?;
-    if needs_apt_update(&String::from_utf8_lossy(&policy.stdout), missing) {
+    // A foreign architecture dpkg did not have yet: its package indexes are not there either.
+    let mut added = false;
+    for arch in foreign_architectures(missing) {
+        let known = Command::new("dpkg")
+            .arg("--print-foreign-architectures")
+            .output()
+            .context("running dpkg --print-foreign-architectures")?;
+        if !String::from_utf8_lossy(&known.stdout)
+            .split_whitespace()
+            .any(|a| a == arch)
+        {
+            let shown = format!("dpkg --add-architecture {arch}");
+            events.command(&shown);
+            run_logged(
+                Command::new("dpkg").args(["--add-architecture", arch]),
+                &shown,
+                &l.logs.join("apt-get-update.log"),
+            )?;
+            added = true;
+        }
+    }
+    if added || needs_apt_update(&String::from_utf8_lossy(&policy.stdout), missing) {
         let shown = "env DEBIAN_FRONTEND=noninteractive apt-get update";
         events.command(shown);
         run_logged(
@@ -234,8 +294,13 @@ pub(super) fn install_packages(
         &shown,
         &l.logs.join("apt-get-install.log"),
     )?;
-    let after = dpkg_installed(missing);
-    let still: Vec<&str> = missing
+    // `name=version` is installed as `name`.
+    let names: Vec<&str> = missing
+        .iter()
+        .map(|p| p.split('=').next().unwrap_or(p))
+        .collect();
+    let after = dpkg_installed(&names);
+    let still: Vec<&str> = names
         .iter()
         .copied()
         .filter(|p| !after.get(*p).copied().unwrap_or(false))
@@ -289,8 +354,13 @@ mod tests {
     #[test]
     fn dpkg_status_parsing() {
         let out = "kmod\tinstall ok installed\nudev\tdeinstall ok config-files\n\
-                   libc6:amd64\tinstall ok installed\nqemu-system-x86\tinstall ok half-installed\n";
+                   libc6:amd64\tinstall ok installed\nqemu-system-x86\tinstall ok half-installed\n\
+                   libelf-dev:arm64\tinstall ok installed\n";
         let m = parse_dpkg_status(out);
+        // The arm64 library is not the host's.
+        assert_eq!(m.get("libelf-dev:arm64"), Some(&true));
+        assert_eq!(m.get("libelf-dev"), None);
+        assert_eq!(m.get("libc6:amd64"), Some(&true));
         assert_eq!(m.get("kmod"), Some(&true));
         assert_eq!(m.get("udev"), Some(&false));
         assert_eq!(m.get("libc6"), Some(&true));

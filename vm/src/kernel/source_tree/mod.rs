@@ -653,7 +653,10 @@ mod tests {
                 false
             }
         });
-        assert!(freed, "the slot stayed locked after its last user dropped it");
+        assert!(
+            freed,
+            "the slot stayed locked after its last user dropped it"
+        );
     }
 
     /// make reads the tree long after it was hashed: an edit meanwhile (here by the build

@@ -29,7 +29,7 @@ use bpfvm_host::domain::options::{Choice, TcgThread};
 use bpfvm_host::kernel::choice::{KernelArgs, KernelChoice};
 use bpfvm_host::machine::vng::{Ending, RunOutcome};
 use bpfvm_host::results::health::Health;
-use bpfvm_host::results::report;
+use bpfvm_host::results::report::{self, TestResult};
 use bpfvm_host::support::output::Events;
 use bpfvm_host::support::status::Status;
 use clap::Args;
@@ -222,7 +222,8 @@ impl VmArgs {
 /// entry excuses, in any phase; records the log lost; a log that stops early or cannot be read,
 /// all excused by `allow_splats`; another release booted than asked for). Every splat is shown
 /// (an allowed one as a note, with its reason); a VM that did not end with the command's
-/// status is an error.
+/// status is an error, and so is a command's 0 when the log's only failures judge nothing (a
+/// stall report under TCG: `report::only_not_judged`, as for a test run).
 pub fn command_status(
     outcome: &RunOutcome,
     health: &Health,
@@ -253,9 +254,27 @@ pub fn command_code(
     }
     // --allow-splats excuses what the kernel log says, never another kernel than asked for.
     let about_the_log = |name: &str| name.starts_with("kernel:") || name == "guest:kernel.log";
-    let failing = entries
+    let against: Vec<&TestResult> = entries
         .iter()
-        .any(|e| !(allow_splats && about_the_log(&e.name)));
+        .filter(|e| !(allow_splats && about_the_log(&e.name)))
+        .collect();
+    // Under TCG a stall report judges nothing (`Health::under_tcg`): when the log holds nothing
+    // else against the kernel, the command's own status is the only verdict.
+    let judged_nothing = report::only_not_judged(against.iter().copied());
+    if judged_nothing {
+        // Each entry says the same reason: once is enough.
+        let mut why = format!(
+            "{}: {}",
+            against[0].name,
+            against[0].reason.as_deref().unwrap_or("")
+        );
+        if against.len() > 1 {
+            let rest: Vec<&str> = against[1..].iter().map(|e| e.name.as_str()).collect();
+            why += &format!(" (and {}, the same)", rest.join(", "));
+        }
+        events.warn(why);
+    }
+    let failing = !against.is_empty() && !judged_nothing;
     match outcome.ending {
         // The kernel's evidence beats whatever the command said, a 125 (skip) included.
         Ending::Exited(code) if failing => {
@@ -274,6 +293,13 @@ pub fn command_code(
             ));
             Ok(Status::Bad.code())
         }
+        // Its success is no verdict on a kernel whose log a stall report under TCG left
+        // unjudged: 255 stops a bisect (a failure's status above stands).
+        Ending::Exited(0) if judged_nothing => anyhow::bail!(
+            "the command exited with status 0, but under TCG bpfvm cannot judge the stall the \
+             kernel reported (see above): nothing is judged (exit status 255); to judge it, run \
+             it again under KVM (--accel kvm)"
+        ),
         Ending::Exited(code) => Ok(code as u8),
         // The kernel's doing: the command's run is judged bad.
         Ending::Panic | Ending::TooMuchOutput(_) => {
@@ -309,6 +335,8 @@ pub fn install_signal_handlers() -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bpfvm_host::flows::run::judge_kernel_log;
+    use bpfvm_host::machine::accel::{Accel, Kind};
     use bpfvm_host::results::health::allow;
 
     fn exited(code: i32) -> RunOutcome {
@@ -380,18 +408,22 @@ mod tests {
         use bpfvm_host::support::status::Untestable;
         let clean = "12,0,0,-;bpfvm: phase command\n12,1,1,-;bpfvm: phase end\n";
         let warn = format!("12,0,0,-;bpfvm: phase command\n{WARN}12,6,6,-;bpfvm: phase end\n");
-        let judged = |ending: Ending, log: &str| {
-            let health =
-                bpfvm_host::results::health::judge(log, &allow::parse("").unwrap(), "6.1", None);
-            let outcome = RunOutcome {
-                ending,
-                ..exited(0)
-            };
-            match command_code(&outcome, &health, false, &Events::silent()) {
+        let judged_on = |accel: Kind, ending: Ending, log: &str| {
+            let code = command_code(
+                &RunOutcome {
+                    ending,
+                    ..exited(0)
+                },
+                &health_on(accel, log),
+                false,
+                &Events::silent(),
+            );
+            match code {
                 Ok(code) => code,
                 Err(e) => Status::of_error(&e).code(),
             }
         };
+        let judged = |ending: Ending, log: &str| judged_on(Kind::Tcg, ending, log);
         assert_eq!(judged(Ending::Exited(0), clean), 0);
         assert_eq!(judged(Ending::Exited(1), clean), 1);
         assert_eq!(judged(Ending::Exited(125), clean), 125);
@@ -403,10 +435,62 @@ mod tests {
         assert_eq!(judged(crashed.clone(), clean), 255);
         assert_eq!(judged(crashed, &warn), 1);
         assert_eq!(judged(Ending::Timeout(Duration::from_secs(60)), clean), 255);
+        // A soft lockup under TCG judges nothing (docs/kernel-log.md, "Stalls under TCG"): a
+        // command that succeeded on it stops a bisect, one that failed keeps its status; under
+        // KVM, or beside a WARN, the lockup is the kernel's.
+        let lockup = recorded_lockup();
+        assert_eq!(judged(Ending::Exited(0), &lockup), 255);
+        assert_eq!(judged(Ending::Exited(3), &lockup), 3);
+        assert_eq!(judged(Ending::Exited(125), &lockup), 125);
+        assert_eq!(
+            judged(Ending::Timeout(Duration::from_secs(60)), &lockup),
+            255
+        );
+        assert_eq!(judged_on(Kind::Kvm, Ending::Exited(0), &lockup), 1);
+        let beside_a_warn = format!(
+            "12,0,0,-;bpfvm: phase command\n\
+             0,1,1,-;watchdog: BUG: soft lockup - CPU#0 stuck for 45s! [spin:99]\n\
+             4,2,2,-;RIP: 0010:bpf_loop+0x4e/0xa0\n{WARN}12,6,6,-;bpfvm: phase end\n"
+        );
+        assert_eq!(judged(Ending::Exited(0), &beside_a_warn), 1);
         let not_built = anyhow::Error::new(Untestable("`make bzImage` failed".into()));
         assert_eq!(error_status(&not_built), ExitCode::from(125));
         let host = anyhow::anyhow!("write bzImage: No space left on device");
         assert_eq!(error_status(&host), ExitCode::from(255));
+    }
+
+    /// The kernel log of a boot of `kernel` under `accel`, judged as `vm-run` and `bpfvm exec`
+    /// judge theirs (`judge_kernel_log`, through `run::kernel_health`).
+    fn health_on(accel: Kind, log: &str) -> Health {
+        let accel = Accel {
+            kind: accel,
+            reason: "the test's".into(),
+            tcg_thread: None,
+        };
+        judge_kernel_log(log, &allow::parse("").unwrap(), "6.1", &accel, &None)
+    }
+
+    /// `cargo xtask vm-run --kernel 6.1 -- spin` under TCG, recorded: a BPF_PROG_TEST_RUN of a
+    /// flow dissector whose `bpf_loop` callback runs another `bpf_loop`, with preemption off
+    /// (vm/testdata/health/vm-run-soft-lockup.kmsg: a soft lockup, then its taint `L`).
+    fn recorded_lockup() -> String {
+        let path = bpfvm_host::support::paths::workspace_root()
+            .join("vm/testdata/health/vm-run-soft-lockup.kmsg");
+        std::fs::read_to_string(path).unwrap()
+    }
+
+    /// A command that exited 0 on a kernel log whose only evidence is a stall report under TCG
+    /// judged nothing: the error (exit status 255) says why and what to run instead.
+    #[test]
+    fn a_stall_under_tcg_says_it_judges_nothing_and_to_run_under_kvm() {
+        let health = health_on(Kind::Tcg, &recorded_lockup());
+        let e = command_code(&exited(0), &health, false, &Events::silent()).unwrap_err();
+        let why = e.to_string();
+        assert!(
+            why.contains("under TCG bpfvm cannot judge") && why.contains("--accel kvm"),
+            "{why}"
+        );
+        assert_eq!(Status::of_error(&e), Status::Stopped);
     }
 
     /// `bpfvm test --kernel-tree` on a tree that does not build: the kernel's report says

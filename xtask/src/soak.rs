@@ -277,7 +277,8 @@ mod tests {
     }
 
     /// The kernel log decides a boot that exited 0: a WARN while `true` ran fails it, as
-    /// `vm-run` would (the soak looked only at how the VM ended).
+    /// `vm-run` would (the soak looked only at how the VM ended); a stall under TCG judges
+    /// nothing.
     #[test]
     fn a_splat_fails_a_boot_that_exited_0() {
         use bpfvm_host::machine::vng::{Ending, RunOutcome};
@@ -298,6 +299,23 @@ mod tests {
         let health = health::judge(log, &health::allow::parse("").unwrap(), "6.1", None);
         let code = bpfvm::command_code(&outcome, &health, false, &Events::silent());
         assert_eq!(boot_status(code).unwrap_err().0, Status::Bad);
+        // A soft lockup under TCG (recorded in `vm-run`) judges nothing: the boot neither.
+        let lockup = bpfvm_host::support::paths::workspace_root()
+            .join("vm/testdata/health/vm-run-soft-lockup.kmsg");
+        let tcg = bpfvm_host::machine::accel::Accel {
+            kind: bpfvm_host::machine::accel::Kind::Tcg,
+            reason: "the test's".into(),
+            tcg_thread: None,
+        };
+        let health = bpfvm_host::flows::run::judge_kernel_log(
+            &std::fs::read_to_string(lockup).unwrap(),
+            &health::allow::parse("").unwrap(),
+            "6.1",
+            &tcg,
+            &None,
+        );
+        let code = bpfvm::command_code(&outcome, &health, false, &Events::silent());
+        assert_eq!(boot_status(code).unwrap_err().0, Status::Stopped);
     }
 
     #[test]

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use crate::flows::bench;
 use crate::flows::run::conclude::test_run_status;
+use crate::flows::run::judge_kernel_log;
+use crate::machine::accel::{Accel, Kind};
 use crate::machine::vng::{Ending, RunOutcome};
 use crate::results::bench::{ab, compare, model::BenchReport};
 use crate::results::health;
@@ -52,12 +54,15 @@ fn concluded(tests: Vec<TestResult>, log: &str, ending: Ending) -> Report {
     concluded_on(false, tests, log, ending)
 }
 
-/// [`concluded`] under KVM (`kvm`) or TCG, as `run::conclude` judges the log.
+/// [`concluded`] under KVM (`kvm`) or TCG, as `run::conclude` judges the log
+/// (`run::judge_kernel_log`, as every flow does).
 fn concluded_on(kvm: bool, mut tests: Vec<TestResult>, log: &str, ending: Ending) -> Report {
-    let mut health = health::judge(log, &Default::default(), "6.1", None);
-    if !kvm {
-        health.under_tcg();
-    }
+    let accel = Accel {
+        kind: if kvm { Kind::Kvm } else { Kind::Tcg },
+        reason: "the test's".into(),
+        tcg_thread: None,
+    };
+    let mut health = judge_kernel_log(log, &Default::default(), "6.1", &accel, &None);
     let blamed = health.blames_the_kernel();
     let vm_ok = ending == Ending::Exited(0);
     report::apply_kernel_health(&mut tests, &mut health, vm_ok, report::display_name);

@@ -723,16 +723,16 @@ fn one_run(
     // records or stops early, another release than asked for: nothing to measure.
     let mut health = run::boot_health(shared, &outcome, p)?;
     let spoiled_at_boot = health.spoiled_at_boot();
-    let (log_problems, kernel_blamed) =
-        run::boot_problems(&mut health, outcome.ending == Ending::Exited(0));
-    problems.extend(ending_problem(&outcome, kernel_blamed, label, events)?);
+    let log = run::boot_problems(&mut health, outcome.ending == Ending::Exited(0));
+    problems.extend(ending_problem(&outcome, log.blamed, label, events)?);
     problems.extend(runner_problem(
         results.is_some(),
         read_fact(shared, RC).as_deref(),
     ));
+    judged_something(label, &log, &problems)?;
     // Spoiled only by the kernel's own start-up: nothing else went wrong.
     let spoiled_at_boot = spoiled_at_boot && problems.is_empty();
-    problems.extend(log_problems);
+    problems.extend(log.problems);
     let mut results = results.unwrap_or_default();
     // The kernel's bench: a run of it that failed or measured too little is a benchmark error.
     let (upstream_bench, bench_problems) = match upstream {
@@ -822,6 +822,17 @@ fn mode_problem(
         }
         _ => None,
     }
+}
+
+/// A boot whose only problems are in its kernel `log` and judge nothing (a stall report under
+/// TCG: `Health::under_tcg`) judged nothing, as a test run whose only failures judge nothing
+/// (`run::test_run_status`): the run's error (255), not an invalid boot (1). Any `other`
+/// problem of the boot (its mode, its ending, its runner) stands.
+fn judged_something(label: &str, log: &run::BootLog, other: &[String]) -> Result<()> {
+    if log.judged_nothing && other.is_empty() {
+        bail!("{label}: {}", log.problems.join("; "));
+    }
+    Ok(())
 }
 
 /// How the VM ended, when not with the script's exit 0: a problem of the boot, or the run's
@@ -923,6 +934,7 @@ pub fn host_cpu() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::accel::{Accel, Kind};
 
     /// A boot invalid for a WARN once the benchmarks ran (or any other evidence) is never
     /// repeated, and fails the run though a clean repeat of another boot ran; one the kernel
@@ -964,6 +976,37 @@ mod tests {
             .push("bloom: the verifier rejected `p`".into());
         report.runs.push(busy);
         assert!(!report.ok(), "a benchmark error left out");
+    }
+
+    /// A soft lockup during the benchmarks, and the `L` it sets, judge nothing under TCG: the
+    /// run stops (255) and says why; under KVM, or beside a failure of the runner, the boot is
+    /// invalid (1).
+    #[test]
+    fn a_stall_under_tcg_stops_the_run() {
+        let log = format!(
+            "12,0,0,-;bpfvm: tainted 0\n12,1,1,-;bpfvm: phase bench\n\
+             0,2,2,-;watchdog: BUG: soft lockup - CPU#0 stuck for 23s! [bench:90]\n\
+             12,3,3,-;bpfvm: tainted {}\n12,4,4,-;bpfvm: phase end\n",
+            crate::results::health::taint::SOFTLOCKUP
+        );
+        let judged = |kind| {
+            let accel = Accel {
+                kind,
+                reason: "the test's".into(),
+                tcg_thread: None,
+            };
+            let mut h = run::judge_kernel_log(&log, &Default::default(), "6.1", &accel, &None);
+            run::boot_problems(&mut h, true)
+        };
+        let tcg = judged(Kind::Tcg);
+        let e = judged_something("6.1 boot 1", &tcg, &[]).unwrap_err();
+        assert_eq!(Status::of_error(&e), Status::Stopped);
+        assert!(e.to_string().contains("--accel kvm"), "{e}");
+        let runner = ["the guest runner exited with status 1".to_string()];
+        assert!(judged_something("6.1 boot 1", &tcg, &runner).is_ok());
+        let kvm = judged(Kind::Kvm);
+        assert!(kvm.blamed && !kvm.problems.is_empty());
+        assert!(judged_something("6.1 boot 1", &kvm, &[]).is_ok());
     }
 
     /// A base that does not build stops the A/B (255) instead of skipping the commit (125).

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
+use crate::machine::accel::Accel;
 use crate::machine::guest;
 use crate::machine::vng::{Ending, RunOutcome};
 use crate::results::health::{self, allow::Allowlist, Health, Judged};
@@ -56,9 +57,6 @@ pub(crate) fn conclude(
     let vm_ok = outcome.ending == Ending::Exited(0);
     let release = report::read_fact(shared, guest::files::RELEASE);
     let mut health = kernel_health(shared, &out_dir, &outcome, allow, p, &release)?;
-    if !p.accel.is_kvm() {
-        health.under_tcg();
-    }
     let kernel_blamed = health.blames_the_kernel();
     report::apply_kernel_health(&mut tests, &mut health, vm_ok, run.report_name);
     let mut verifier_stats = vec![];
@@ -159,8 +157,8 @@ pub fn run_status(ending: &Ending, ok: bool, kernel_blamed: bool) -> Status {
 
 /// The guest's kernel log (`guest::files::KERNEL_LOG`), kept as `<dest>/kernel.log` whatever
 /// the outcome (the console's tail when the guest's cannot be read, which fails a run whose
-/// guest script ran: `health::guest_log`), judged by `vm::health`; and the release the guest
-/// booted (`uname -r` as it recorded it) against `p`'s, for every flow.
+/// guest script ran: `health::guest_log`), judged ([`judge_kernel_log`]); and the release the
+/// guest booted (`uname -r` as it recorded it) against `p`'s, for every flow.
 pub(crate) fn kernel_health(
     shared: &Path,
     dest: &Path,
@@ -176,7 +174,7 @@ pub(crate) fn kernel_health(
     );
     std::fs::create_dir_all(dest)?;
     crate::support::fs::write_atomic(&dest.join(guest::files::KERNEL_LOG), log.text.as_bytes())?;
-    let mut health = health::judge(&log.text, allow, &p.kernel.label, release.as_deref());
+    let mut health = judge_kernel_log(&log.text, allow, &p.kernel.label, &p.accel, release);
     health.unread = log.unread;
     health.wrong_release = release
         .as_ref()
@@ -190,6 +188,23 @@ pub(crate) fn kernel_health(
     Ok(health)
 }
 
+/// `kernel_log` of a boot of kernel `label` (its release as the guest recorded it) under
+/// `accel`, judged by `vm::health` against `allow`: the one place every flow's log is judged,
+/// under TCG by its rule for stall reports (`Health::under_tcg`: they judge nothing there).
+pub fn judge_kernel_log(
+    kernel_log: &str,
+    allow: &Allowlist,
+    label: &str,
+    accel: &Accel,
+    release: &Option<String>,
+) -> Health {
+    let mut health = health::judge(kernel_log, allow, label, release.as_deref());
+    if !accel.is_kvm() {
+        health.under_tcg();
+    }
+    health
+}
+
 /// The kernel log the guest copied (read as every guest file is: `guest_files`).
 fn read_kernel_log(shared: &Path) -> std::io::Result<String> {
     crate::support::guest_files::read(&shared.join(guest::files::KERNEL_LOG))
@@ -198,13 +213,8 @@ fn read_kernel_log(shared: &Path) -> std::io::Result<String> {
 /// The judgement of a boot that runs no test (a `bench-vm` boot), by the rules `vm-test`'s
 /// boots are judged by (`kernel_health`, `report::apply_kernel_health`): the kernel log read
 /// whole (no record lost, not cut short, readable), no splat that no allow entry excuses, and
-/// the release asked for. Returns each failing entry as `name: why`, and whether the kernel log
-/// blames the kernel (a splat: evidence against it whatever else went wrong).
-pub(crate) fn judge_boot(
-    shared: &Path,
-    outcome: &RunOutcome,
-    p: &Prepared,
-) -> Result<(Vec<String>, bool)> {
+/// the release asked for.
+pub(crate) fn judge_boot(shared: &Path, outcome: &RunOutcome, p: &Prepared) -> Result<BootLog> {
     let mut health = boot_health(shared, outcome, p)?;
     Ok(boot_problems(
         &mut health,
@@ -220,12 +230,24 @@ pub(crate) fn boot_health(shared: &Path, outcome: &RunOutcome, p: &Prepared) -> 
     kernel_health(shared, shared, outcome, &allow, p, &release)
 }
 
+/// What the kernel log of a boot that runs no test says ([`boot_problems`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct BootLog {
+    /// Each failing entry as `name: why`.
+    pub(crate) problems: Vec<String>,
+    /// A splat blames the kernel: evidence against it whatever else went wrong.
+    pub(crate) blamed: bool,
+    /// Every problem is one that judges nothing (a stall report under TCG:
+    /// `report::only_not_judged`, as for a test run).
+    pub(crate) judged_nothing: bool,
+}
+
 /// [`judge_boot`]'s verdict on a boot's kernel `health`.
-pub(crate) fn boot_problems(health: &mut Health, vm_ok: bool) -> (Vec<String>, bool) {
+pub(crate) fn boot_problems(health: &mut Health, vm_ok: bool) -> BootLog {
     let blamed = health.blames_the_kernel();
     let mut entries = Vec::new();
     report::apply_kernel_health(&mut entries, health, vm_ok, report::display_name);
-    let failed = entries
+    let problems = entries
         .iter()
         .filter(|e| e.outcome == Outcome::Fail)
         .map(|e| {
@@ -236,7 +258,11 @@ pub(crate) fn boot_problems(health: &mut Health, vm_ok: bool) -> (Vec<String>, b
             why
         })
         .collect();
-    (failed, blamed)
+    BootLog {
+        problems,
+        blamed,
+        judged_nothing: report::only_not_judged(&entries),
+    }
 }
 
 /// The report of one boot's `tests` on `p`'s kernel, with the facts the guest recorded in
@@ -290,7 +316,8 @@ mod tests {
         let judge = |log: &str, wrong: Option<&str>| {
             let mut h = health::judge(log, &allow, "6.1", None);
             h.wrong_release = wrong.map(str::to_string);
-            boot_problems(&mut h, true)
+            let b = boot_problems(&mut h, true);
+            (b.problems, b.blamed)
         };
         let clean = "12,0,0,-;bpfvm: phase bench\n12,1,1,-;x\n12,2,2,-;bpfvm: phase end\n";
         assert_eq!(judge(clean, None), (vec![], false));

@@ -13,10 +13,10 @@ mod vm_test;
 
 // The steps by name, as the flows import them.
 pub(crate) use boot::{boot, boot_tests, vm_spec, BOOT_TIMEOUT};
-pub use conclude::run_status;
 pub(crate) use conclude::{
-    boot_health, boot_problems, conclude, judge_boot, kernel_health, TestRun,
+    boot_health, boot_problems, conclude, judge_boot, kernel_health, BootLog, TestRun,
 };
+pub use conclude::{judge_kernel_log, run_status};
 pub(crate) use dir::{run_dir_reading, RunDir};
 pub(crate) use prepare::{prepare, prepare_any_arch, Prepared};
 pub use vm_run::vm_run;

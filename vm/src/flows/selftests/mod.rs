@@ -176,7 +176,7 @@ fn pin_btf(p: &Prepared, pin: &pins::Pin, vm: &VmOptions, events: &Events) -> Re
         &guest::command_script(&files.shared, Path::new("/"), &argv),
     )?;
     let outcome = run::boot(p, vm, &files.shared, &files.script, events)?;
-    let (problems, _) = run::judge_boot(&files.shared, &outcome, p)?;
+    let problems = run::judge_boot(&files.shared, &outcome, p)?.problems;
     if !got.is_file() || !problems.is_empty() {
         bail!(
             "the boot that dumps kernel {}'s BTF failed: {}; {}",

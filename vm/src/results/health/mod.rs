@@ -205,7 +205,7 @@ const HOST_CLOCK: &str = "under TCG bpfvm cannot judge a stall: each vCPU is a h
      host can stop or starve while the others run, and this detector times the guest's CPUs \
      against each other and the clock, so a busy host fires it as a kernel that really stalls \
      (a loop without cond_resched, a lock inversion) does, and the log cannot tell them apart; \
-     to judge it, run the test under KVM (--accel kvm), where a stall is the kernel's";
+     to judge it, run it again under KVM (--accel kvm), where a stall is the kernel's";
 
 impl Judged {
     /// A report of a detector that times the guest's CPUs: an RCU stall

@@ -405,20 +405,9 @@ impl Report {
     /// `protocol::NOT_JUDGED`), in a VM that ended normally: nothing was judged. Any other
     /// failure (a splat's `kernel:` entry, another test) is evidence against the kernel.
     pub fn only_not_judged(&self) -> bool {
-        let mut failed = self
-            .tests
-            .iter()
-            .filter(|t| t.outcome == Outcome::Fail)
-            .peekable();
-        let not_judged = |t: &TestResult| {
-            t.reason
-                .as_deref()
-                .is_some_and(|r| r.contains(bpfvm_common::protocol::NOT_JUDGED))
-        };
         self.vm.ending == VmEnding::Exited
             && self.feature_mismatches.is_empty()
-            && failed.peek().is_some()
-            && failed.all(not_judged)
+            && only_not_judged(&self.tests)
     }
 
     /// Failed entries (tests, probes, binaries), or a VM that did not end normally, make the
@@ -461,6 +450,23 @@ impl Report {
         }
         (self.summary.passed + self.summary.skipped == 0).then(|| "no test ran".to_string())
     }
+}
+
+/// Some of `entries` failed, and every one that did could not judge the kernel (its failure
+/// says `protocol::NOT_JUDGED`: a stall report under TCG, `Health::under_tcg`): in a run that
+/// ended normally, what decides that it judged nothing, for a test run
+/// (`Report::only_not_judged`) and a command's (`bpfvm::command_code`) alike.
+pub fn only_not_judged<'a>(entries: impl IntoIterator<Item = &'a TestResult>) -> bool {
+    let mut failed = entries
+        .into_iter()
+        .filter(|t| t.outcome == Outcome::Fail)
+        .peekable();
+    let not_judged = |t: &TestResult| {
+        t.reason
+            .as_deref()
+            .is_some_and(|r| r.contains(bpfvm_common::protocol::NOT_JUDGED))
+    };
+    failed.peek().is_some() && failed.all(not_judged)
 }
 
 pub fn summarize(tests: &[TestResult]) -> Summary {

@@ -194,10 +194,11 @@ fn pin_btf(p: &Prepared, pin: &pins::Pin, vm: &VmOptions, events: &Events) -> Re
 /// is installed by name from the host's apt, and a name can outlive a version (Debian's ABI
 /// name stays across some uploads), so `bpf_testmod.ko` would build against other headers.
 fn headers_version(pin: &pins::Pin, sel: &pins::Selftests, got: Option<String>) -> Result<String> {
-    let want = (pin.packages.iter())
-        .find(|p| p.name.starts_with("linux-image-"))
+    // The kernel's package is the pin's first, as its check of `[selftests]` reads it (7.2's is
+    // `linux-binary-*`: sid's `linux-image-*` is a meta package).
+    let want = (pin.packages.first())
         .map(|p| p.version.clone())
-        .with_context(|| format!("{}: no linux-image package", pin.path.display()))?;
+        .with_context(|| format!("{}: no package", pin.path.display()))?;
     match got {
         Some(v) if v == want => Ok(v),
         got => Err(anyhow::anyhow!(
@@ -646,24 +647,26 @@ mod tests {
     /// stops naming the package, both versions and the install command.
     #[test]
     fn a_pins_headers_must_be_its_kernels_version() {
-        let pin = pins::resolve("6.1").unwrap();
-        let sel = pin.selftests.as_deref().unwrap();
-        let want = pin.packages[0].version.clone();
-        assert!(pin.packages[0].name.starts_with("linux-image-"));
-        assert_eq!(
-            headers_version(&pin, sel, Some(want.clone())).unwrap(),
-            want
-        );
-        let e = format!(
-            "{:#}",
-            headers_version(&pin, sel, Some("6.1.0-0".into())).unwrap_err()
-        );
-        assert!(
-            e.contains("version 6.1.0-0") && e.contains(&format!("{}={want}", sel.headers)),
-            "{e}"
-        );
-        let e = format!("{:#}", headers_version(&pin, sel, None).unwrap_err());
-        assert!(e.contains("not installed"), "{e}");
+        for (version, kernel) in [("6.1", "linux-image-"), ("7.2", "linux-binary-")] {
+            let pin = pins::resolve(version).unwrap();
+            let sel = pin.selftests.as_deref().unwrap();
+            let want = pin.packages[0].version.clone();
+            assert!(pin.packages[0].name.starts_with(kernel));
+            assert_eq!(
+                headers_version(&pin, sel, Some(want.clone())).unwrap(),
+                want
+            );
+            let e = format!(
+                "{:#}",
+                headers_version(&pin, sel, Some("6.1.0-0".into())).unwrap_err()
+            );
+            assert!(
+                e.contains("version 6.1.0-0") && e.contains(&format!("{}={want}", sel.headers)),
+                "{e}"
+            );
+            let e = format!("{:#}", headers_version(&pin, sel, None).unwrap_err());
+            assert!(e.contains("not installed"), "{e}");
+        }
     }
 
     /// An arm64 pin with `[selftests]` is built (clang of its series), checked against its own

@@ -470,16 +470,24 @@ fn assigned(opts: &Options) -> Result<Option<Assigned>> {
 }
 
 /// Where libbpf's `__kconfig` finds the kernel's config in the guest comes from: a tree's
-/// build, or the pin's `/boot/config-<release>`.
+/// build, or the pin's (see [`pin_config`]).
 fn kernel_config(p: &Prepared) -> PathBuf {
     match &p.kernel.built_from {
         Some(tree) => Path::new(&tree.build_dir).join(".config"),
-        None => p
-            .kernel
-            .bootable
-            .root
-            .join("boot")
-            .join(format!("config-{}", p.kernel.bootable.release)),
+        None => pin_config(&p.kernel.bootable.root, &p.kernel.bootable.release),
+    }
+}
+
+/// A pin's config in its extracted packages: `boot/config-<release>`, or where 7.x's split
+/// packages put it (linux-base's `usr/lib/modules/<release>/config`, beside linux-binary's
+/// `vmlinuz`). The first when neither is there, for the error.
+fn pin_config(root: &Path, release: &str) -> PathBuf {
+    let boot = root.join("boot").join(format!("config-{release}"));
+    let split = root.join("usr/lib/modules").join(release).join("config");
+    if !boot.is_file() && split.is_file() {
+        split
+    } else {
+        boot
     }
 }
 
@@ -641,6 +649,22 @@ mod tests {
         };
         let e = check(&bless).err().unwrap().to_string();
         assert!(e.contains("leave --bless out"), "{e}");
+    }
+
+    /// A pin's config is found in 6.x's layout (`boot/`) and in 7.x's split packages'.
+    #[test]
+    fn a_pins_config_is_found_where_its_packages_put_it() {
+        let t = tempfile::tempdir().unwrap();
+        let r = "7.2.13+deb14-cloud-amd64";
+        let split = t.path().join("usr/lib/modules").join(r).join("config");
+        let boot = t.path().join("boot").join(format!("config-{r}"));
+        assert_eq!(pin_config(t.path(), r), boot);
+        std::fs::create_dir_all(split.parent().unwrap()).unwrap();
+        std::fs::write(&split, "CONFIG_BPF=y\n").unwrap();
+        assert_eq!(pin_config(t.path(), r), split);
+        std::fs::create_dir_all(boot.parent().unwrap()).unwrap();
+        std::fs::write(&boot, "CONFIG_BPF=y\n").unwrap();
+        assert_eq!(pin_config(t.path(), r), boot);
     }
 
     /// The headers bpf_testmod.ko builds against are the pin kernel's version, or the run

@@ -252,9 +252,10 @@ impl Kdir {
 /// A pin's headers package seen as a kbuild tree with the kernel's BTF as its `vmlinux`, in
 /// the cache: kbuild gives a module its own BTF only where `vmlinux` is there to be its base
 /// (`cmd_btf_ko` in scripts/Makefile.modfinal; pahole and resolve_btfids read raw BTF as
-/// well as an ELF), and Debian's headers package has none. Each entry of `headers` is linked
-/// by its real path (its `scripts` and `tools` are relative links into linux-kbuild). Its
-/// `version` is the installed package's.
+/// well as an ELF), and Debian's 6.1 headers package has none. Each entry of `headers` is
+/// linked by its real path (its `scripts` and `tools` are relative links into linux-kbuild)
+/// but its `vmlinux` and `Makefile` (see [`kbuild_makefile`]). Its `version` is the installed
+/// package's.
 pub(crate) fn headers_with_btf(headers: &Path, version: &str, btf: &Path) -> Result<PathBuf> {
     use sha2::{Digest, Sha256};
     let btf_bytes = std::fs::read(btf).with_context(|| format!("read {}", btf.display()))?;
@@ -267,26 +268,69 @@ pub(crate) fn headers_with_btf(headers: &Path, version: &str, btf: &Path) -> Res
         "{name}_{version}-{}",
         &hex::encode(Sha256::digest(&btf_bytes))[..12]
     ));
-    if dir.join("vmlinux").is_file() {
-        return Ok(dir);
-    }
-    let tmp = dir.with_extension("tmp");
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp)?;
-    for entry in std::fs::read_dir(headers).with_context(|| {
-        format!(
-            "read {} (the kernel's headers package, installed with the selftests' packages)",
-            headers.display()
-        )
-    })? {
-        let entry = entry?;
-        let real = std::fs::canonicalize(entry.path())?;
-        std::os::unix::fs::symlink(&real, tmp.join(entry.file_name()))?;
-    }
-    std::fs::write(tmp.join("vmlinux"), &btf_bytes)?;
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::rename(&tmp, &dir)?;
+    headers_copy(&dir, headers, &btf_bytes)?;
     Ok(dir)
+}
+
+/// Makes `dir` the copy of `headers` with `btf` as its `vmlinux`, or brings one made before up
+/// to date.
+fn headers_copy(dir: &Path, headers: &Path, btf: &[u8]) -> Result<()> {
+    // Not a link: one to the package's own `vmlinux` was written through before.
+    if !dir
+        .join("vmlinux")
+        .symlink_metadata()
+        .is_ok_and(|m| m.is_file())
+    {
+        let tmp = dir.with_extension("tmp");
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp)?;
+        for entry in std::fs::read_dir(headers).with_context(|| {
+            format!(
+                "read {} (the kernel's headers package, installed with the selftests' packages)",
+                headers.display()
+            )
+        })? {
+            let entry = entry?;
+            // A link would be written through: 6.12's and 7.2's packages have a `vmlinux`.
+            if ["vmlinux", "Makefile"].contains(&entry.file_name().to_str().unwrap_or_default()) {
+                continue;
+            }
+            let real = std::fs::canonicalize(entry.path())?;
+            std::os::unix::fs::symlink(&real, tmp.join(entry.file_name()))?;
+        }
+        std::fs::write(tmp.join("vmlinux"), btf)?;
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::rename(&tmp, dir)?;
+    }
+    // Checked on every use, so that an entry made before it was written here gets it too;
+    // replaced in place, as a run may be building against the entry.
+    let makefile = kbuild_makefile(dir, headers);
+    if std::fs::read_to_string(dir.join("Makefile"))
+        .ok()
+        .as_deref()
+        != Some(&makefile)
+    {
+        let tmp = dir.join(format!(".Makefile.{}", std::process::id()));
+        std::fs::write(&tmp, &makefile)?;
+        std::fs::rename(&tmp, dir.join("Makefile"))?;
+    }
+    Ok(())
+}
+
+/// The `Makefile` of a headers copy `dir`: the package's own, with kbuild's output directory
+/// the copy (where its `vmlinux` is) whatever the caller passes. 7.x's
+/// `tools/testing/selftests/bpf/test_kmods/Makefile` runs `$(MAKE) -C $(KDIR) ...
+/// KBUILD_OUTPUT= M=...` (its line 34 in 7.2) when `O` names no build with `Module.symvers`,
+/// and that empty value overrides the `KBUILD_OUTPUT=` line of Debian's headers `Makefile`:
+/// kbuild then looks for `include/config/auto.conf` in the `-common` package. Where the
+/// package's Makefile sets none (6.1's, 6.12's), kbuild's output directory was the copy (make
+/// runs in it) and stays so.
+fn kbuild_makefile(dir: &Path, headers: &Path) -> String {
+    format!(
+        "override KBUILD_OUTPUT := {}\ninclude {}\n",
+        dir.display(),
+        headers.join("Makefile").display()
+    )
 }
 
 /// A pin's headers `.deb` of another architecture than the host's, unpacked once under
@@ -817,6 +861,76 @@ mod tests {
         std::fs::create_dir_all(d.path().join(SELFTESTS_DIR)).unwrap();
         std::fs::write(d.path().join(SELFTESTS_DIR).join("Makefile"), "").unwrap();
         check_tree(d.path()).unwrap();
+    }
+
+    /// kbuild's output directory in a headers copy is the copy, where its BTF `vmlinux` is,
+    /// whether the package's Makefile names one (7.2's, for kbuild that falls back to the
+    /// source tree) or none (6.1's and 6.12's, for kbuild that falls back to make's directory),
+    /// and whether the caller passes an empty `KBUILD_OUTPUT` (7.2's test_kmods/Makefile) or
+    /// none. The package's own `vmlinux` stays as it was, and a copy made before (its
+    /// `Makefile` a link to the package's) is brought up to date.
+    #[test]
+    fn a_headers_copys_kbuild_output_is_the_copy_whatever_the_caller_passes() {
+        let t = tempfile::tempdir().unwrap();
+        let t = std::fs::canonicalize(t.path()).unwrap();
+        let package = |name: &str, own: &str, fallback: &str| {
+            let common = t.join(format!("{name}-common"));
+            std::fs::create_dir_all(&common).unwrap();
+            std::fs::write(
+                common.join("Makefile"),
+                format!(
+                    "srctree := $(realpath $(dir $(lastword $(MAKEFILE_LIST))))\n\
+                     objtree := $(if $(KBUILD_OUTPUT),$(realpath $(KBUILD_OUTPUT)),{fallback})\n\
+                     all:\n\t@echo $(objtree)\n"
+                ),
+            )
+            .unwrap();
+            let headers = t.join(name);
+            std::fs::create_dir_all(headers.join("include")).unwrap();
+            std::fs::write(headers.join("vmlinux"), "the package's").unwrap();
+            std::fs::write(
+                headers.join("Makefile"),
+                format!("{own}include {}/Makefile\n", common.display()),
+            )
+            .unwrap();
+            headers
+        };
+        let h72 = package(
+            "h72",
+            &format!("KBUILD_OUTPUT={}\n", t.join("h72").display()),
+            "$(srctree)",
+        );
+        let h61 = package("h61", "", "$(CURDIR)");
+        let objtree = |dir: &Path, args: &[&str]| {
+            let out = Command::new("make")
+                .args(["-s", "-C", &dir.display().to_string()])
+                .args(args)
+                .env_remove("KBUILD_OUTPUT")
+                .env_remove("MAKEFLAGS")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        };
+        for headers in [&h72, &h61] {
+            let copy = t.join(format!("{}-copy", headers.display()));
+            headers_copy(&copy, headers, b"BTF").unwrap();
+            assert!(copy.join("include").is_symlink());
+            assert_eq!(objtree(&copy, &["KBUILD_OUTPUT="]), copy, "{headers:?}");
+            assert_eq!(objtree(&copy, &[]), copy, "{headers:?}");
+            assert_eq!(std::fs::read(copy.join("vmlinux")).unwrap(), b"BTF");
+            assert_eq!(
+                std::fs::read(headers.join("vmlinux")).unwrap(),
+                b"the package's"
+            );
+        }
+        let before = t.join("before");
+        std::fs::create_dir_all(&before).unwrap();
+        std::fs::write(before.join("vmlinux"), "BTF").unwrap();
+        std::os::unix::fs::symlink(h72.join("Makefile"), before.join("Makefile")).unwrap();
+        headers_copy(&before, &h72, b"BTF").unwrap();
+        assert_eq!(objtree(&before, &["KBUILD_OUTPUT="]), before);
+        assert!(!before.join("Makefile").is_symlink());
     }
 
     /// A tree's selftests that fail to build for the host's reason (memory, a killed

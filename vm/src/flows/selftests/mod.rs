@@ -194,10 +194,11 @@ fn pin_btf(p: &Prepared, pin: &pins::Pin, vm: &VmOptions, events: &Events) -> Re
 /// is installed by name from the host's apt, and a name can outlive a version (Debian's ABI
 /// name stays across some uploads), so `bpf_testmod.ko` would build against other headers.
 fn headers_version(pin: &pins::Pin, sel: &pins::Selftests, got: Option<String>) -> Result<String> {
-    let want = (pin.packages.iter())
-        .find(|p| p.name.starts_with("linux-image-"))
+    // The kernel's package is the pin's first, as its check of `[selftests]` reads it (7.2's is
+    // `linux-binary-*`: sid's `linux-image-*` is a meta package).
+    let want = (pin.packages.first())
         .map(|p| p.version.clone())
-        .with_context(|| format!("{}: no linux-image package", pin.path.display()))?;
+        .with_context(|| format!("{}: no package", pin.path.display()))?;
     match got {
         Some(v) if v == want => Ok(v),
         got => Err(anyhow::anyhow!(
@@ -469,16 +470,24 @@ fn assigned(opts: &Options) -> Result<Option<Assigned>> {
 }
 
 /// Where libbpf's `__kconfig` finds the kernel's config in the guest comes from: a tree's
-/// build, or the pin's `/boot/config-<release>`.
+/// build, or the pin's (see [`pin_config`]).
 fn kernel_config(p: &Prepared) -> PathBuf {
     match &p.kernel.built_from {
         Some(tree) => Path::new(&tree.build_dir).join(".config"),
-        None => p
-            .kernel
-            .bootable
-            .root
-            .join("boot")
-            .join(format!("config-{}", p.kernel.bootable.release)),
+        None => pin_config(&p.kernel.bootable.root, &p.kernel.bootable.release),
+    }
+}
+
+/// A pin's config in its extracted packages: `boot/config-<release>`, or where 7.x's split
+/// packages put it (linux-base's `usr/lib/modules/<release>/config`, beside linux-binary's
+/// `vmlinuz`). The first when neither is there, for the error.
+fn pin_config(root: &Path, release: &str) -> PathBuf {
+    let boot = root.join("boot").join(format!("config-{release}"));
+    let split = root.join("usr/lib/modules").join(release).join("config");
+    if !boot.is_file() && split.is_file() {
+        split
+    } else {
+        boot
     }
 }
 
@@ -642,28 +651,46 @@ mod tests {
         assert!(e.contains("leave --bless out"), "{e}");
     }
 
+    /// A pin's config is found in 6.x's layout (`boot/`) and in 7.x's split packages'.
+    #[test]
+    fn a_pins_config_is_found_where_its_packages_put_it() {
+        let t = tempfile::tempdir().unwrap();
+        let r = "7.2.13+deb14-cloud-amd64";
+        let split = t.path().join("usr/lib/modules").join(r).join("config");
+        let boot = t.path().join("boot").join(format!("config-{r}"));
+        assert_eq!(pin_config(t.path(), r), boot);
+        std::fs::create_dir_all(split.parent().unwrap()).unwrap();
+        std::fs::write(&split, "CONFIG_BPF=y\n").unwrap();
+        assert_eq!(pin_config(t.path(), r), split);
+        std::fs::create_dir_all(boot.parent().unwrap()).unwrap();
+        std::fs::write(&boot, "CONFIG_BPF=y\n").unwrap();
+        assert_eq!(pin_config(t.path(), r), boot);
+    }
+
     /// The headers bpf_testmod.ko builds against are the pin kernel's version, or the run
     /// stops naming the package, both versions and the install command.
     #[test]
     fn a_pins_headers_must_be_its_kernels_version() {
-        let pin = pins::resolve("6.1").unwrap();
-        let sel = pin.selftests.as_deref().unwrap();
-        let want = pin.packages[0].version.clone();
-        assert!(pin.packages[0].name.starts_with("linux-image-"));
-        assert_eq!(
-            headers_version(&pin, sel, Some(want.clone())).unwrap(),
-            want
-        );
-        let e = format!(
-            "{:#}",
-            headers_version(&pin, sel, Some("6.1.0-0".into())).unwrap_err()
-        );
-        assert!(
-            e.contains("version 6.1.0-0") && e.contains(&format!("{}={want}", sel.headers)),
-            "{e}"
-        );
-        let e = format!("{:#}", headers_version(&pin, sel, None).unwrap_err());
-        assert!(e.contains("not installed"), "{e}");
+        for (version, kernel) in [("6.1", "linux-image-"), ("7.2", "linux-binary-")] {
+            let pin = pins::resolve(version).unwrap();
+            let sel = pin.selftests.as_deref().unwrap();
+            let want = pin.packages[0].version.clone();
+            assert!(pin.packages[0].name.starts_with(kernel));
+            assert_eq!(
+                headers_version(&pin, sel, Some(want.clone())).unwrap(),
+                want
+            );
+            let e = format!(
+                "{:#}",
+                headers_version(&pin, sel, Some("6.1.0-0".into())).unwrap_err()
+            );
+            assert!(
+                e.contains("version 6.1.0-0") && e.contains(&format!("{}={want}", sel.headers)),
+                "{e}"
+            );
+            let e = format!("{:#}", headers_version(&pin, sel, None).unwrap_err());
+            assert!(e.contains("not installed"), "{e}");
+        }
     }
 
     /// An arm64 pin with `[selftests]` is built (clang of its series), checked against its own

@@ -5,6 +5,7 @@
 //! clients at once) boot nothing.
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 
 use bpfvm_host::machine::provision::{parse_requirements, PipVenv};
 use bpfvm_host::support::output::Events;
@@ -30,8 +31,14 @@ fn client_venv() -> PipVenv {
     venv
 }
 
+/// The two tests' servers share this checkout's call queue, so a test running beside the other
+/// would find the other's server holding it (client B "queued behind mcp", the other test's
+/// client, instead of behind client A): one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 /// Runs client.py's `checks`; it asserts, and prints the session.
 fn client(checks: &[&str]) {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let venv = client_venv();
     let status = Command::new(venv.dir.join("bin/python"))
         .arg(here().join("client.py"))

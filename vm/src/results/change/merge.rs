@@ -186,7 +186,8 @@ mod tests {
     use test_case::test_case;
 
     use super::*;
-    use crate::results::change::{render, Category};
+    use crate::results::change::{render, Category, Side};
+    use crate::results::report::Outcome;
 
     /// Two jobs of a kernel matrix, `vm-test --kernel 6.1` (and `6.12`) `--filter
     /// maps::batch::unit --against` a base of the same commit, `--reruns 1`: written in
@@ -223,6 +224,61 @@ mod tests {
         assert_eq!(m.base, jobs[0].change.base);
         let md = render::markdown(&m, render::BUDGET);
         assert!(md.contains("6.12"), "{md}");
+    }
+
+    /// Two real jobs, recorded: on a scratch branch of this repository, `vm-test --kernel 6.1`
+    /// (and `6.12`) `--filter smoke --against` its base, where `smoke::bpf_jit_is_enabled`
+    /// fails at base and head, `smoke::hash_map_insert_lookup_remove_through_aya` fails at head
+    /// on 6.12 only, and two BPF programs grew. 6.1's job exited 0, 6.12's 1.
+    fn recorded(kernel: &str) -> Job {
+        let text = match kernel {
+            "6.1" => include_str!("../../../tests/data/change-plants-6.1.json"),
+            _ => include_str!("../../../tests/data/change-plants-6.12.json"),
+        };
+        Job {
+            path: PathBuf::from(format!("artifacts/change-{kernel}/change.json")),
+            change: serde_json::from_str(text).unwrap(),
+        }
+    }
+
+    #[test]
+    fn recorded_jobs_merge_to_the_one_kernels_regression_and_blame_no_old_failure() {
+        let jobs = [recorded("6.1"), recorded("6.12")];
+        assert_eq!(
+            [jobs[0].change.exit_status, jobs[1].change.exit_status],
+            [0, 1]
+        );
+        let m = merge(&kernels(), &jobs).unwrap();
+        assert_eq!((m.status, m.exit_status), (Status::Bad, 1));
+        let named = |c: Category| -> Vec<(&str, &str)> {
+            m.of(c)
+                .map(|t| (t.kernel.as_str(), t.test.as_str()))
+                .collect()
+        };
+        let hash_map = "smoke::hash_map_insert_lookup_remove_through_aya";
+        assert_eq!(named(Category::Regression), [("6.12", hash_map)]);
+        let jit = "smoke::bpf_jit_is_enabled";
+        assert_eq!(named(Category::StillFailing), [("6.1", jit), ("6.12", jit)]);
+        assert_eq!(m.tests[0].test, hash_map, "regressions first");
+        // Every run of the regression: head's run and two reruns failed, base's three passed.
+        let regression = &m.tests[0];
+        assert_eq!(regression.outcomes(Side::Head), [Outcome::Fail; 3]);
+        assert_eq!(regression.outcomes(Side::Base), [Outcome::Pass; 3]);
+        // The programs that grew, on both kernels, listed and not failing the change.
+        let progs: Vec<(&str, &str)> = m
+            .verifier
+            .iter()
+            .map(|v| (v.kernel.as_str(), v.program.as_str()))
+            .collect();
+        for k in ["6.1", "6.12"] {
+            assert!(progs.contains(&(k, "smoke/smoke")), "{progs:?}");
+        }
+        assert!(m.verifier.iter().all(|v| v.regression.is_none()));
+        let md = render::markdown(&m, render::BUDGET);
+        let regressions = md.find(hash_map).unwrap();
+        assert!(regressions < md.find(jit).unwrap(), "{md}");
+        let junit = render::junit(&m).unwrap();
+        assert_eq!(junit.matches("<failure").count(), 1, "{junit}");
     }
 
     /// The merged status is the change's rule over every job's kernels and tests: a

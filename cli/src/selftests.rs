@@ -49,10 +49,18 @@ pub struct SelftestsArgs {
     /// the tree's own: each entry is a skip with its comment. Repeatable.
     #[arg(long = "denylist", value_name = "FILE")]
     pub denylists: Vec<std::path::PathBuf>,
+    /// With --kernel-tree: compare the tree as it is with REF, a branch, tag or commit of it
+    /// (--against): each side's own selftests on its own kernel, every test classified and a
+    /// head failure rerun as `vm-test --against` does, and upstream veristat over every BPF
+    /// object of each side compared as `veristat -C` compares; writes
+    /// target/selftests/change/{change.md,change.json,junit.xml} (docs/change.md).
+    #[command(flatten)]
+    pub against: crate::against::AgainstArgs,
 }
 
 /// `selftests`: one run, its table and report, the run's exit status.
 pub fn run(args: SelftestsArgs, events: &Events) -> anyhow::Result<ExitCode> {
+    let against = args.against.parse(&args.vm, true)?;
     let opts = bpfvm_host::flows::selftests::Options {
         kernel: args.vm.kernel()?,
         vm: args.vm.options(args.timeout),
@@ -62,7 +70,13 @@ pub fn run(args: SelftestsArgs, events: &Events) -> anyhow::Result<ExitCode> {
         bless: args.bless,
         piece: args.piece.map(|id| (id, args.plan)),
         denylists: args.denylists,
+        veristat: false,
     };
+    if let Some(against) = against {
+        let (change, dir) =
+            bpfvm_host::flows::change::selftests::selftests_tree_against(&opts, &against, events)?;
+        return Ok(crate::against::show(&change, &dir));
+    }
     let (report, dir) = bpfvm_host::flows::selftests::selftests(&opts, events)?;
     bpfvm_host::ui::print_stdout(&report::summary_table(&report));
     if let Some(s) = &report.selftests {

@@ -3,7 +3,7 @@
 //! `junit.xml` written. One flow ([`compare`]) for every suite; what differs is how each side
 //! runs ([`Suite`]): this repository's `vm-test` ([`vm_test`]) or a user's crate under
 //! `bpfvm test` ([`crate_test`]), or the same suite on a kernel tree and on a ref of it
-//! ([`tree`]).
+//! ([`tree`]), or a tree's own selftests at head and at a ref ([`selftests`]).
 //!
 //! Head runs here; its reruns are runs filtered to one test, each in a fresh boot, while
 //! head's whole run waits aside and goes back where it was at the end. The base runs in its
@@ -11,6 +11,7 @@
 //! slot ([`tree`]).
 pub mod base;
 pub mod crate_test;
+pub mod selftests;
 pub mod tree;
 pub mod vm_test;
 

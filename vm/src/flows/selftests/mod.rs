@@ -8,6 +8,7 @@ pub(crate) mod boots;
 mod build;
 mod script;
 mod units;
+mod veristat;
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +19,7 @@ use crate::domain::options::VmOptions;
 use crate::flows::run::{self, Prepared, RunDir, TestRun};
 use crate::kernel::choice::KernelChoice;
 use crate::kernel::pins;
+use crate::kernel::source_tree;
 use crate::machine::guest;
 use crate::machine::provision;
 use crate::machine::tcg_thread;
@@ -50,6 +52,9 @@ pub struct Options {
     /// Deny lists of the user's, in the format of the tree's `DENYLIST` (BPF CI keeps its own
     /// beside the tree): applied after the tree's, each entry a skip with its comment.
     pub denylists: Vec<PathBuf>,
+    /// Also run upstream `veristat` over every BPF object of the build, in a boot of its own
+    /// ([`veristat`]): the report's `verifier` rows and `veristat.csv`.
+    pub veristat: bool,
 }
 
 /// Where a pin's inventory and known failures are: `kernels/selftests/<pin>.inventory` and
@@ -81,10 +86,8 @@ enum Target<'a> {
         sel: &'a pins::Selftests,
         clang: u32,
     },
-    Tree {
-        dir: &'a Path,
-        clang: u32,
-    },
+    /// A tree, or a ref of one checked out under the cache's `tree-refs/` (as its kernel is).
+    Tree { dir: PathBuf, clang: u32 },
 }
 
 /// What the choice builds from, checked before anything is installed or booted: a pin with its
@@ -103,9 +106,14 @@ fn check(opts: &Options) -> Result<Target<'_>> {
             let clang = build::clang_for(&pin.version, opts.clang)?;
             Ok(Target::Pin { pin, sel, clang })
         }
-        KernelChoice::Tree { dir, .. } => {
-            build::check_tree(dir)?;
-            let clang = build::clang_for(&tree_version(dir)?, opts.clang)?;
+        KernelChoice::Tree { dir, .. } | KernelChoice::TreeRef { dir, .. } => {
+            // A ref's selftests are its own commit's, from the checkout its kernel builds from.
+            let dir = match &opts.kernel {
+                KernelChoice::TreeRef { rev, .. } => source_tree::checkout_ref(dir, rev)?,
+                _ => dir.clone(),
+            };
+            build::check_tree(&dir)?;
+            let clang = build::clang_for(&tree_version(&dir)?, opts.clang)?;
             if opts.bless {
                 bail!(
                     "--bless writes a pin's inventory of the selftests (kernels/selftests/); a \
@@ -215,13 +223,14 @@ fn headers_version(pin: &pins::Pin, sel: &pins::Selftests, got: Option<String>) 
 }
 
 /// Builds (or reuses) the selftests of `target`: the packages they need, the source and the
-/// kernel's BTF, then make. A pin's BTF is dumped from its guest (one boot with `vm`, the first
-/// time) and `bpf_testmod.ko` builds against its headers package; a tree's BTF is its build's
-/// `vmlinux`, and the module builds against that build.
+/// kernel's BTF, then make (with `veristat` when asked). A pin's BTF is dumped from its guest
+/// (one boot with `vm`, the first time) and `bpf_testmod.ko` builds against its headers
+/// package; a tree's BTF is its build's `vmlinux`, and the module builds against that build.
 fn build_for(
     target: &Target,
     p: &Prepared,
     vm: &VmOptions,
+    veristat: bool,
     events: &Events,
 ) -> Result<(build::Source, build::Built)> {
     let (Target::Pin { clang, .. } | Target::Tree { clang, .. }) = *target;
@@ -234,7 +243,7 @@ fn build_for(
     }
     let pkgs: Vec<&str> = pkgs.iter().map(String::as_str).collect();
     provision::ensure_packages(&pkgs, events)?;
-    let (source, btf, kdir) = match *target {
+    let (source, btf, kdir) = match target {
         Target::Pin { pin, sel, .. } => {
             let (headers, version) = match &sel.headers_deb {
                 // Debian's headers package installs its kbuild tree under its own name.
@@ -275,6 +284,7 @@ fn build_for(
             kdir,
             clang,
             arch,
+            veristat,
         },
         events,
     )?;
@@ -299,12 +309,13 @@ pub(crate) fn bench_binary(
         bless: false,
         piece: None,
         denylists: vec![],
+        veristat: false,
     };
     let target = match check(&opts) {
         Ok(found) => found,
         Err(why) => return Ok(Err(format!("{why:#}"))),
     };
-    let (_, built) = build_for(&target, p, vm, events)?;
+    let (_, built) = build_for(&target, p, vm, false, events)?;
     Ok(Ok(built.dir.join("bench")))
 }
 
@@ -372,7 +383,7 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     one_tcg_thread(&mut p, opts, events);
     let prepared = start.elapsed();
 
-    let (source, built) = build_for(&target, &p, &opts.vm, events)?;
+    let (source, built) = build_for(&target, &p, &opts.vm, opts.veristat, events)?;
     let config = kernel_config(&p);
     // A guest of its own root reads the build and the kernel's config at their host paths.
     if p.kernel.guest_root.is_some() {
@@ -442,6 +453,9 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
         build_s: built.seconds,
     });
     report.piece = piece.as_ref().map(Assigned::info);
+    if opts.veristat {
+        report.verifier = veristat::run(&p, &opts.vm, &built.dir, &config, &out_dir, events)?;
+    }
     report.timings.wall_s = Some(clock.started().elapsed().as_secs_f64());
     report::write(&report, &out_dir)?;
     Ok((report, out_dir))
@@ -624,6 +638,7 @@ mod tests {
             bless: false,
             piece: None,
             denylists: vec![],
+            veristat: false,
         };
         let e = check(&opts).err().unwrap().to_string();
         assert!(e.contains("give a pin (--kernel 6.1) or a tree"), "{e}");
@@ -720,6 +735,7 @@ mod tests {
             bless: false,
             piece: None,
             denylists: vec![],
+            veristat: false,
         };
         assert!(matches!(check(&opts), Ok(Target::Pin { clang: 16, .. })));
     }
@@ -738,6 +754,7 @@ mod tests {
             bless: false,
             piece: None,
             denylists: vec![],
+            veristat: false,
         };
         let e = format!("{:#}", check(&opts).err().unwrap());
         assert!(

@@ -42,7 +42,14 @@ pub fn selftests_tree_against(
     }
     let (base, head) = tree::revisions(dir, &against.base)?;
     let suite = SelftestsChange { opts, dir, kconfig };
-    compare(&suite, std::slice::from_ref(&opts.kernel), base, head, against, events)
+    compare(
+        &suite,
+        std::slice::from_ref(&opts.kernel),
+        base,
+        head,
+        against,
+        events,
+    )
 }
 
 struct SelftestsChange<'a> {

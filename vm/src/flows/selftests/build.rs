@@ -846,6 +846,35 @@ mod tests {
         );
     }
 
+    /// veristat, made only when asked, leaves the build's key as it was: the builds cached
+    /// before it are reused, and one made with it serves a run without.
+    #[test]
+    fn veristat_leaves_the_builds_key_as_it_was() {
+        let d = tempfile::tempdir().unwrap();
+        let btf = d.path().join("vmlinux.btf");
+        std::fs::write(&btf, b"btf").unwrap();
+        let source = Source {
+            tree: d.path().to_path_buf(),
+            key: "tree /src".into(),
+            describe: String::new(),
+            reuse: false,
+            left_out: vec![],
+        };
+        let key = |veristat| {
+            let inputs = Inputs {
+                source: &source,
+                btf: &btf,
+                kdir: Kdir::Headers(d.path().to_path_buf()),
+                clang: 19,
+                arch: Arch::host(),
+                veristat,
+            };
+            build_key(&inputs, "clang 19").unwrap()
+        };
+        assert_eq!(key(true), key(false));
+        assert!(!TARGETS.contains(&VERISTAT));
+    }
+
     #[test]
     fn the_patterns_git_applies_in_every_directory_are_kept() {
         let top = "# comment\n.*\n*.o\n*.ko\n/vmlinux*\n!.gitignore\nmodules.order\n\

@@ -666,6 +666,63 @@ mod tests {
         assert!(e.contains("leave --bless out"), "{e}");
     }
 
+    /// A ref of a tree builds its selftests from its own commit, checked out as its kernel
+    /// is (`tree-refs/<commit>`), not from the tree as it is.
+    #[test]
+    fn a_trees_ref_builds_the_selftests_of_its_own_commit() {
+        let d = tempfile::tempdir().unwrap();
+        let t = d.path();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
+                .arg(t)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        };
+        let test = t.join(build::SELFTESTS_DIR).join("prog_tests/planted.c");
+        std::fs::create_dir_all(test.parent().unwrap()).unwrap();
+        std::fs::write(t.join(build::SELFTESTS_DIR).join("Makefile"), "").unwrap();
+        std::fs::write(t.join("Makefile"), "VERSION = 6\nPATCHLEVEL = 12\n").unwrap();
+        // A commit of its own, so that its checkout is this test's alone.
+        std::fs::write(&test, format!("base {:?}\n", t)).unwrap();
+        git(&["init", "-q"]);
+        git(&["add", "."]);
+        git(&["commit", "-q", "-m", "base"]);
+        let base = git(&["rev-parse", "HEAD"]);
+        std::fs::write(&test, "head\n").unwrap();
+        git(&["commit", "-q", "-am", "head"]);
+        let opts = Options {
+            kernel: KernelChoice::TreeRef {
+                dir: t.to_path_buf(),
+                rev: "HEAD~1".into(),
+                kconfig: vec![],
+            },
+            vm: VmOptions::new(std::time::Duration::from_secs(60)),
+            pattern: None,
+            maps: false,
+            clang: None,
+            bless: false,
+            piece: None,
+            denylists: vec![],
+            veristat: true,
+        };
+        let Ok(Target::Tree { dir, clang: 19 }) = check(&opts) else {
+            panic!("a tree's ref is a tree to build from");
+        };
+        let got =
+            std::fs::read_to_string(dir.join(build::SELFTESTS_DIR).join("prog_tests/planted.c"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            dir.ends_with(format!("tree-refs/{base}")),
+            "{}",
+            dir.display()
+        );
+        assert!(got.unwrap().starts_with("base "));
+    }
+
     /// A pin's config is found in 6.x's layout (`boot/`) and in 7.x's split packages'.
     #[test]
     fn a_pins_config_is_found_where_its_packages_put_it() {

@@ -2,6 +2,7 @@
 //! `veristat` on the run's kernel: one boot runs `veristat -o csv *.bpf.o` in the build
 //! directory, its CSV is kept beside the report ([`CSV`]) and its rows are the report's
 //! `verifier`, which `selftests --against` compares as `veristat -C base.csv head.csv` does.
+use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
@@ -18,17 +19,30 @@ use crate::support::shell::quote;
 /// veristat's CSV, kept in the run's directory: `veristat -C` reads two of them.
 pub(crate) const CSV: &str = "veristat.csv";
 
-/// The guest's command: as the selftests' boots do, `bpf_testmod.ko` loaded (programs call
-/// its kfuncs) and the kernel's config where libbpf reads it for `__kconfig` externs; then
-/// veristat over every object of the build's top directory (the `no_alu32/` and `cpuv4/`
-/// copies are the same programs, under the same file names).
-fn command(config: &Path) -> String {
-    format!(
-        "insmod bpf_testmod.ko >/dev/null 2>&1; mount -t tmpfs tmpfs /boot && \
-         cp {} \"/boot/config-$(uname -r)\" && exec ./{} -o csv *.bpf.o",
-        quote(&config.display().to_string()),
-        super::build::VERISTAT
+/// The guest script: as the selftests' boots do, `bpf_testmod.ko` loaded (programs call its
+/// kfuncs) before the first marker, so that its taints are the boot's, and the kernel's
+/// `config` where libbpf reads it for `__kconfig` externs; then veristat over every object of
+/// the build's top directory `dir` (the `no_alu32/` and `cpuv4/` copies are the same programs
+/// under the same file names), its CSV on stdout.
+fn script(out: &Path, dir: &Path, config: &Path) -> String {
+    let mut s = guest::preamble(out);
+    writeln!(s, "cd {} || exit 1", quote(&dir.display().to_string())).unwrap();
+    writeln!(
+        s,
+        "insmod bpf_testmod.ko >/dev/null 2>&1\n\
+         mount -t tmpfs tmpfs /boot\n\
+         cp {} \"/boot/config-$(uname -r)\"",
+        quote(&config.display().to_string())
     )
+    .unwrap();
+    let line = format!(
+        "./{} -o csv *.bpf.o < /dev/null > \"$OUT/{}\" 2> \"$OUT/{}\"",
+        super::build::VERISTAT,
+        guest::EXEC_STDOUT,
+        guest::EXEC_STDERR
+    );
+    guest::command_phase(&mut s, dir, &line);
+    s
 }
 
 /// Runs veristat over the objects of the build `dir` in one boot of `p`'s kernel; keeps its
@@ -47,11 +61,7 @@ pub(crate) fn run(
         dir.display()
     ));
     let files = RunDir::new(out_dir)?;
-    let argv = ["sh".to_string(), "-c".into(), command(config)];
-    guest::write(
-        &files.script,
-        &guest::exec_script(&files.shared, dir, &[], &argv),
-    )?;
+    guest::write(&files.script, &script(&files.shared, dir, config))?;
     let outcome = run::boot(p, vm, &files.shared, &files.script, events)?;
     let problems = run::judge_boot(&files.shared, &outcome, p)?.problems;
     let out = guest_files::read(&files.shared.join(guest::EXEC_STDOUT)).unwrap_or_default();
@@ -82,13 +92,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_guest_loads_the_module_and_the_config_then_runs_veristat_over_every_object() {
-        let c = command(Path::new("/k/.config"));
-        assert!(c.starts_with("insmod bpf_testmod.ko"), "{c}");
-        assert!(
-            c.contains("cp /k/.config \"/boot/config-$(uname -r)\""),
-            "{c}"
+    fn the_module_loads_before_the_first_marker_then_veristat_runs_over_every_object() {
+        let s = script(
+            Path::new("/o"),
+            Path::new("/b/bpf"),
+            Path::new("/k/.config"),
         );
-        assert!(c.ends_with("exec ./veristat -o csv *.bpf.o"), "{c}");
+        let insmod = s.find("insmod bpf_testmod.ko").unwrap();
+        let first_mark = s.find("bpfvm_mark ").unwrap();
+        assert!(insmod < first_mark, "the module's taints are the boot's");
+        assert!(
+            s.contains("cp /k/.config \"/boot/config-$(uname -r)\"\n"),
+            "{s}"
+        );
+        assert!(s.contains("cd /b/bpf || exit 1\n"), "{s}");
+        let veristat = s.find("./veristat -o csv *.bpf.o < /dev/null > \"$OUT/exec.stdout\"");
+        assert!(veristat.unwrap() > first_mark, "{s}");
     }
 }

@@ -71,6 +71,7 @@ pub fn run(args: SelftestsArgs, events: &Events) -> anyhow::Result<ExitCode> {
         piece: args.piece.map(|id| (id, args.plan)),
         denylists: args.denylists,
         veristat: false,
+        unit: None,
     };
     if let Some(against) = against {
         let (change, dir) =

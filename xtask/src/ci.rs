@@ -234,6 +234,7 @@ fn selftests_slice(kernel: &str, events: &Events) -> Result<()> {
         piece: None,
         denylists: vec![],
         veristat: false,
+        unit: None,
     };
     let (report, dir) = bpfvm_host::flows::selftests::selftests(&opts, events)?;
     events.note(bpfvm_host::results::report::summary_table(&report));

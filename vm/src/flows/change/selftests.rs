@@ -14,8 +14,9 @@ use super::{base, compare, tree, Against, Suite};
 use crate::flows::selftests::{self, Options};
 use crate::kernel::choice::KernelChoice;
 use crate::results::change::Change;
+use crate::results::report::Outcome;
 use crate::results::report::{Report, VmEnding};
-use crate::results::upstream::TEST_PROGS;
+use crate::results::upstream::{TEST_MAPS, TEST_PROGS, TEST_VERIFIER};
 use crate::support::output::Events;
 use crate::support::paths::target_dir;
 use crate::support::status::Status;
@@ -66,23 +67,33 @@ impl SelftestsChange<'_> {
             veristat: test.is_none(),
             ..self.opts.clone()
         };
-        if let Some(t) = test {
-            opts.pattern = Some(rerun_pattern(t)?);
+        match test.map(rerun).transpose()? {
+            None => {}
+            Some(Rerun::Pattern(p)) => opts.pattern = Some(p),
+            Some(Rerun::Unit(u)) => opts.unit = Some(u.into()),
         }
         Ok(opts)
     }
 }
 
-/// test_progs' `-t` that runs the report's test `name` (`test_progs/TEST[/SUBTEST]`) again.
-fn rerun_pattern(name: &str) -> Result<String> {
-    match name
-        .strip_prefix(TEST_PROGS)
-        .and_then(|t| t.strip_prefix('/'))
-    {
-        Some(t) if !t.is_empty() => Ok(t.to_string()),
+/// How a row of the report runs again alone.
+#[derive(Debug, PartialEq, Eq)]
+enum Rerun {
+    /// test_progs' `-t` of a test or subtest (`test_progs/TEST[/SUBTEST]`).
+    Pattern(String),
+    /// The whole `test_verifier` or `test_maps`, for one of its rows: no `-t` selects them.
+    Unit(&'static str),
+}
+
+fn rerun(name: &str) -> Result<Rerun> {
+    let (binary, rest) = name.split_once('/').unwrap_or((name, ""));
+    match binary {
+        TEST_PROGS if !rest.is_empty() => Ok(Rerun::Pattern(rest.to_string())),
+        TEST_VERIFIER => Ok(Rerun::Unit(TEST_VERIFIER)),
+        TEST_MAPS => Ok(Rerun::Unit(TEST_MAPS)),
         _ => bail!(
-            "{name} is not a test_progs test: only those run again alone (test_verifier, \
-             test_maps and a boot's own rows run only in a whole run)"
+            "{name} is not a row of test_progs, test_verifier or test_maps: it cannot run \
+             again alone"
         ),
     }
 }
@@ -144,6 +155,21 @@ impl Suite for SelftestsChange<'_> {
         true
     }
 
+    /// test_verifier reports only the cases that did not pass: a case without a row in a rerun
+    /// whose `test_verifier` passed passed too. Any other row is its own.
+    fn rerun_row(&self, report: &Report, name: &str) -> Option<(Outcome, Option<String>)> {
+        let row = |n: &str| report.tests.iter().find(|t| t.name == n);
+        if let Some(t) = row(name) {
+            return Some((t.outcome, t.reason.clone()));
+        }
+        let case = name.strip_prefix(TEST_VERIFIER)?.starts_with('/');
+        let whole = row(TEST_VERIFIER)?;
+        (case && whole.outcome == Outcome::Pass).then(|| {
+            let why = format!("no row of its own: {TEST_VERIFIER} passed every case");
+            (Outcome::Pass, Some(why))
+        })
+    }
+
     fn scope(&self) -> String {
         // The base's tests are its commit's (in the cache's path); what else selects them.
         let mut parts = vec!["selftests with veristat".to_string()];
@@ -175,6 +201,7 @@ mod tests {
 
     use super::*;
     use crate::domain::options::VmOptions;
+    use crate::results::report::TestResult;
     use crate::support::status::Untestable;
 
     fn opts(dir: &Path) -> Options {
@@ -191,29 +218,80 @@ mod tests {
             piece: None,
             denylists: vec![],
             veristat: false,
+            unit: None,
         }
     }
 
-    /// A test_progs test or subtest runs again by its own `-t`; a row no `-t` selects cannot.
+    /// A test_progs test or subtest runs again by its own `-t`; a test_verifier or test_maps
+    /// row by its binary alone; a boot's own row cannot run again.
     #[test]
-    fn a_rerun_selects_its_test_progs_test_alone() {
+    fn a_rerun_selects_its_test_alone() {
+        let pattern = |p: &str| Rerun::Pattern(p.into());
         assert_eq!(
-            rerun_pattern("test_progs/bloom_filter_map").unwrap(),
-            "bloom_filter_map"
+            rerun("test_progs/bloom_filter_map").unwrap(),
+            pattern("bloom_filter_map")
         );
         assert_eq!(
-            rerun_pattern("test_progs/bpf_loop/check_invalid_flags").unwrap(),
-            "bpf_loop/check_invalid_flags"
+            rerun("test_progs/bpf_loop/check_invalid_flags").unwrap(),
+            pattern("bpf_loop/check_invalid_flags")
         );
-        for name in [
-            "test_verifier/#3/u bad",
-            "test_maps",
-            "test_progs",
-            "guest:dmesg",
-        ] {
-            let e = rerun_pattern(name).unwrap_err().to_string();
-            assert!(e.contains("is not a test_progs test"), "{name}: {e}");
+        let verifier = rerun("test_verifier/#3/u check with invalid reg offset 0").unwrap();
+        assert_eq!(verifier, Rerun::Unit("test_verifier"));
+        assert_eq!(
+            rerun("test_verifier").unwrap(),
+            Rerun::Unit("test_verifier")
+        );
+        assert_eq!(
+            rerun("test_maps/map_in_map").unwrap(),
+            Rerun::Unit("test_maps")
+        );
+        for name in ["test_progs", "guest:dmesg", "boot 2: test_progs/x"] {
+            let e = rerun(name).unwrap_err().to_string();
+            assert!(e.contains("cannot run again alone"), "{name}: {e}");
         }
+    }
+
+    /// A rerun of test_verifier reports the cases that did not pass: one absent passed when
+    /// test_verifier did; when it did not, the case was not judged. Other rows are their own.
+    #[test]
+    fn a_test_verifier_case_without_a_row_passed_when_test_verifier_did() {
+        let d = tempfile::tempdir().unwrap();
+        let o = opts(d.path());
+        let suite = SelftestsChange {
+            opts: &o,
+            dir: d.path(),
+            kconfig: &[],
+        };
+        let row = |name: &str, outcome| TestResult {
+            name: name.into(),
+            outcome,
+            reason: None,
+            duration_ms: 0,
+            kernel_splats: vec![],
+        };
+        let recorded: Report =
+            serde_json::from_str(include_str!("../../../tests/data/boot-report-6.1.json")).unwrap();
+        let report = |tests| Report {
+            tests,
+            ..recorded.clone()
+        };
+        let case = "test_verifier/#3/u check with invalid reg offset 0";
+        let passed = report(vec![row(TEST_VERIFIER, Outcome::Pass)]);
+        let (outcome, why) = suite.rerun_row(&passed, case).unwrap();
+        assert_eq!(outcome, Outcome::Pass);
+        assert!(why.unwrap().contains("test_verifier passed every case"));
+        let other_failed = report(vec![
+            row("test_verifier/#9/p other", Outcome::Fail),
+            row(TEST_VERIFIER, Outcome::Fail),
+        ]);
+        assert!(suite.rerun_row(&other_failed, case).is_none());
+        let own = report(vec![
+            row(case, Outcome::Fail),
+            row(TEST_VERIFIER, Outcome::Fail),
+        ]);
+        assert_eq!(suite.rerun_row(&own, case).unwrap().0, Outcome::Fail);
+        // A test_progs test is always its own row.
+        assert!(suite.rerun_row(&passed, "test_progs/bpf_loop").is_none());
     }
 
     /// The whole runs run veristat, the reruns do not; a rerun's pattern is its test's.
@@ -237,6 +315,12 @@ mod tests {
             .unwrap();
         assert!(!rerun.veristat);
         assert_eq!(rerun.pattern.as_deref(), Some("bpf_loop/check_stack"));
+        assert_eq!(rerun.unit, None);
+        let case = suite
+            .on(o.kernel.clone(), Some("test_verifier/#1/p x"))
+            .unwrap();
+        assert_eq!(case.unit.as_deref(), Some("test_verifier"));
+        assert!(!case.veristat);
     }
 
     /// The base's cached report is only reused for the same pattern, fragments and deny lists.

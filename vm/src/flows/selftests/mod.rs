@@ -55,6 +55,9 @@ pub struct Options {
     /// Also run upstream `veristat` over every BPF object of the build, in a boot of its own
     /// ([`veristat`]): the report's `verifier` rows and `veristat.csv`.
     pub veristat: bool,
+    /// Run this one unit alone, `test_verifier` or `test_maps`, instead of what the pattern
+    /// selects: a change's rerun of one of their rows, which no `-t` selects.
+    pub unit: Option<String>,
 }
 
 /// Where a pin's inventory and known failures are: `kernels/selftests/<pin>.inventory` and
@@ -310,6 +313,7 @@ pub(crate) fn bench_binary(
         piece: None,
         denylists: vec![],
         veristat: false,
+        unit: None,
     };
     let target = match check(&opts) {
         Ok(found) => found,
@@ -515,6 +519,13 @@ fn run_units(
     denied: &[denylist::Denied],
     p: &Prepared,
 ) -> Result<(Vec<units::Unit>, Vec<TestResult>)> {
+    if let Some(unit) = &opts.unit {
+        let unit = units::Unit {
+            name: unit.clone(),
+            args: vec![],
+        };
+        return Ok((vec![unit], vec![]));
+    }
     let selected: Vec<String> = match (piece, &opts.pattern) {
         (Some(a), _) => a
             .piece
@@ -639,6 +650,7 @@ mod tests {
             piece: None,
             denylists: vec![],
             veristat: false,
+            unit: None,
         };
         let e = check(&opts).err().unwrap().to_string();
         assert!(e.contains("give a pin (--kernel 6.1) or a tree"), "{e}");
@@ -708,6 +720,7 @@ mod tests {
             piece: None,
             denylists: vec![],
             veristat: true,
+            unit: None,
         };
         let Ok(Target::Tree { dir, clang: 19 }) = check(&opts) else {
             panic!("a tree's ref is a tree to build from");
@@ -793,6 +806,7 @@ mod tests {
             piece: None,
             denylists: vec![],
             veristat: false,
+            unit: None,
         };
         assert!(matches!(check(&opts), Ok(Target::Pin { clang: 16, .. })));
     }
@@ -812,6 +826,7 @@ mod tests {
             piece: None,
             denylists: vec![],
             veristat: false,
+            unit: None,
         };
         let e = format!("{:#}", check(&opts).err().unwrap());
         assert!(

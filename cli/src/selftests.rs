@@ -49,11 +49,8 @@ pub struct SelftestsArgs {
     /// the tree's own: each entry is a skip with its comment. Repeatable.
     #[arg(long = "denylist", value_name = "FILE")]
     pub denylists: Vec<std::path::PathBuf>,
-    /// With --kernel-tree: compare the tree as it is with REF, a branch, tag or commit of it
-    /// (--against): each side's own selftests on its own kernel, every test classified and a
-    /// head failure rerun as `vm-test --against` does, and upstream veristat over every BPF
-    /// object of each side compared as `veristat -C` compares; writes
-    /// target/selftests/change/{change.md,change.json,junit.xml} (docs/change.md).
+    // With --kernel-tree, --against REF compares the tree as it is with a ref of it: each
+    // side's own selftests and veristat on its own kernel (docs/change.md).
     #[command(flatten)]
     pub against: crate::against::AgainstArgs,
 }

@@ -76,20 +76,47 @@ pub(crate) fn run(
             tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
         );
     }
-    crate::support::fs::write_atomic(&out_dir.join(CSV), out.as_bytes())?;
+    let csv = csv_of(&out);
+    crate::support::fs::write_atomic(&out_dir.join(CSV), csv.as_bytes())?;
     files.keep(&out_dir.join("veristat-boot"), events);
-    rows(&out, &out_dir.join(CSV).display().to_string())
+    rows(csv, &out_dir.join(CSV).display().to_string())
 }
 
-/// veristat's CSV as the report's statistics (`what` names it in errors).
+/// The CSV of veristat's stdout: from its header on, after the notes it prints there while
+/// it loads the objects (`Using guessed program type 'sched_cls' for ...`, `fixup_obj`).
+fn csv_of(out: &str) -> &str {
+    const HEADER: &str = "file_name,";
+    match out.starts_with(HEADER) {
+        true => out,
+        false => out
+            .find(&format!("\n{HEADER}"))
+            .map_or(out, |at| &out[at + 1..]),
+    }
+}
+
+/// veristat's CSV (or its stdout) as the report's statistics (`what` names it in errors).
 fn rows(text: &str, what: &str) -> Result<Vec<ProgStats>> {
-    let rows = csv::parse(text, what).with_context(|| format!("reading veristat's {what}"))?;
+    let rows =
+        csv::parse(csv_of(text), what).with_context(|| format!("reading veristat's {what}"))?;
     Ok(rows.iter().map(csv::Row::stats).collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Recorded: veristat of 6.12.118 prints its notes on stdout before the CSV.
+    #[test]
+    fn the_csv_starts_at_its_header_after_veristats_notes() {
+        let out = "Using guessed program type 'sched_cls' for exceptions_ext.bpf.o/extension...\n\
+                   file_name,prog_name,verdict\nbpf_loop.bpf.o,test_prog,success\n";
+        assert_eq!(
+            csv_of(out),
+            "file_name,prog_name,verdict\nbpf_loop.bpf.o,test_prog,success\n"
+        );
+        assert_eq!(csv_of("file_name,prog_name\n"), "file_name,prog_name\n");
+        assert_eq!(rows(out, "out").unwrap()[0].prog_name, "test_prog");
+    }
 
     #[test]
     fn the_module_loads_before_the_first_marker_then_veristat_runs_over_every_object() {

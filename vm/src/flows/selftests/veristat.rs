@@ -105,6 +105,71 @@ fn rows(text: &str, what: &str) -> Result<Vec<ProgStats>> {
 mod tests {
     use super::*;
 
+    /// The rows of two recorded runs (vm/testdata/veristat/): veristat of linux-source-6.12
+    /// 6.12.118 (base: its kept `veristat.csv`) and of the same tree with a branch planted in
+    /// `check_bloom` (head: veristat's stdout, its first note kept), each on its own kernel,
+    /// cut to `bloom_filter_map.bpf.o` and `bpf_loop.bpf.o`.
+    fn recorded(side: &str) -> (String, Vec<ProgStats>) {
+        let path = crate::support::paths::workspace_root()
+            .join(format!("vm/testdata/veristat/6.12-bloom-{side}.csv"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let rows = rows(&text, &path.display().to_string()).unwrap();
+        (text, rows)
+    }
+
+    /// Joined on file and program, only the planted program moved: listed with both sides'
+    /// counts, and no regression until a threshold says so.
+    #[test]
+    fn the_recorded_runs_differ_in_the_planted_program_only() {
+        use crate::results::change::verifier::diff;
+        let ((_, base), (_, head)) = (recorded("base"), recorded("head"));
+        assert!(
+            base.len() >= 8 && base.len() == head.len(),
+            "{}",
+            base.len()
+        );
+        let moved = diff("tree", &base, &head, None);
+        let names: Vec<&str> = moved.iter().map(|p| p.program.as_str()).collect();
+        assert_eq!(names, ["bloom_filter_map.bpf.o/check_bloom"]);
+        let (b, h) = (
+            moved[0].base.clone().unwrap(),
+            moved[0].head.clone().unwrap(),
+        );
+        assert!(h.processed_insns > b.processed_insns, "{b:?} {h:?}");
+        assert!(h.total_states > b.total_states, "{b:?} {h:?}");
+        assert_eq!(moved[0].regression, None);
+        let strict = diff("tree", &base, &head, Some(0.0));
+        let why = strict[0].regression.as_deref().unwrap();
+        assert!(
+            why.starts_with("bloom_filter_map.bpf.o/check_bloom: processed insns "),
+            "{why}"
+        );
+    }
+
+    /// A program veristat verified at the base and not at head fails the change at any
+    /// threshold, with veristat's word for why.
+    #[test]
+    fn a_recorded_program_that_no_longer_verifies_is_a_regression() {
+        use crate::results::change::verifier::diff;
+        let ((_, base), (text, _)) = (recorded("base"), recorded("head"));
+        let lost = text.replacen(
+            "bpf_loop.bpf.o,stack_check,success",
+            "bpf_loop.bpf.o,stack_check,failure",
+            1,
+        );
+        assert_ne!(lost, text, "the recorded head has stack_check");
+        let head = rows(&lost, "lost.csv").unwrap();
+        let moved = diff("tree", &base, &head, Some(1000.0));
+        let lost = moved
+            .iter()
+            .find(|p| p.program == "bpf_loop.bpf.o/stack_check")
+            .unwrap();
+        assert_eq!(
+            lost.regression.as_deref(),
+            Some("bpf_loop.bpf.o/stack_check: success -> rejected (veristat: failure)")
+        );
+    }
+
     /// Recorded: veristat of 6.12.118 prints its notes on stdout before the CSV.
     #[test]
     fn the_csv_starts_at_its_header_after_veristats_notes() {

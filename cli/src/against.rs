@@ -19,11 +19,13 @@ pub struct AgainstArgs {
     /// crate's for bpfvm test): the tests at BASE (built in their own git worktree, their
     /// report cached) run on the same kernels; with --kernel-tree, a ref of the tree: the same
     /// tests on the kernel built from BASE (in its own checkout and slot, as bench-vm
-    /// --against builds it), and each test is named a regression (confirmed
+    /// --against builds it; for selftests, each side its own commit's selftests and veristat
+    /// over every BPF object), and each test is named a regression (confirmed
     /// by reruns), fixed, still failing, flaky, new, removed or unchanged. Writes
     /// change/{change.md,change.json,junit.xml} beside the reports (target/vm-test/change/,
-    /// <target>/bpfvm-test/change/). Exits 0 without a regression, 1 with one, 125 when head
-    /// cannot be built, 255 when the base cannot be judged (docs/change.md).
+    /// target/selftests/change/, <target>/bpfvm-test/change/). Exits 0 without a regression,
+    /// 1 with one, 125 when head cannot be built, 255 when the base cannot be judged
+    /// (docs/change.md).
     #[arg(long, value_name = "BASE")]
     pub against: Option<String>,
     /// With --against: how many times a test failing at head runs again at head, each in a

@@ -49,10 +49,15 @@ pub struct SelftestsArgs {
     /// the tree's own: each entry is a skip with its comment. Repeatable.
     #[arg(long = "denylist", value_name = "FILE")]
     pub denylists: Vec<std::path::PathBuf>,
+    // With --kernel-tree, --against REF compares the tree as it is with a ref of it: each
+    // side's own selftests and veristat on its own kernel (docs/change.md).
+    #[command(flatten)]
+    pub against: crate::against::AgainstArgs,
 }
 
 /// `selftests`: one run, its table and report, the run's exit status.
 pub fn run(args: SelftestsArgs, events: &Events) -> anyhow::Result<ExitCode> {
+    let against = args.against.parse(&args.vm, true)?;
     let opts = bpfvm_host::flows::selftests::Options {
         kernel: args.vm.kernel()?,
         vm: args.vm.options(args.timeout),
@@ -62,7 +67,14 @@ pub fn run(args: SelftestsArgs, events: &Events) -> anyhow::Result<ExitCode> {
         bless: args.bless,
         piece: args.piece.map(|id| (id, args.plan)),
         denylists: args.denylists,
+        veristat: false,
+        unit: None,
     };
+    if let Some(against) = against {
+        let (change, dir) =
+            bpfvm_host::flows::change::selftests::selftests_tree_against(&opts, &against, events)?;
+        return Ok(crate::against::show(&change, &dir));
+    }
     let (report, dir) = bpfvm_host::flows::selftests::selftests(&opts, events)?;
     bpfvm_host::ui::print_stdout(&report::summary_table(&report));
     if let Some(s) = &report.selftests {

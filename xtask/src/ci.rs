@@ -233,6 +233,8 @@ fn selftests_slice(kernel: &str, events: &Events) -> Result<()> {
         bless: false,
         piece: None,
         denylists: vec![],
+        veristat: false,
+        unit: None,
     };
     let (report, dir) = bpfvm_host::flows::selftests::selftests(&opts, events)?;
     events.note(bpfvm_host::results::report::summary_table(&report));

@@ -393,7 +393,7 @@ pub fn command_script(out: &Path, cwd: &Path, argv: &[String]) -> String {
 
 /// Runs `line` (a shell command) from `cwd` as the `command` phase of the kernel log, then
 /// ends the script with its status.
-fn command_phase(s: &mut String, cwd: &Path, line: &str) {
+pub(crate) fn command_phase(s: &mut String, cwd: &Path, line: &str) {
     writeln!(s, "cd {} || exit 1", quote(&cwd.display().to_string())).unwrap();
     s.push_str("bpfvm_mark phase command\n");
     writeln!(s, "{line}").unwrap();

@@ -3,7 +3,7 @@
 //! `junit.xml` written. One flow ([`compare`]) for every suite; what differs is how each side
 //! runs ([`Suite`]): this repository's `vm-test` ([`vm_test`]) or a user's crate under
 //! `bpfvm test` ([`crate_test`]), or the same suite on a kernel tree and on a ref of it
-//! ([`tree`]).
+//! ([`tree`]), or a tree's own selftests at head and at a ref ([`selftests`]).
 //!
 //! Head runs here; its reruns are runs filtered to one test, each in a fresh boot, while
 //! head's whole run waits aside and goes back where it was at the end. The base runs in its
@@ -11,6 +11,7 @@
 //! slot ([`tree`]).
 pub mod base;
 pub mod crate_test;
+pub mod selftests;
 pub mod tree;
 pub mod vm_test;
 
@@ -24,7 +25,7 @@ use crate::results::change::verifier::{self, ProgChange};
 use crate::results::change::{
     classify, Category, Change, KernelChange, Next, Revision, Run, Side, TestChange,
 };
-use crate::results::report::{Report, VmEnding};
+use crate::results::report::{Outcome, Report, VmEnding};
 use crate::support::output::Events;
 use crate::support::status::Status;
 
@@ -74,6 +75,12 @@ pub trait Suite {
     fn scope(&self) -> String;
     /// Whether the runs report the verifier's statistics (a missing side is then warned of).
     fn verifier(&self) -> bool;
+    /// The row of `name` in a rerun's `report`, as (outcome, reason); `None` when the rerun
+    /// judged nothing of it. Its own row, unless the suite reports a passing test otherwise.
+    fn rerun_row(&self, report: &Report, name: &str) -> Option<(Outcome, Option<String>)> {
+        let t = report.tests.iter().find(|t| t.name == name)?;
+        Some((t.outcome, t.reason.clone()))
+    }
 }
 
 /// Compares head against the base on every kernel of `kernels`; returns the change and the
@@ -330,7 +337,7 @@ impl Kernel<'_> {
         self.events
             .step(format!("rerunning {name} at head (a fresh boot)"));
         let (report, _) = self.suite.head(self.kernel, Some(name), self.events)?;
-        outcome_of(&report, name, Side::Head)
+        self.outcome_of(&report, name, Side::Head)
     }
 
     fn rerun_base(&self, name: &str, label: &str) -> Result<Run> {
@@ -343,25 +350,24 @@ impl Kernel<'_> {
             Some(name),
             self.events,
         )?;
-        outcome_of(&report, name, Side::Base)
+        self.outcome_of(&report, name, Side::Base)
     }
-}
 
-/// The rerun of `name` in `report`; a rerun that did not report it judged nothing.
-fn outcome_of(report: &Report, name: &str, side: Side) -> Result<Run> {
-    let t = report.tests.iter().find(|t| t.name == name);
-    let t = t.with_context(|| {
-        format!(
-            "the rerun filtered to it did not report it ({})",
-            report.why_failed().unwrap_or_else(|| "no failure".into())
-        )
-    })?;
-    Ok(Run {
-        side,
-        rerun: true,
-        outcome: t.outcome,
-        reason: t.reason.clone(),
-    })
+    /// The rerun of `name` in `report`; a rerun that did not report it judged nothing.
+    fn outcome_of(&self, report: &Report, name: &str, side: Side) -> Result<Run> {
+        let (outcome, reason) = self.suite.rerun_row(report, name).with_context(|| {
+            format!(
+                "the rerun filtered to it did not report it ({})",
+                report.why_failed().unwrap_or_else(|| "no failure".into())
+            )
+        })?;
+        Ok(Run {
+            side,
+            rerun: true,
+            outcome,
+            reason,
+        })
+    }
 }
 
 /// Renames `from` to `to`, replacing what `to` held.

@@ -446,6 +446,8 @@ pub(crate) struct Inputs<'a> {
     /// The architecture the selftests are built for: the host's, or cross-built
     /// ([`cross_args`]).
     pub arch: Arch,
+    /// Also make upstream `veristat` ([`VERISTAT`]).
+    pub veristat: bool,
 }
 
 /// make's arguments that cross-build the selftests for `arch` (none for the host's): the
@@ -544,6 +546,10 @@ fn llvm_bin(clang: u32) -> PathBuf {
 /// What a build makes: the binaries a run starts (`units`) and bench-vm's `bench`.
 const TARGETS: [&str; 4] = ["test_progs", "test_verifier", "test_maps", "bench"];
 
+/// The selftests' `veristat`, made only when asked ([`Inputs::veristat`]): it is not in
+/// [`TARGETS`], so that the builds cached before it keep their key.
+pub(crate) const VERISTAT: &str = "veristat";
+
 /// Builds (or reuses) the selftests of `inputs`. A failed make stops (255): the source is a
 /// pin's, so the host lacks something, it says nothing of a commit.
 pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
@@ -557,6 +563,9 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
     let _lock = lock(events)?;
     if inputs.source.reuse && stamp.is_file() {
         events.note(format!("selftests: cached build in {}", dir.display()));
+        if inputs.veristat && !dir.join(VERISTAT).is_file() {
+            make_selftests(inputs, &dir, &key, &[VERISTAT], events)?;
+        }
         return Ok(Built {
             dir,
             clang,
@@ -581,11 +590,16 @@ pub(crate) fn build(inputs: &Inputs, events: &Events) -> Result<Built> {
             )
         })?;
     }
+    let mut targets = TARGETS.to_vec();
+    if inputs.veristat {
+        targets.push(VERISTAT);
+    }
     events.step(format!(
         "building {} with {clang} (several minutes the first time)",
-        TARGETS.join(", ")
+        targets.join(", ")
     ));
-    make_selftests(inputs, &dir, &key, &stamp, events)?;
+    let made = make_selftests(inputs, &dir, &key, &targets, events)?;
+    std::fs::write(&stamp, format!("{made}\n"))?;
     Ok(Built {
         dir,
         clang,
@@ -646,15 +660,15 @@ fn build_key(inputs: &Inputs, clang: &str) -> Result<String> {
     )))
 }
 
-/// Runs the selftests' Makefile in `dir` (their resolve_btfids first, then the targets) and
-/// stamps the build done.
+/// Runs the selftests' Makefile in `dir` (their resolve_btfids first, then `targets`);
+/// returns the last make command, as shown.
 fn make_selftests(
     inputs: &Inputs,
     dir: &Path,
     key: &str,
-    stamp: &Path,
+    targets: &[&str],
     events: &Events,
-) -> Result<()> {
+) -> Result<String> {
     let path = format!(
         "PATH={}:{}",
         llvm_bin(inputs.clang).display(),
@@ -689,7 +703,7 @@ fn make_selftests(
     argv.push(resolve_btfids.display().to_string());
     let first = argv.clone();
     argv.pop();
-    argv.extend(TARGETS.map(String::from));
+    argv.extend(targets.iter().map(|t| t.to_string()));
     let log = root().join("logs").join(format!("make-{}.log", &key[..16]));
     let mut shown = String::new();
     for argv in [first, argv] {
@@ -705,8 +719,7 @@ fn make_selftests(
             return Err(not_built(&inputs.kdir, &inputs.source.describe, e));
         }
     }
-    std::fs::write(stamp, format!("{shown}\n"))?;
-    Ok(())
+    Ok(shown)
 }
 
 /// `argv` in the tree build's clean environment: the selftests' Makefile reads `VMLINUX_H`,
@@ -831,6 +844,35 @@ mod tests {
                 "CLANG=clang --target=aarch64-linux-gnu"
             ]
         );
+    }
+
+    /// veristat, made only when asked, leaves the build's key as it was: the builds cached
+    /// before it are reused, and one made with it serves a run without.
+    #[test]
+    fn veristat_leaves_the_builds_key_as_it_was() {
+        let d = tempfile::tempdir().unwrap();
+        let btf = d.path().join("vmlinux.btf");
+        std::fs::write(&btf, b"btf").unwrap();
+        let source = Source {
+            tree: d.path().to_path_buf(),
+            key: "tree /src".into(),
+            describe: String::new(),
+            reuse: false,
+            left_out: vec![],
+        };
+        let key = |veristat| {
+            let inputs = Inputs {
+                source: &source,
+                btf: &btf,
+                kdir: Kdir::Headers(d.path().to_path_buf()),
+                clang: 19,
+                arch: Arch::host(),
+                veristat,
+            };
+            build_key(&inputs, "clang 19").unwrap()
+        };
+        assert_eq!(key(true), key(false));
+        assert!(!TARGETS.contains(&VERISTAT));
     }
 
     #[test]

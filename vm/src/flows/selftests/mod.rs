@@ -8,6 +8,7 @@ pub(crate) mod boots;
 mod build;
 mod script;
 mod units;
+mod veristat;
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +19,7 @@ use crate::domain::options::VmOptions;
 use crate::flows::run::{self, Prepared, RunDir, TestRun};
 use crate::kernel::choice::KernelChoice;
 use crate::kernel::pins;
+use crate::kernel::source_tree;
 use crate::machine::guest;
 use crate::machine::provision;
 use crate::machine::tcg_thread;
@@ -50,6 +52,12 @@ pub struct Options {
     /// Deny lists of the user's, in the format of the tree's `DENYLIST` (BPF CI keeps its own
     /// beside the tree): applied after the tree's, each entry a skip with its comment.
     pub denylists: Vec<PathBuf>,
+    /// Also run upstream `veristat` over every BPF object of the build, in a boot of its own
+    /// ([`veristat`]): the report's `verifier` rows and `veristat.csv`.
+    pub veristat: bool,
+    /// Run this one unit alone, `test_verifier` or `test_maps`, instead of what the pattern
+    /// selects: a change's rerun of one of their rows, which no `-t` selects.
+    pub unit: Option<String>,
 }
 
 /// Where a pin's inventory and known failures are: `kernels/selftests/<pin>.inventory` and
@@ -81,10 +89,8 @@ enum Target<'a> {
         sel: &'a pins::Selftests,
         clang: u32,
     },
-    Tree {
-        dir: &'a Path,
-        clang: u32,
-    },
+    /// A tree, or a ref of one checked out under the cache's `tree-refs/` (as its kernel is).
+    Tree { dir: PathBuf, clang: u32 },
 }
 
 /// What the choice builds from, checked before anything is installed or booted: a pin with its
@@ -103,9 +109,14 @@ fn check(opts: &Options) -> Result<Target<'_>> {
             let clang = build::clang_for(&pin.version, opts.clang)?;
             Ok(Target::Pin { pin, sel, clang })
         }
-        KernelChoice::Tree { dir, .. } => {
-            build::check_tree(dir)?;
-            let clang = build::clang_for(&tree_version(dir)?, opts.clang)?;
+        KernelChoice::Tree { dir, .. } | KernelChoice::TreeRef { dir, .. } => {
+            // A ref's selftests are its own commit's, from the checkout its kernel builds from.
+            let dir = match &opts.kernel {
+                KernelChoice::TreeRef { rev, .. } => source_tree::checkout_ref(dir, rev)?,
+                _ => dir.clone(),
+            };
+            build::check_tree(&dir)?;
+            let clang = build::clang_for(&tree_version(&dir)?, opts.clang)?;
             if opts.bless {
                 bail!(
                     "--bless writes a pin's inventory of the selftests (kernels/selftests/); a \
@@ -215,13 +226,14 @@ fn headers_version(pin: &pins::Pin, sel: &pins::Selftests, got: Option<String>) 
 }
 
 /// Builds (or reuses) the selftests of `target`: the packages they need, the source and the
-/// kernel's BTF, then make. A pin's BTF is dumped from its guest (one boot with `vm`, the first
-/// time) and `bpf_testmod.ko` builds against its headers package; a tree's BTF is its build's
-/// `vmlinux`, and the module builds against that build.
+/// kernel's BTF, then make (with `veristat` when asked). A pin's BTF is dumped from its guest
+/// (one boot with `vm`, the first time) and `bpf_testmod.ko` builds against its headers
+/// package; a tree's BTF is its build's `vmlinux`, and the module builds against that build.
 fn build_for(
     target: &Target,
     p: &Prepared,
     vm: &VmOptions,
+    veristat: bool,
     events: &Events,
 ) -> Result<(build::Source, build::Built)> {
     let (Target::Pin { clang, .. } | Target::Tree { clang, .. }) = *target;
@@ -234,7 +246,7 @@ fn build_for(
     }
     let pkgs: Vec<&str> = pkgs.iter().map(String::as_str).collect();
     provision::ensure_packages(&pkgs, events)?;
-    let (source, btf, kdir) = match *target {
+    let (source, btf, kdir) = match target {
         Target::Pin { pin, sel, .. } => {
             let (headers, version) = match &sel.headers_deb {
                 // Debian's headers package installs its kbuild tree under its own name.
@@ -275,6 +287,7 @@ fn build_for(
             kdir,
             clang,
             arch,
+            veristat,
         },
         events,
     )?;
@@ -299,12 +312,14 @@ pub(crate) fn bench_binary(
         bless: false,
         piece: None,
         denylists: vec![],
+        veristat: false,
+        unit: None,
     };
     let target = match check(&opts) {
         Ok(found) => found,
         Err(why) => return Ok(Err(format!("{why:#}"))),
     };
-    let (_, built) = build_for(&target, p, vm, events)?;
+    let (_, built) = build_for(&target, p, vm, false, events)?;
     Ok(Ok(built.dir.join("bench")))
 }
 
@@ -372,7 +387,7 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
     one_tcg_thread(&mut p, opts, events);
     let prepared = start.elapsed();
 
-    let (source, built) = build_for(&target, &p, &opts.vm, events)?;
+    let (source, built) = build_for(&target, &p, &opts.vm, opts.veristat, events)?;
     let config = kernel_config(&p);
     // A guest of its own root reads the build and the kernel's config at their host paths.
     if p.kernel.guest_root.is_some() {
@@ -442,6 +457,9 @@ pub fn selftests(opts: &Options, events: &Events) -> Result<(Report, PathBuf)> {
         build_s: built.seconds,
     });
     report.piece = piece.as_ref().map(Assigned::info);
+    if opts.veristat {
+        report.verifier = veristat::run(&p, &opts.vm, &built.dir, &config, &out_dir, events)?;
+    }
     report.timings.wall_s = Some(clock.started().elapsed().as_secs_f64());
     report::write(&report, &out_dir)?;
     Ok((report, out_dir))
@@ -501,6 +519,13 @@ fn run_units(
     denied: &[denylist::Denied],
     p: &Prepared,
 ) -> Result<(Vec<units::Unit>, Vec<TestResult>)> {
+    if let Some(unit) = &opts.unit {
+        let unit = units::Unit {
+            name: unit.clone(),
+            args: vec![],
+        };
+        return Ok((vec![unit], vec![]));
+    }
     let selected: Vec<String> = match (piece, &opts.pattern) {
         (Some(a), _) => a
             .piece
@@ -624,6 +649,8 @@ mod tests {
             bless: false,
             piece: None,
             denylists: vec![],
+            veristat: false,
+            unit: None,
         };
         let e = check(&opts).err().unwrap().to_string();
         assert!(e.contains("give a pin (--kernel 6.1) or a tree"), "{e}");
@@ -649,6 +676,64 @@ mod tests {
         };
         let e = check(&bless).err().unwrap().to_string();
         assert!(e.contains("leave --bless out"), "{e}");
+    }
+
+    /// A ref of a tree builds its selftests from its own commit, checked out as its kernel
+    /// is (`tree-refs/<commit>`), not from the tree as it is.
+    #[test]
+    fn a_trees_ref_builds_the_selftests_of_its_own_commit() {
+        let d = tempfile::tempdir().unwrap();
+        let t = d.path();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
+                .arg(t)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        };
+        let test = t.join(build::SELFTESTS_DIR).join("prog_tests/planted.c");
+        std::fs::create_dir_all(test.parent().unwrap()).unwrap();
+        std::fs::write(t.join(build::SELFTESTS_DIR).join("Makefile"), "").unwrap();
+        std::fs::write(t.join("Makefile"), "VERSION = 6\nPATCHLEVEL = 12\n").unwrap();
+        // A commit of its own, so that its checkout is this test's alone.
+        std::fs::write(&test, format!("base {:?}\n", t)).unwrap();
+        git(&["init", "-q"]);
+        git(&["add", "."]);
+        git(&["commit", "-q", "-m", "base"]);
+        let base = git(&["rev-parse", "HEAD"]);
+        std::fs::write(&test, "head\n").unwrap();
+        git(&["commit", "-q", "-am", "head"]);
+        let opts = Options {
+            kernel: KernelChoice::TreeRef {
+                dir: t.to_path_buf(),
+                rev: "HEAD~1".into(),
+                kconfig: vec![],
+            },
+            vm: VmOptions::new(std::time::Duration::from_secs(60)),
+            pattern: None,
+            maps: false,
+            clang: None,
+            bless: false,
+            piece: None,
+            denylists: vec![],
+            veristat: true,
+            unit: None,
+        };
+        let Ok(Target::Tree { dir, clang: 19 }) = check(&opts) else {
+            panic!("a tree's ref is a tree to build from");
+        };
+        let got =
+            std::fs::read_to_string(dir.join(build::SELFTESTS_DIR).join("prog_tests/planted.c"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            dir.ends_with(format!("tree-refs/{base}")),
+            "{}",
+            dir.display()
+        );
+        assert!(got.unwrap().starts_with("base "));
     }
 
     /// A pin's config is found in 6.x's layout (`boot/`) and in 7.x's split packages'.
@@ -720,6 +805,8 @@ mod tests {
             bless: false,
             piece: None,
             denylists: vec![],
+            veristat: false,
+            unit: None,
         };
         assert!(matches!(check(&opts), Ok(Target::Pin { clang: 16, .. })));
     }
@@ -738,6 +825,8 @@ mod tests {
             bless: false,
             piece: None,
             denylists: vec![],
+            veristat: false,
+            unit: None,
         };
         let e = format!("{:#}", check(&opts).err().unwrap());
         assert!(

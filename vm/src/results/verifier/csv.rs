@@ -8,7 +8,7 @@
 //! `verifier.json`. Reading accepts any of veristat's names for a column and any order.
 use anyhow::{bail, Context, Result};
 
-use bpfvm_common::verifier::ProgStats;
+use bpfvm_common::verifier::{ProgStats, Verdict};
 
 /// veristat's CSV header, in order.
 pub const HEADER: [&str; 9] = [
@@ -59,6 +59,23 @@ pub struct Row {
     pub insns: Option<u64>,
     pub states: Option<u64>,
     pub peak_states: Option<u64>,
+}
+
+impl Row {
+    /// The row as a program's statistics, as a report holds them: veristat's `failure` is a
+    /// rejection (its CSV says no more: `veristat -v -f FILE/PROG` in the guest shows the log).
+    pub fn stats(&self) -> ProgStats {
+        let mut s = ProgStats::not_loaded(&self.file, &self.prog, String::new());
+        s.verdict = match self.success {
+            true => Verdict::Success,
+            false => Verdict::Rejected,
+        };
+        s.reason = (!self.success).then(|| "veristat: failure".to_string());
+        s.log.processed_insns = self.insns;
+        s.log.total_states = self.states;
+        s.log.peak_states = self.peak_states;
+        s
+    }
 }
 
 /// Which of veristat's names (`stat_defs`) a header cell is.
@@ -136,7 +153,7 @@ pub fn parse(text: &str, what: &str) -> Result<Vec<Row>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bpfvm_common::verifier::{LogStats, Verdict};
+    use bpfvm_common::verifier::LogStats;
 
     fn stats(prog: &str, verdict: Verdict, insns: u64) -> ProgStats {
         let mut s = ProgStats::not_loaded("bpf_loop", prog, String::new());

@@ -325,6 +325,44 @@ mod tests {
         );
     }
 
+    /// Recorded on the 6.12 arm64 pin under TCG (`cargo xtask selftests --kernel 6.12 --arch
+    /// arm64 -t bloom_filter_map,bpf_loop`, in a Debian 13 root): its arm64 has ftrace's direct
+    /// calls (`CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS=y`), so every fentry attach that 6.1
+    /// arm64's list excuses as ENOTSUPP attaches there. It has no known list, and 6.1 arm64's,
+    /// were it copied, would fail each row it names as passing.
+    #[test]
+    fn a_recorded_6_12_arm64_run_passes_what_6_1_arm64_knows_as_enotsupp() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out = std::fs::read_to_string(
+            root.join("testdata/selftests/6.12-arm64-bloom_filter_map-bpf_loop.test_progs.out"),
+        )
+        .unwrap();
+        let judge = |list: &str| {
+            let known = Known::load(&root.join("../kernels/selftests").join(list)).unwrap();
+            let mut rows: Vec<TestResult> = crate::results::upstream::split_runs(&out)
+                .iter()
+                .flat_map(judge_run)
+                .collect();
+            known.apply(&mut rows, list);
+            (outcomes(&rows), known)
+        };
+        let (rows, known) = judge("6.12.arm64.known.toml");
+        assert!(known.known.is_empty());
+        assert_eq!(rows.len(), 11, "{rows:?}");
+        assert!(rows.iter().all(|(_, o)| *o == Outcome::Pass), "{rows:?}");
+        let (rows, known) = judge("6.1.arm64.known.toml");
+        assert_eq!(rows.len(), 11, "{rows:?}");
+        for (name, outcome) in &rows {
+            let named = known.known.iter().any(|k| k.test == *name);
+            let expected = if named { Outcome::Fail } else { Outcome::Pass };
+            assert_eq!(*outcome, expected, "{name}");
+        }
+        assert_eq!(
+            rows.iter().filter(|(_, o)| *o == Outcome::Fail).count(),
+            known.known.len()
+        );
+    }
+
     /// A timing entry must say which failure its timing makes.
     #[test]
     fn a_timing_entry_without_said_is_refused() {

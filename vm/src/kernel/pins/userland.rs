@@ -110,8 +110,10 @@ fn merge_usr(root: &Path) -> Result<()> {
 /// only when it is missing, in this cached root, after the boot's copy of the root was made
 /// (`machine::own_root`), so without it here the first boot's guest had none and its
 /// `modprobe` failed ("can't open 'modules.dep'"). depmod reads modules of any architecture.
+/// By its path: a user's PATH may lack the sbin directories (kmod's `/sbin/depmod`, `/usr/sbin`
+/// on a merged `/usr`).
 fn module_indexes(root: &Path, release: &str) -> Result<()> {
-    let out = Command::new("depmod")
+    let out = Command::new("/sbin/depmod")
         .args(["-a", "-b"])
         .arg(root)
         .arg(release)

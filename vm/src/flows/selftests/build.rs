@@ -451,9 +451,10 @@ pub(crate) struct Inputs<'a> {
 }
 
 /// make's arguments that cross-build the selftests for `arch` (none for the host's): the
-/// kernel's `ARCH`, the cross toolchain's prefix, and clang targeting `arch` too, since the
+/// kernel's `ARCH`, the cross toolchain's prefix, and clang targeting `arch` too, since 6.1's
 /// Makefile links `liburandom_read.so` and `urandom_read` with `$(CLANG)` and no target of
-/// its own (6.1; its `-target bpf` still wins for the BPF objects: the last target is taken).
+/// its own (its `-target bpf` still wins for the BPF objects: the last target is taken).
+/// 6.12's adds the same target itself (`CLANG_TARGET_ARCH`, from `CROSS_COMPILE`).
 fn cross_args(arch: Arch) -> Vec<String> {
     if arch == Arch::host() {
         return vec![];

@@ -778,37 +778,42 @@ mod tests {
         }
     }
 
-    /// An arm64 pin with `[selftests]` is built (clang of its series), checked against its own
-    /// inventory and known list, and blessed with `--arch`.
+    /// Each arm64 pin has `[selftests]`: it is built (clang of its series), checked against
+    /// its own inventory and known list, and blessed with `--arch`.
     #[test]
     fn an_arm64_pin_builds_its_selftests_with_its_own_files() {
-        let pin = (pins::pins_for(Arch::Arm64).unwrap().into_iter())
-            .find(|p| p.version == "6.1")
-            .unwrap();
-        assert_eq!(
-            pin_files(&pin),
-            (
-                "kernels/selftests/6.1.arm64.inventory".to_string(),
-                "kernels/selftests/6.1.arm64.known.toml".to_string()
-            )
-        );
-        assert_eq!(
-            bless_command(&pin),
-            "cargo xtask selftests --kernel 6.1 --arch arm64 --bless"
-        );
-        let opts = Options {
-            kernel: KernelChoice::Pin(pin),
-            vm: VmOptions::new(std::time::Duration::from_secs(60)),
-            pattern: None,
-            maps: false,
-            clang: None,
-            bless: false,
-            piece: None,
-            denylists: vec![],
-            veristat: false,
-            unit: None,
-        };
-        assert!(matches!(check(&opts), Ok(Target::Pin { clang: 16, .. })));
+        for (version, clang) in [("6.1", 16), ("6.12", 19)] {
+            let pin = (pins::pins_for(Arch::Arm64).unwrap().into_iter())
+                .find(|p| p.version == version)
+                .unwrap();
+            assert_eq!(
+                pin_files(&pin),
+                (
+                    format!("kernels/selftests/{version}.arm64.inventory"),
+                    format!("kernels/selftests/{version}.arm64.known.toml")
+                )
+            );
+            assert_eq!(
+                bless_command(&pin),
+                format!("cargo xtask selftests --kernel {version} --arch arm64 --bless")
+            );
+            let opts = Options {
+                kernel: KernelChoice::Pin(pin),
+                vm: VmOptions::new(std::time::Duration::from_secs(60)),
+                pattern: None,
+                maps: false,
+                clang: None,
+                bless: false,
+                piece: None,
+                denylists: vec![],
+                veristat: false,
+                unit: None,
+            };
+            assert!(
+                matches!(check(&opts), Ok(Target::Pin { clang: c, .. }) if c == clang),
+                "{version}"
+            );
+        }
     }
 
     /// bench-vm --upstream skips its bench rows with this reason on such a pin.

@@ -411,7 +411,7 @@ impl Cache {
             }
         }
         if !pin.arch.boots_host_root() {
-            super::userland::make_root(tmp.path(), pin.arch, events)?;
+            super::userland::make_root(tmp.path(), &pin.release, pin.arch, events)?;
         }
         let tree = find_tree(tmp.path(), &pin.release).with_context(|| {
             format!(

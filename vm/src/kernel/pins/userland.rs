@@ -58,10 +58,12 @@ const ETC: &[(&str, &str)] = &[
 ];
 
 /// Makes the extracted packages in `root` a root the guest boots into: the merged-`/usr`
-/// links, busybox's applets, the directories and `/etc` files the init needs.
-pub(super) fn make_root(root: &Path, arch: Arch, events: &Events) -> Result<()> {
+/// links, the module indexes of kernel `release`, busybox's applets, the directories and
+/// `/etc` files the init needs.
+pub(super) fn make_root(root: &Path, release: &str, arch: Arch, events: &Events) -> Result<()> {
     events.step(format!("making the {arch} guest's root"));
     merge_usr(root)?;
+    module_indexes(root, release)?;
     for d in DIRS {
         std::fs::create_dir_all(root.join(d))?;
     }
@@ -100,6 +102,29 @@ fn merge_usr(root: &Path) -> Result<()> {
             std::os::unix::fs::symlink(format!("usr/{dir}"), &top)
                 .with_context(|| format!("linking {}", top.display()))?;
         }
+    }
+    Ok(())
+}
+
+/// `depmod -a -b root release`: the kernel package ships no `modules.dep`. virtme-ng makes it
+/// only when it is missing, in this cached root, after the boot's copy of the root was made
+/// (`machine::own_root`), so without it here the first boot's guest had none and its
+/// `modprobe` failed ("can't open 'modules.dep'"). depmod reads modules of any architecture.
+/// By its path: a user's PATH may lack the sbin directories (kmod's `/sbin/depmod`, `/usr/sbin`
+/// on a merged `/usr`).
+fn module_indexes(root: &Path, release: &str) -> Result<()> {
+    let out = Command::new("/sbin/depmod")
+        .args(["-a", "-b"])
+        .arg(root)
+        .arg(release)
+        .output()
+        .context("running depmod (Debian package kmod)")?;
+    if !out.status.success() {
+        bail!(
+            "depmod -a -b {} {release} failed: {}",
+            root.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(())
 }
@@ -203,6 +228,19 @@ mod tests {
         // A root merged already is left as it is.
         merge_usr(r).unwrap();
         assert!(r.join("usr/bin/busybox").is_file());
+    }
+
+    /// The root's modules are indexed when the root is made, before any boot copies it.
+    #[test]
+    fn a_roots_modules_are_indexed_when_it_is_made() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        std::fs::create_dir_all(r.join("usr/lib/modules/6.12.0-arm64/kernel")).unwrap();
+        merge_usr(r).unwrap();
+        module_indexes(r, "6.12.0-arm64").unwrap();
+        assert!(r.join("lib/modules/6.12.0-arm64/modules.dep").is_file());
+        let e = module_indexes(r, "7.0.0-none").unwrap_err().to_string();
+        assert!(e.contains("depmod -a -b"), "{e}");
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub mod vm_test;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::kernel::choice::KernelChoice;
 use crate::results::change::render;
@@ -368,6 +368,28 @@ impl Kernel<'_> {
             reason,
         })
     }
+}
+
+/// A tree's base: the commit `commit` of the tree `dir`, checked out under the cache's
+/// `tree-refs/` and built in its own slot, never the user's working tree.
+fn tree_ref(dir: &Path, commit: &str, kconfig: &[PathBuf]) -> KernelChoice {
+    KernelChoice::TreeRef {
+        dir: dir.to_path_buf(),
+        rev: commit.to_string(),
+        kconfig: kconfig.to_vec(),
+    }
+}
+
+/// The base's report, once its VM ran `what` to its end. A whole run's directory is kept
+/// beside head's, at `keep`; a rerun's (no `keep`) is replaced when head's whole run goes back.
+fn base_ran((report, dir): (Report, PathBuf), what: &str, keep: Option<PathBuf>) -> Result<Report> {
+    if let VmEnding::Failed(why) = &report.vm.ending {
+        bail!("its VM did not run {what}: {why}");
+    }
+    if let Some(keep) = keep {
+        move_dir(&dir, &keep)?;
+    }
+    Ok(report)
 }
 
 /// Renames `from` to `to`, replacing what `to` held.

@@ -15,7 +15,7 @@ use crate::flows::selftests::{self, Options};
 use crate::kernel::choice::KernelChoice;
 use crate::results::change::Change;
 use crate::results::report::Outcome;
-use crate::results::report::{Report, VmEnding};
+use crate::results::report::Report;
 use crate::results::upstream::{TEST_MAPS, TEST_PROGS, TEST_VERIFIER};
 use crate::support::output::Events;
 use crate::support::paths::target_dir;
@@ -134,21 +134,12 @@ impl Suite for SelftestsChange<'_> {
         test: Option<&str>,
         events: &Events,
     ) -> Result<Report> {
-        let kernel = KernelChoice::TreeRef {
-            dir: self.dir.to_path_buf(),
-            rev: commit.to_string(),
-            kconfig: self.kconfig.to_vec(),
-        };
-        let (report, dir) = selftests::selftests(&self.on(kernel, test)?, events)?;
-        if let VmEnding::Failed(why) = &report.vm.ending {
-            bail!("its VM did not run the selftests to their end: {why}");
-        }
-        if test.is_none() {
-            // The base's whole run is kept beside head's (its directory is head's name: the
-            // same release); a rerun's is replaced when head's whole run goes back.
-            super::move_dir(&dir, &self.out().join(label).join("base"))?;
-        }
-        Ok(report)
+        let kernel = super::tree_ref(self.dir, commit, self.kconfig);
+        // The base's whole run is kept beside head's (its directory is head's name: the same
+        // release).
+        let keep = test.is_none().then(|| self.out().join(label).join("base"));
+        let run = selftests::selftests(&self.on(kernel, test)?, events)?;
+        super::base_ran(run, "the selftests to their end", keep)
     }
 
     fn verifier(&self) -> bool {

@@ -4,14 +4,14 @@
 //! `bench-vm --against REF` builds it (`KernelChoice::TreeRef`): never the user's working tree.
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 use super::{base, compare, vm_test, Against, Suite};
 use crate::flows::run::{self, TestOptions};
 use crate::kernel::choice::KernelChoice;
 use crate::kernel::source_tree;
 use crate::results::change::{Change, Revision, DIR};
-use crate::results::report::{Report, VmEnding};
+use crate::results::report::Report;
 use crate::support::output::Events;
 use crate::support::paths::{target_dir, workspace_root};
 use crate::support::status::Status;
@@ -138,25 +138,11 @@ impl Suite for TreeChange<'_> {
         test: Option<&str>,
         events: &Events,
     ) -> Result<Report> {
-        let kernel = KernelChoice::TreeRef {
-            dir: self.dir.to_path_buf(),
-            rev: commit.to_string(),
-            kconfig: self.kconfig.to_vec(),
-        };
-        let mut opts = self.on(kernel, test);
+        let mut opts = self.on(super::tree_ref(self.dir, commit, self.kconfig), test);
         // A kept guest runs head's kernel, never the base's.
         opts.fresh = true;
-        let (report, dir) = run::vm_test(&opts, events)?;
-        if let VmEnding::Failed(why) = &report.vm.ending {
-            bail!("its VM did not run the suite to its end: {why}");
-        }
-        if test.is_none() {
-            // The base's whole run is kept beside head's; a rerun's is replaced when head's
-            // whole run goes back.
-            let keep = self.out().join(label).join("base");
-            super::move_dir(&dir, &keep)?;
-        }
-        Ok(report)
+        let keep = test.is_none().then(|| self.out().join(label).join("base"));
+        super::base_ran(run::vm_test(&opts, events)?, "the suite to its end", keep)
     }
 
     fn verifier(&self) -> bool {

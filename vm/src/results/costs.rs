@@ -32,6 +32,28 @@ impl Costs {
             .join(format!("{kernel}.{arch}.{accel}.toml"))
     }
 
+    /// The costs a run or a plan of `kernel` on `arch` under `accel` is cut by: its own file;
+    /// while that is not measured, TCG's of the same architecture (a test's share of the whole
+    /// is much the same under both accelerators), then x86_64's (an arm64 guest ran a slice of
+    /// 6.12's selftests in 0.59 times x86_64's costs, the long tests long on both). Falling
+    /// back keeps a long test's watchdog and its piece from [`Costs::DEFAULT_MS`]'s guess.
+    pub fn measured(root: &Path, kernel: &str, arch: Arch, accel: &str) -> Result<Costs> {
+        let tried = [
+            (arch, accel),
+            (arch, "tcg"),
+            (Arch::X86_64, accel),
+            (Arch::X86_64, "tcg"),
+        ];
+        match tried
+            .iter()
+            .map(|(a, acc)| Costs::path(root, kernel, *a, acc))
+            .find(|p| p.exists())
+        {
+            Some(path) => Costs::load(&path),
+            None => Ok(Costs::default()),
+        }
+    }
+
     /// Reads a cost file; none there is no measured cost.
     pub fn load(path: &Path) -> Result<Costs> {
         match std::fs::read_to_string(path) {

@@ -193,15 +193,10 @@ pub struct Inputs {
 }
 
 impl Inputs {
-    /// The kernel's costs under the plan's accelerator; while KVM's are not measured, TCG's
-    /// (a test's share of the whole is much the same under both).
+    /// The kernel's costs under the plan's accelerator and architecture, or the nearest
+    /// measured ([`Costs::measured`]).
     pub fn costs(&self) -> Result<Costs> {
-        let path = |accel: &str| Costs::path(&self.root, &self.kernel, self.arch, accel);
-        let own = path(&self.accel);
-        if own.exists() || self.accel == "tcg" {
-            return Costs::load(&own);
-        }
-        Costs::load(&path("tcg"))
+        Costs::measured(&self.root, &self.kernel, self.arch, &self.accel)
     }
 
     /// The inputs of `kind`'s plan for `kernel`, a pin (a plan's costs are kept per pin), cut
@@ -747,6 +742,27 @@ mod tests {
         r.accel.name = "none".into();
         let e = refresh_costs(d.path(), Kind::Suite, &[r]).unwrap_err();
         assert!(e.to_string().contains("measured nothing"), "{e}");
+    }
+
+    #[test]
+    fn an_arm64_plan_cuts_by_x86_64_s_costs_until_arm64_s_are_measured() {
+        let d = tempfile::tempdir().unwrap();
+        let mut arm = inputs();
+        arm.root = d.path().to_path_buf();
+        arm.arch = Arch::Arm64;
+        let write = |arch: Arch, accel: &str, ms: u64| {
+            let path = Costs::path(d.path(), "6.1", arch, accel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, format!("[ms]\n\"test_progs/a\" = {ms}\n")).unwrap();
+        };
+        assert_eq!(arm.costs().unwrap().of("test_progs/a"), Costs::DEFAULT_MS);
+        write(Arch::X86_64, "tcg", 900);
+        assert_eq!(arm.costs().unwrap().of("test_progs/a"), 900);
+        arm.accel = "kvm".into();
+        write(Arch::X86_64, "kvm", 30);
+        assert_eq!(arm.costs().unwrap().of("test_progs/a"), 30);
+        write(Arch::Arm64, "tcg", 600);
+        assert_eq!(arm.costs().unwrap().of("test_progs/a"), 600);
     }
 
     #[test]

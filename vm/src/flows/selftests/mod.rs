@@ -601,14 +601,9 @@ fn pin_checks(
 }
 
 /// The measured costs a run plans its boots from: the committed file of its kernel, arch and
-/// accelerator, updated by the last run's report in `out_dir`.
+/// accelerator (or the nearest measured, [`Costs::measured`]), updated by the last run's report in `out_dir`.
 fn run_costs(root: &Path, p: &Prepared, out_dir: &Path) -> Result<Costs> {
-    let mut costs = Costs::load(&Costs::path(
-        root,
-        &p.kernel.label,
-        p.kernel.arch,
-        p.accel.kind.name(),
-    ))?;
+    let mut costs = Costs::measured(root, &p.kernel.label, p.kernel.arch, p.accel.kind.name())?;
     let last: Option<Report> = std::fs::read_to_string(out_dir.join("report.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());

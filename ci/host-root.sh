@@ -134,6 +134,12 @@ fi
 mkdir -p "$root/work/bpfvm"
 find "$root/work/bpfvm" -mindepth 1 -maxdepth 1 ! -name target -exec rm -rf {} +
 git -C "$repo" ls-files -z | tar -C "$repo" --null -T - -cf - | tar -C "$root/work/bpfvm" -xf -
+# The copy is a git repository at the checkout's commit (one commit deep, its index reset to it),
+# so a report names the commit it ran (`-dirty` when tracked files differ), as a runner's does:
+# `merge` checks every piece against its own commit.
+git -C "$root/work/bpfvm" init -q
+git -C "$root/work/bpfvm" fetch -q --depth 1 "file://$repo" HEAD
+git -C "$root/work/bpfvm" reset -q FETCH_HEAD
 
 echo "$me: running '$*' in $root"
 start=$(date +%s)

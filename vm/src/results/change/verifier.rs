@@ -105,6 +105,7 @@ fn judge(
         insns: s.log.processed_insns,
         states: s.log.total_states,
         peak_states: s.log.peak_states,
+        jited: s.jited_bytes,
     };
     let failures = compare::compare(&[row(b)], &[row(h)], t).failures;
     (!failures.is_empty()).then(|| failures.join("; "))

@@ -164,6 +164,7 @@ mod tests {
             insns: Some(insns),
             states: Some(states),
             peak_states: Some(states),
+            jited: None,
         }
     }
 

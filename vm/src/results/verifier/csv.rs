@@ -59,6 +59,8 @@ pub struct Row {
     pub insns: Option<u64>,
     pub states: Option<u64>,
     pub peak_states: Option<u64>,
+    /// The JIT's bytes: a newer veristat's `prog_size_jited` (6.12's has no such column).
+    pub jited: Option<u64>,
 }
 
 impl Row {
@@ -74,6 +76,7 @@ impl Row {
         s.log.processed_insns = self.insns;
         s.log.total_states = self.states;
         s.log.peak_states = self.peak_states;
+        s.jited_bytes = self.jited;
         s
     }
 }
@@ -87,6 +90,7 @@ fn column(name: &str) -> Option<&'static str> {
         "total_insns" | "insns" => "insns",
         "total_states" | "states" => "states",
         "peak_states" => "peak_states",
+        "prog_size_jited" => "jited",
         _ => return None,
     })
 }
@@ -145,6 +149,7 @@ pub fn parse(text: &str, what: &str) -> Result<Vec<Row>> {
             insns: num("insns")?,
             states: num("states")?,
             peak_states: num("peak_states")?,
+            jited: num("jited")?,
         });
     }
     Ok(rows)
@@ -196,6 +201,7 @@ mod tests {
                 insns: Some(40),
                 states: Some(3),
                 peak_states: Some(2),
+                jited: None,
             }
         );
     }
@@ -212,6 +218,21 @@ mod tests {
         assert_eq!(rows[0].prog, "on_event");
         assert_eq!(rows[0].states, Some(1234));
         assert_eq!(rows[0].insns, None);
+    }
+
+    /// A veristat newer than 6.12's prints the JIT's bytes (`prog_size_jited`, its
+    /// `JITED_SIZE`), which a comparison then reads as the program's JIT bytes.
+    #[test]
+    fn reads_the_jit_bytes_of_a_veristat_that_prints_them() {
+        let rows = parse(
+            "file_name,prog_name,verdict,total_insns,prog_size,prog_size_jited
+             bpf_loop.bpf.o,stack_check,success,52,40,236
+",
+            "v.csv",
+        )
+        .unwrap();
+        assert_eq!(rows[0].jited, Some(236));
+        assert_eq!(rows[0].stats().jited_bytes, Some(236));
     }
 
     #[test]

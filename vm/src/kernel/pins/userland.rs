@@ -32,6 +32,10 @@ const DIRS: &[&str] = &[
     "etc/lvm",
 ];
 
+/// The links Debian's base-files makes into the tmpfs `virtme-init` mounts on `/run`: `ip netns
+/// add` keeps its namespaces in `/var/run/netns`, and the root itself is shared read-only.
+const LINKS: &[(&str, &str)] = &[("var/run", "/run"), ("var/lock", "/run/lock")];
+
 /// The files `virtme-init` expects in `/etc` (it bind-mounts over `fstab` and `shadow`, and
 /// reads `passwd` for the user the script runs as).
 const ETC: &[(&str, &str)] = &[
@@ -67,6 +71,7 @@ pub(super) fn make_root(root: &Path, release: &str, arch: Arch, events: &Events)
     for d in DIRS {
         std::fs::create_dir_all(root.join(d))?;
     }
+    link_into_run(root)?;
     for (path, text) in ETC {
         let path = root.join(path);
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
@@ -79,6 +84,18 @@ pub(super) fn make_root(root: &Path, release: &str, arch: Arch, events: &Events)
         let at = root.join(&applet);
         if std::fs::symlink_metadata(&at).is_err() {
             std::os::unix::fs::symlink("/usr/bin/busybox", &at)
+                .with_context(|| format!("linking {}", at.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// [`LINKS`], where the packages left nothing at their paths.
+fn link_into_run(root: &Path) -> Result<()> {
+    for (path, to) in LINKS {
+        let at = root.join(path);
+        if std::fs::symlink_metadata(&at).is_err() {
+            std::os::unix::fs::symlink(to, &at)
                 .with_context(|| format!("linking {}", at.display()))?;
         }
     }
@@ -241,6 +258,23 @@ mod tests {
         assert!(r.join("lib/modules/6.12.0-arm64/modules.dep").is_file());
         let e = module_indexes(r, "7.0.0-none").unwrap_err().to_string();
         assert!(e.contains("depmod -a -b"), "{e}");
+    }
+
+    #[test]
+    fn var_run_is_the_inits_run_as_base_files_makes_it() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        std::fs::create_dir_all(r.join("var")).unwrap();
+        link_into_run(r).unwrap();
+        link_into_run(r).unwrap();
+        assert_eq!(
+            std::fs::read_link(r.join("var/run")).unwrap(),
+            Path::new("/run")
+        );
+        assert_eq!(
+            std::fs::read_link(r.join("var/lock")).unwrap(),
+            Path::new("/run/lock")
+        );
     }
 
     #[test]

@@ -118,6 +118,15 @@ impl Arch {
         self == Arch::X86_64
     }
 
+    /// The label of a run of its pin `version`: the report's kernel and its directory's name
+    /// (`6.1`; another architecture's `6.1-arm64`, so the two never share one).
+    pub fn label(self, version: &str) -> String {
+        match self.boots_host_root() {
+            true => version.to_string(),
+            false => format!("{version}-{self}"),
+        }
+    }
+
     /// Refuses, with why and the fix, what bpfvm does with x86_64 kernels only.
     pub fn refuse(self, what: X86Only) -> Result<()> {
         if self.boots_host_root() {

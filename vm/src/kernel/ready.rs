@@ -53,13 +53,8 @@ pub fn ready(choice: &KernelChoice, events: &Events) -> Result<(Tools, Ready)> {
                 events.step(format!("kernel {} ({})", pin.version, pin.description));
                 pins::fetch(pin, events)
             })?;
-            let (label, guest_root) = match pin.arch.boots_host_root() {
-                true => (pin.version.clone(), None),
-                false => (
-                    format!("{}-{}", pin.version, pin.arch),
-                    Some(bootable.root.clone()),
-                ),
-            };
+            let label = pin.arch.label(&pin.version);
+            let guest_root = (!pin.arch.boots_host_root()).then(|| bootable.root.clone());
             let ready = Ready {
                 bootable,
                 label,

@@ -200,7 +200,7 @@ impl Inputs {
     }
 
     /// The inputs of `kind`'s plan for `kernel`, a pin (a plan's costs are kept per pin), cut
-    /// by `kvm`'s costs or TCG's ([`costs_accel`]).
+    /// by the costs of the accelerator it runs under when `kvm` is asked for ([`costs_accel`]).
     pub fn of(kind: Kind, root: &Path, kernel: &KernelChoice, kvm: bool) -> Result<Inputs> {
         let KernelChoice::Pin(pin) = kernel else {
             bail!(
@@ -213,7 +213,7 @@ impl Inputs {
             root: root.to_path_buf(),
             kernel: pin.version.clone(),
             arch: pin.arch,
-            accel: costs_accel(kvm).to_string(),
+            accel: costs_accel(kvm, pin.arch).to_string(),
         })
     }
 }
@@ -413,11 +413,13 @@ impl Assigned {
     }
 }
 
-/// The cost file a plan cuts by for the accelerator the run asks for: `kvm`'s when it asks
-/// for KVM, else `tcg`'s (`auto` is decided by a probe on each runner, and a plan must not
-/// depend on it).
-pub fn costs_accel(kvm: bool) -> &'static str {
-    if kvm {
+/// The cost file a plan of an `arch` kernel cuts by for the accelerator the run asks for:
+/// `kvm`'s when it asks for KVM, else `tcg`'s (`auto` is decided by a probe on each runner,
+/// and a plan must not depend on it). A kernel KVM cannot run (another architecture's) runs
+/// under TCG whatever was asked: a matrix planned with `--accel kvm` over both architectures
+/// cuts its arm64 kernels as their pieces, which run under TCG, cut them.
+pub fn costs_accel(kvm: bool, arch: Arch) -> &'static str {
+    if kvm && arch.is_host() {
         "kvm"
     } else {
         "tcg"
@@ -498,6 +500,11 @@ pub fn refresh_costs(root: &Path, kind: Kind, reports: &[Report]) -> Result<Vec<
 pub struct MatrixRow {
     pub kernel: String,
     pub arch: Arch,
+    /// The run's label (`6.1`, `6.1-arm64`): its report's kernel and directory name.
+    pub label: String,
+    /// The accelerator the plan's costs are of, which the piece runs under (`--accel`): under
+    /// another its plan differs.
+    pub accel: String,
     /// `I/N`, what `--piece` takes.
     pub piece: String,
     /// The plan's hash, for the piece to check it cut the same (`--plan`).
@@ -514,6 +521,8 @@ pub fn matrix(plans: &[KernelPlan]) -> serde_json::Value {
             k.pieces.iter().map(|p| MatrixRow {
                 kernel: k.kernel.clone(),
                 arch: k.arch,
+                label: k.arch.label(&k.kernel),
+                accel: k.accel.clone(),
                 piece: p.id.to_string(),
                 plan: k.hash.clone(),
                 tests: p.tests.len(),
@@ -691,6 +700,39 @@ mod tests {
             .filter(|p| p.holds(TEST_VERIFIER, TEST_VERIFIER))
             .collect();
         assert_eq!(holding.len(), 1, "test_verifier is in exactly one piece");
+    }
+
+    /// A matrix planned with `--accel kvm` over both architectures (as pieces.yml plans it):
+    /// the host architecture's rows are KVM's, the other's TCG's, since KVM cannot run them and
+    /// their pieces run under TCG; each row's piece, run under its row's `accel`, cuts the
+    /// row's plan again; and each architecture's rows have a label of their own.
+    #[test]
+    fn a_kvm_matrix_over_both_architectures_runs_the_other_one_under_tcg() {
+        let root = crate::support::paths::workspace_root();
+        let kernels = crate::kernel::choice::KernelArgs {
+            kernel: Some("6.1".into()),
+            arch: Some("x86_64,arm64".into()),
+            ..Default::default()
+        }
+        .many()
+        .unwrap();
+        let cut = |k: &KernelChoice, kvm| {
+            KernelPlan::of(&Inputs::of(Kind::Suite, &root, k, kvm).unwrap(), 2).unwrap()
+        };
+        let plans: Vec<KernelPlan> = kernels.iter().map(|k| cut(k, true)).collect();
+        let rows: Vec<MatrixRow> =
+            serde_json::from_value(matrix(&plans)["include"].clone()).unwrap();
+        for arch in Arch::EVERY {
+            let of_arch: Vec<&MatrixRow> = rows.iter().filter(|r| r.arch == arch).collect();
+            assert_eq!(of_arch.len(), 2, "{arch}: {rows:?}");
+            let accel = if arch.is_host() { "kvm" } else { "tcg" };
+            assert!(of_arch.iter().all(|r| r.accel == accel), "{arch}: {rows:?}");
+        }
+        let labels: Vec<&str> = rows.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(labels, ["6.1", "6.1", "6.1-arm64", "6.1-arm64"]);
+        for (k, plan) in kernels.iter().zip(&plans) {
+            assert_eq!(cut(k, plan.accel == "kvm").hash, plan.hash, "{}", k.shown());
+        }
     }
 
     /// A suite's 0 ms pass is a test that ran in under 1 ms; a `test_progs` subtest counts in

@@ -192,12 +192,11 @@ impl Cache {
 
     /// The extracted tree of a pin: `kernels/<version>-<short id>`.
     pub(super) fn tree_dir(&self, pin: &Pin) -> PathBuf {
-        let arch = match pin.arch {
-            Arch::X86_64 => String::new(),
-            a => format!("{a}-"),
+        let (arch, id) = match pin.arch {
+            Arch::X86_64 => (String::new(), pin.short_id()),
+            a => (format!("{a}-"), super::userland::root_id(&pin.short_id())),
         };
-        self.kernels()
-            .join(format!("{}-{arch}{}", pin.version, pin.short_id()))
+        self.kernels().join(format!("{}-{arch}{id}", pin.version))
     }
 
     /// The complete tree for `pin`, if one is in place and matches its [`COMPLETE`] marker.

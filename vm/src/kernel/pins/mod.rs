@@ -4,7 +4,8 @@
 //! Layout under `cache_dir()`:
 //! - `apt/<suites>-<hash>/`: sources.list, lists and apt cache of one set of sources;
 //! - `debs/<name>_<version>_<arch>.deb`: verified packages;
-//! - `kernels/<version>-<short sha>/` (`<version>-arm64-<short sha>/` for arm64): extracted
+//! - `kernels/<version>-<short sha>/` (`<version>-arm64-<id>/` for arm64, its id also how the
+//!   root is made: `userland::root_id`): extracted
 //!   trees (complete once renamed into place with their `.bpfvm-complete` marker); an arm64
 //!   tree is also the guest's root (`userland`);
 //! - `kernels/.lock`: taken by whoever downloads, extracts or bumps.

@@ -37,12 +37,18 @@ const DIRS: &[&str] = &[
 const LINKS: &[(&str, &str)] = &[("var/run", "/run"), ("var/lock", "/run/lock")];
 
 /// The files `virtme-init` expects in `/etc` (it bind-mounts over `fstab` and `shadow`, and
-/// reads `passwd` for the user the script runs as).
+/// reads `passwd` for the user the script runs as), and the few the guest's tools read.
 const ETC: &[(&str, &str)] = &[
     ("etc/passwd", "root:x:0:0:root:/root:/bin/sh\n"),
     ("etc/group", "root:x:0:\n"),
     ("etc/shadow", "root:*:0:::::\n"),
     ("etc/fstab", ""),
+    // The selftests ping `localhost` (cgroup_storage): Debian's installer writes these two.
+    (
+        "etc/hosts",
+        "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+    ),
+    ("etc/nsswitch.conf", "hosts: files dns\n"),
     // virtme-ng 1.42 ships its Rust init for x86-64 only, so an arm64 guest runs its shell
     // init (`virtme/guest/virtme-init`), which runs the script over the virtio ports that
     // udev names (`/dev/virtio-ports/<name>`, udev's rule `KERNEL=="vport*",
@@ -60,6 +66,21 @@ const ETC: &[(&str, &str)] = &[
     // `virtme-init` waits for udev after `udevd`; `mdev -s` finished before it returned.
     ("usr/sbin/udevadm", "#!/bin/sh\nexit 0\n"),
 ];
+
+/// How this code makes a root, bumped when `make_root` makes a different one from the same
+/// packages (the lists above are hashed already).
+const MAKER: u32 = 1;
+
+/// The id of the root made from the packages of id `packages`: a root cached by an older
+/// `make_root` (another [`DIRS`], [`LINKS`], [`ETC`] or [`MAKER`]) is made again, not booted.
+pub(super) fn root_id(packages: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(format!(
+        "{packages}\n{MAKER}\n{DIRS:?}\n{LINKS:?}\n{ETC:?}\n"
+    ));
+    hex::encode(h.finalize())[..12].to_string()
+}
 
 /// Makes the extracted packages in `root` a root the guest boots into: the merged-`/usr`
 /// links, the module indexes of kernel `release`, busybox's applets, the directories and
@@ -258,6 +279,16 @@ mod tests {
         assert!(r.join("lib/modules/6.12.0-arm64/modules.dep").is_file());
         let e = module_indexes(r, "7.0.0-none").unwrap_err().to_string();
         assert!(e.contains("depmod -a -b"), "{e}");
+    }
+
+    /// A root is keyed by its packages and by how it is made: the same packages, another id.
+    #[test]
+    fn a_roots_id_is_its_packages_and_its_making() {
+        let id = root_id("0123456789ab");
+        assert_eq!(id.len(), 12);
+        assert_ne!(id, "0123456789ab");
+        assert_ne!(id, root_id("0123456789ac"));
+        assert_eq!(id, root_id("0123456789ab"));
     }
 
     #[test]

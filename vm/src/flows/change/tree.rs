@@ -149,6 +149,17 @@ impl Suite for TreeChange<'_> {
         true
     }
 
+    fn kernels(&self, base_commit: &str) -> Option<super::cost::Kernels> {
+        Some(super::cost::Kernels {
+            head: KernelChoice::Tree {
+                dir: self.dir.to_path_buf(),
+                kconfig: self.kconfig.to_vec(),
+            },
+            base: super::tree_ref(self.dir, base_commit, self.kconfig),
+            vm: self.opts.vm.clone(),
+        })
+    }
+
     fn scope(&self) -> String {
         let mut parts = vec![format!("suite {}", self.suite)];
         if let Some(f) = &self.opts.filter {

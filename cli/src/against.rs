@@ -4,6 +4,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
+use bpfvm_host::flows::change::cost::Bench;
 use bpfvm_host::flows::change::{self, Against};
 use bpfvm_host::flows::run::TestOptions;
 use bpfvm_host::kernel::choice::KernelChoice;
@@ -37,6 +38,18 @@ pub struct AgainstArgs {
     /// fails); every change is listed either way.
     #[arg(long, value_name = "PCT", requires = "against")]
     pub verifier_threshold: Option<f64>,
+    /// With --kernel-tree DIR --against REF: after the verdict, benchmark both kernels as
+    /// `cargo xtask bench-vm --kernel-tree DIR --against REF` does (SIZE: smoke, quick or
+    /// full, as bench-vm's; quick when left out), on the builds the verdict made, and join its
+    /// rows to change.md and change.json. A row changed beyond --bench-threshold either way,
+    /// or head's own bench boots failing, exits 1; the base's failing, 255 (docs/change.md).
+    #[arg(long, value_name = "SIZE", num_args = 0..=1, default_missing_value = "quick",
+          value_parser = clap::builder::PossibleValuesParser::new(["smoke", "quick", "full"]))]
+    pub bench: Option<String>,
+    /// With --bench: the change in percent, either way, a row's whole interval must exceed to
+    /// count (bench-vm --against's --threshold).
+    #[arg(long, value_name = "PCT", default_value_t = 1.0, requires = "bench")]
+    pub bench_threshold: f64,
 }
 
 impl AgainstArgs {
@@ -44,6 +57,14 @@ impl AgainstArgs {
     /// `--kernel-tree`, BASE is a ref of the tree (the kernel changes): only commands that
     /// compare kernels (`kernel_change`: vm-test, selftests) take it.
     pub fn parse(&self, vm: &VmArgs, kernel_change: bool) -> Result<Option<Against>> {
+        if self.bench.is_some() && (self.against.is_none() || vm.kernel_tree.is_none()) {
+            bail!(
+                "--bench measures what a kernel change costs, so it needs the two kernels: give \
+                 --kernel-tree DIR --against REF (REF a ref of the tree); for one kernel's costs \
+                 run `cargo xtask bench-vm`, for two kernels `bench-vm --kernel-tree DIR \
+                 --against BASE`"
+            );
+        }
         let Some(base) = &self.against else {
             return Ok(None);
         };
@@ -60,10 +81,26 @@ impl AgainstArgs {
                 bail!("--verifier-threshold {t}: give a percent, 0 or more");
             }
         }
+        let bench = match &self.bench {
+            Some(size) => {
+                let t = self.bench_threshold;
+                if !(t.is_finite() && t > 0.0) {
+                    bail!(
+                        "--bench-threshold {t}: give a percent above 0, e.g. --bench-threshold 1"
+                    );
+                }
+                Some(Bench {
+                    size: size.parse().map_err(anyhow::Error::msg)?,
+                    threshold_pct: self.bench_threshold,
+                })
+            }
+            None => None,
+        };
         Ok(Some(Against {
             base: base.clone(),
             reruns: self.reruns,
             verifier_threshold_pct: self.verifier_threshold,
+            bench,
         }))
     }
 }
@@ -100,6 +137,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+    use bpfvm_host::flows::bench::Size;
 
     #[derive(Parser)]
     struct Cli {
@@ -129,5 +167,26 @@ mod tests {
         assert_eq!(a.base, "v6.12");
         let e = parse(&["--against", "main", "--verifier-threshold=-1"]).unwrap_err();
         assert!(e.to_string().contains("give a percent, 0 or more"), "{e}");
+    }
+
+    /// `--bench` alone is bench-vm's default size, quick; a size and a threshold pass through;
+    /// without `--kernel-tree` and `--against` it is refused.
+    #[test]
+    fn bench_takes_a_size_and_a_threshold_beside_a_kernel_change() {
+        let tree = ["--kernel-tree", "/src/linux", "--against", "v6.12"];
+        let bench = |extra: &[&str]| {
+            let cli = Cli::try_parse_from([&["t"], &tree[..], extra].concat()).unwrap();
+            cli.against.parse(&cli.vm, true).unwrap().unwrap().bench
+        };
+        assert_eq!(bench(&[]), None);
+        let quick = bench(&["--bench"]).unwrap();
+        assert_eq!((quick.size, quick.threshold_pct), (Size::Quick, 1.0));
+        let smoke = bench(&["--bench", "smoke", "--bench-threshold", "3"]).unwrap();
+        assert_eq!((smoke.size, smoke.threshold_pct), (Size::Smoke, 3.0));
+        assert_eq!(bench(&["--bench=full"]).unwrap().size, Size::Full);
+        for args in [&["--bench"][..], &["--against", "main", "--bench"]] {
+            let e = parse(args).unwrap_err().to_string();
+            assert!(e.contains("give --kernel-tree DIR --against REF"), "{e}");
+        }
     }
 }

@@ -102,35 +102,24 @@ pub(crate) fn run(opts: Options, events: &Events) -> Result<ExitCode> {
 
 /// `--against BASE`: both kernels benchmarked, then compared row by row.
 fn ab(opts: &BenchOptions, base: &str, threshold: f64, events: &Events) -> Result<ExitCode> {
-    use bpfvm_host::results::bench::{ab, compare};
-    compare::check_threshold(threshold)?;
     let against = bpfvm_host::kernel::choice::against(base, &opts.kernel)?;
-    let (a, b, dir) = bpfvm_host::flows::bench::bench_ab(opts, &against, events)?;
-    let c = compare::compare(&a, &b, threshold)?;
-    let md = ab::render(
-        &format!("{} ({}, {base})", a.kernel, a.release),
-        &format!("{} ({})", b.kernel, b.release),
-        &c,
-    ) + &ab::boots(&a, &b);
-    let path = ab::report_path(&dir);
-    bpfvm_host::support::fs::write_atomic(&path, md.as_bytes())?;
-    outln!("{md}");
+    let ab = bpfvm_host::flows::bench::ab::ab(opts, &against, base, threshold, events)?;
+    outln!("{}", ab.markdown);
     outln!(
         "A/B report: {} (A's and B's own reports in {}/A and /B)",
-        path.display(),
-        dir.display()
+        ab.path.display(),
+        ab.path.parent().unwrap_or(&ab.path).display()
     );
     // A row that changed beyond the threshold, either way, is the verdict an A/B exists for:
     // exit 1, so that `git bisect run` finds the commit that changed a row's cost.
-    let status = ab::status(&a, &b, &c);
-    if status == Status::Stopped {
+    if ab.status == Status::Stopped {
         errln!(
             "error: kernel A ({base}) failed its own boots (see the problems above): an A/B \
              judges B only against a good base, so nothing is judged (exit status {})",
-            status.code()
+            ab.status.code()
         );
     }
-    Ok(ExitCode::from(status.code()))
+    Ok(ExitCode::from(ab.status.code()))
 }
 
 /// The benchmark groups `--only` accepts (one list: `bpfvm_host::flows::bench::Group`).

@@ -461,6 +461,55 @@ fn kernel_tree_options_that_do_not_go_together_are_usage_errors() {
     assert_eq!(code, STOP, "{err}");
 }
 
+/// `--bench` measures a kernel change: without `--kernel-tree` and `--against` it is refused,
+/// naming both, before anything is built or booted; so is a threshold that is no percentage.
+#[test]
+fn bench_needs_a_kernel_tree_and_against() {
+    for args in [
+        &["vm-test", "--bench"][..],
+        &[
+            "vm-test",
+            "--kernel",
+            "6.1",
+            "--against",
+            "main",
+            "--bench",
+            "smoke",
+        ],
+        &["vm-test", "--kernel-tree", "/tmp", "--bench=quick"],
+        &["selftests", "--kernel-tree", "/tmp", "--bench"],
+    ] {
+        let (code, err) = xtask(args);
+        assert_eq!(code, STOP, "{args:?}: {err}");
+        assert!(
+            err.contains("give --kernel-tree DIR --against REF"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("==> "), "failed before any step: {err}");
+    }
+    let (code, err) = xtask(&[
+        "vm-test",
+        "--kernel-tree",
+        "/tmp",
+        "--against",
+        "v1",
+        "--bench",
+        "--bench-threshold",
+        "0",
+    ]);
+    assert_eq!(code, STOP, "{err}");
+    assert!(
+        err.contains("--bench-threshold 0: give a percent above 0"),
+        "{err}"
+    );
+    let (code, err) = xtask(&["vm-test", "--bench", "huge"]);
+    assert_eq!(code, STOP, "{err}");
+    assert!(
+        err.contains("[possible values: smoke, quick, full]"),
+        "{err}"
+    );
+}
+
 /// A variable kbuild would read (`LLVM=1`, `KCFLAGS`, ...) is refused before anything is built:
 /// bpfvm builds in a clean environment, and the cached gcc kernel is never taken for it.
 #[test]

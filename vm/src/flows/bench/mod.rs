@@ -5,6 +5,7 @@
 //!
 //! This module runs the boots and writes the files; what a report holds and the figures,
 //! statistics, comparisons and renderings made from it are `results::bench`.
+pub mod ab;
 mod script;
 mod upstream_script;
 

@@ -8,8 +8,10 @@
 //! Head runs here; its reruns are runs filtered to one test, each in a fresh boot, while
 //! head's whole run waits aside and goes back where it was at the end. The base runs in its
 //! own worktree and target directory ([`base`]); a tree's base in its own checkout and build
-//! slot ([`tree`]).
+//! slot ([`tree`]). With `--bench`, a kernel change's two kernels are benchmarked after the
+//! verdict, as `bench-vm --against` benchmarks them ([`cost`]).
 pub mod base;
+pub mod cost;
 pub mod crate_test;
 pub mod selftests;
 pub mod tree;
@@ -38,6 +40,8 @@ pub struct Against {
     pub reruns: u32,
     /// `--verifier-threshold`: the percent a count may grow before it fails the change.
     pub verifier_threshold_pct: Option<f64>,
+    /// `--bench`: the kernels' A/B after the verdict (a kernel change only).
+    pub bench: Option<cost::Bench>,
 }
 
 /// What differs between the suites `--against` compares (this repository's, a user's crate):
@@ -81,6 +85,11 @@ pub trait Suite {
         let t = report.tests.iter().find(|t| t.name == name)?;
         Some((t.outcome, t.reason.clone()))
     }
+    /// A kernel change's two kernels (head, and the base at `base_commit`), for `--bench`;
+    /// `None` where the change is the suite's, on the same kernels.
+    fn kernels(&self, _base_commit: &str) -> Option<cost::Kernels> {
+        None
+    }
 }
 
 /// Compares head against the base on every kernel of `kernels`; returns the change and the
@@ -101,6 +110,7 @@ pub fn compare(
         tests: vec![],
         verifier: vec![],
         verifier_threshold_pct: against.verifier_threshold_pct,
+        cost: vec![],
         status: Status::Good,
         exit_status: 0,
     };
@@ -137,6 +147,9 @@ pub fn compare(
     change
         .tests
         .sort_by(|a, b| (a.category, &a.kernel, &a.test).cmp(&(b.category, &b.kernel, &b.test)));
+    if let Some(bench) = against.bench {
+        change.cost = cost::measure(suite, &change, bench, events);
+    }
     change.judge();
     let dir = suite.out();
     let md = render::write(&change, &dir)?;

@@ -146,6 +146,14 @@ impl Suite for SelftestsChange<'_> {
         true
     }
 
+    fn kernels(&self, base_commit: &str) -> Option<super::cost::Kernels> {
+        Some(super::cost::Kernels {
+            head: self.opts.kernel.clone(),
+            base: super::tree_ref(self.dir, base_commit, self.kconfig),
+            vm: self.opts.vm.clone(),
+        })
+    }
+
     /// test_verifier reports only the cases that did not pass: a case without a row in a rerun
     /// whose `test_verifier` passed passed too. Any other row is its own.
     fn rerun_row(&self, report: &Report, name: &str) -> Option<(Outcome, Option<String>)> {
@@ -374,6 +382,7 @@ mod tests {
             base: "HEAD~1".into(),
             reruns: 2,
             verifier_threshold_pct: None,
+            bench: None,
         };
         let pin = Options {
             kernel: KernelChoice::Pin(crate::kernel::pins::resolve("6.12").unwrap()),

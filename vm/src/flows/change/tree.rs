@@ -149,6 +149,17 @@ impl Suite for TreeChange<'_> {
         true
     }
 
+    fn kernels(&self, base_commit: &str) -> Option<super::cost::Kernels> {
+        Some(super::cost::Kernels {
+            head: KernelChoice::Tree {
+                dir: self.dir.to_path_buf(),
+                kconfig: self.kconfig.to_vec(),
+            },
+            base: super::tree_ref(self.dir, base_commit, self.kconfig),
+            vm: self.opts.vm.clone(),
+        })
+    }
+
     fn scope(&self) -> String {
         let mut parts = vec![format!("suite {}", self.suite)];
         if let Some(f) = &self.opts.filter {
@@ -273,6 +284,71 @@ mod tests {
         assert_eq!(status, Status::Untestable);
         assert!(why.starts_with("head cannot be built: "), "{why}");
         assert!(why.contains("`make bzImage` failed"), "{why}");
+    }
+
+    /// `--bench` benchmarks the verdict's own two kernels: the tree and the base commit's
+    /// checkout, with the same fragments (so the slots the verdict built are the ones booted);
+    /// when the verdict could not judge both, it runs nothing and says so, and the change keeps
+    /// the verdict's status.
+    #[test]
+    fn the_cost_is_of_the_verdicts_kernels_and_not_run_when_they_were_not_judged() {
+        use crate::flows::bench::Size;
+        use crate::results::change::KernelChange;
+        let d = tempfile::tempdir().unwrap();
+        let frag = d.path().join("my.config");
+        let o = opts(d.path());
+        let suite = TreeChange {
+            opts: &o,
+            dir: d.path(),
+            kconfig: std::slice::from_ref(&frag),
+            suite: "a".into(),
+        };
+        let k = suite.kernels(&"c".repeat(40)).unwrap();
+        let tree = |kernel: &KernelChoice| match kernel {
+            KernelChoice::Tree { dir, kconfig } => (dir.clone(), kconfig.clone(), None),
+            KernelChoice::TreeRef { dir, rev, kconfig } => {
+                (dir.clone(), kconfig.clone(), Some(rev.clone()))
+            }
+            other => panic!("{other:?}"),
+        };
+        let frags = vec![frag.clone()];
+        assert_eq!(tree(&k.head), (d.path().to_path_buf(), frags.clone(), None));
+        let base = (d.path().to_path_buf(), frags, Some("c".repeat(40)));
+        assert_eq!(tree(&k.base), base);
+
+        let revision = |c: &str| Revision {
+            name: c.into(),
+            commit: c.repeat(40),
+        };
+        let bench = super::super::cost::Bench {
+            size: Size::Smoke,
+            threshold_pct: 1.0,
+        };
+        for status in [Status::Untestable, Status::Stopped] {
+            let mut change = Change {
+                base: revision("c"),
+                head: revision("d"),
+                reruns: 2,
+                kernels: vec![KernelChange {
+                    kernel: "tree-6.12".into(),
+                    status,
+                    problem: Some("head cannot be built".into()),
+                    base_cached: false,
+                }],
+                tests: vec![],
+                verifier: vec![],
+                verifier_threshold_pct: None,
+                cost: vec![],
+                status: Status::Good,
+                exit_status: 0,
+            };
+            change.cost = super::super::cost::measure(&suite, &change, bench, &Events::silent());
+            let cost = &change.cost[0];
+            assert_eq!((cost.status, cost.compared.is_none()), (status, true));
+            assert!(cost.problem.as_deref().unwrap().starts_with("not run: "));
+            change.judge();
+            assert_eq!(change.exit_status, status.code());
+        }
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub struct Changed {
 pub fn changed(c: &Comparison) -> Vec<Changed> {
     c.rows
         .iter()
-        .filter(|r| r.change != compare::Change::Within)
+        .filter(|r| is_changed(r))
         .filter_map(|r| {
             Some(Changed {
                 row: r.name(),
@@ -29,6 +29,11 @@ pub fn changed(c: &Comparison) -> Vec<Changed> {
             })
         })
         .collect()
+}
+
+/// The A/B's rule for one row: its cost moved beyond the threshold, either way.
+pub fn is_changed(r: &compare::Row) -> bool {
+    r.change != compare::Change::Within
 }
 
 /// The A/B report: A and B named, every row with A, B and B/A, then the rows that changed.
@@ -104,7 +109,7 @@ mod tests {
             key: key.into(),
             mode: crate::results::bench::model::Mode::Off,
             arch: crate::domain::arch::Arch::X86_64,
-            unit: "insns/op",
+            unit: "insns/op".into(),
             a: Some(100.0),
             b: Some(100.0 * ratio),
             cost: Some(Ci { ratio, lo, hi }),

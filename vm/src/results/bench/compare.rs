@@ -21,6 +21,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
 
 use super::figures::figures;
 use super::model::{self, BenchReport, Mode, FORMAT};
@@ -31,14 +32,14 @@ use crate::machine::provision::tail_lines;
 /// The confidence that every interval of a comparison holds at once.
 pub const FAMILY_CONFIDENCE: f64 = 0.95;
 
-/// One row of one mode in both reports.
-#[derive(Debug, Clone, PartialEq)]
+/// One row of one mode in both reports (also `change.json`'s cost rows, `--bench`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     pub key: String,
     pub mode: Mode,
     /// The architecture, which names the mode.
     pub arch: Arch,
-    pub unit: &'static str,
+    pub unit: String,
     pub a: Option<f64>,
     pub b: Option<f64>,
     /// B's time against A's (above 1: B is slower), simultaneous interval.
@@ -52,7 +53,8 @@ pub struct Row {
 }
 
 /// Where a cost lies against a threshold, in either direction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Change {
     /// The whole interval lies above `1 + threshold`: B is slower.
     Slower,
@@ -82,7 +84,7 @@ impl Row {
 }
 
 /// The outcome of `bench-compare`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     pub threshold_pct: f64,
     /// Each row's interval is at this two-sided level (1 - 0.05 / row-modes compared).
@@ -420,7 +422,7 @@ fn judge(
                 key: m.key.clone(),
                 mode: m.mode,
                 arch: m.arch,
-                unit: m.unit,
+                unit: m.unit.to_string(),
                 a: median(&m.a),
                 b: median(&m.b),
                 cost,
@@ -433,7 +435,8 @@ fn judge(
     (rows, confidence)
 }
 
-fn verdict(r: &Row, threshold_pct: f64) -> String {
+/// A row's verdict against `threshold_pct`, in words.
+pub fn verdict(r: &Row, threshold_pct: f64) -> String {
     let ci = |c: Ci| format!("CI {}..{}", stats::pct(c.lo), stats::pct(c.hi));
     match r.cost {
         None => "no interval: fewer than 2 valid boots".into(),
@@ -470,37 +473,48 @@ fn verdict(r: &Row, threshold_pct: f64) -> String {
     }
 }
 
-pub fn markdown(a: &str, b: &str, c: &Comparison) -> String {
-    let mut s = String::new();
-    writeln!(
-        s,
-        "# bench-compare\n\n- A: {a}\n- B: {b}\n- cost: B's time over A's (throughputs \
-         inverted), geometric means over boots, Welch t-intervals on logs, simultaneous at \
-         {:.0} % over the {} row-modes compared (Bonferroni: each at {:.2} %); a regression is \
-         a row whose whole interval lies above +{} %.\n\n\
-         | row | unit | A median | B median | cost B/A (CI) | verdict |\n|---|---|---|---|---|---|",
+/// How a comparison's costs and verdicts are made, for its readers.
+pub fn method(c: &Comparison) -> String {
+    format!(
+        "cost: B's time over A's (throughputs inverted), geometric means over boots, Welch \
+         t-intervals on logs, simultaneous at {:.0} % over the {} row-modes compared \
+         (Bonferroni: each at {:.2} %); a regression is a row whose whole interval lies above \
+         +{} %.",
         FAMILY_CONFIDENCE * 100.0,
         c.rows.len(),
         c.row_confidence * 100.0,
         c.threshold_pct
     )
-    .unwrap();
+}
+
+/// The head of the rows' table ([`row_line`]).
+pub const TABLE_HEAD: &str =
+    "| row | unit | A median | B median | cost B/A (CI) | verdict |\n|---|---|---|---|---|---|\n";
+
+/// One row of the table: its medians, cost and verdict against `threshold_pct`.
+pub fn row_line(r: &Row, threshold_pct: f64) -> String {
     let n = |v: Option<f64>| v.map_or("-".into(), super::markdown::num);
+    format!(
+        "| {} | {} | {} | {} | {} | {} |\n",
+        r.name(),
+        r.unit,
+        n(r.a),
+        n(r.b),
+        r.cost.map_or("-".into(), |c| format!(
+            "{:.3} ({:.3}..{:.3})",
+            c.ratio, c.lo, c.hi
+        )),
+        verdict(r, threshold_pct)
+    )
+}
+
+pub fn markdown(a: &str, b: &str, c: &Comparison) -> String {
+    let mut s = format!(
+        "# bench-compare\n\n- A: {a}\n- B: {b}\n- {}\n\n{TABLE_HEAD}",
+        method(c)
+    );
     for r in &c.rows {
-        writeln!(
-            s,
-            "| {} | {} | {} | {} | {} | {} |",
-            r.name(),
-            r.unit,
-            n(r.a),
-            n(r.b),
-            r.cost.map_or("-".into(), |c| format!(
-                "{:.3} ({:.3}..{:.3})",
-                c.ratio, c.lo, c.hi
-            )),
-            verdict(r, c.threshold_pct)
-        )
-        .unwrap();
+        s += &row_line(r, c.threshold_pct);
     }
     for note in &c.notes {
         writeln!(s, "\nNote: {note}.").unwrap();

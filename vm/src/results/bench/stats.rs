@@ -19,7 +19,7 @@ pub enum Better {
 pub use bpfvm_common::stats::median;
 
 /// A ratio with its confidence interval (95 % unless the caller asked for another level).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Ci {
     pub ratio: f64,
     pub lo: f64,

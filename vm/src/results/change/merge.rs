@@ -69,6 +69,7 @@ pub fn merge(expected: &[String], jobs: &[Job]) -> Result<Change> {
         kernels: vec![],
         tests: vec![],
         verifier: vec![],
+        cost: vec![],
         status: Status::Good,
         exit_status: 0,
         ..first.change.clone()
@@ -101,6 +102,9 @@ pub fn merge(expected: &[String], jobs: &[Job]) -> Result<Change> {
         change
             .verifier
             .extend(c.verifier.iter().filter(|p| of(&p.kernel)).cloned());
+        change
+            .cost
+            .extend(c.cost.iter().filter(|x| of(&x.kernel)).cloned());
     }
     change
         .tests

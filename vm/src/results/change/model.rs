@@ -130,6 +130,9 @@ pub struct Change {
     /// (`--verifier-threshold`); absent: only a verdict success -> rejected fails.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verifier_threshold_pct: Option<f64>,
+    /// With `--bench`: each kernel change's A/B, as `bench-vm --against` judges it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cost: Vec<super::cost::Cost>,
     pub status: Status,
     /// The command's exit status: 0 no regression, 1 a confirmed regression, 125 head cannot be
     /// built, 255 the base cannot be judged.
@@ -147,17 +150,20 @@ impl Change {
         Category::ALL.map(|c| (c, self.of(c).count())).to_vec()
     }
 
-    /// The change's status: a regression (of a test or a verifier verdict) is bad; else the
-    /// worst of the kernels' (a base that cannot be judged stops, a head that cannot be built
-    /// is untestable).
+    /// The change's status: a regression (of a test, a verifier verdict or a cost: a row
+    /// changed, or head's own bench boots failed) is bad; else the worst of the kernels' and
+    /// the costs' (a base that cannot be judged stops, a head that cannot be built is
+    /// untestable).
     pub fn judge(&mut self) {
         let regressed = self.of(Category::Regression).next().is_some()
-            || self.verifier.iter().any(|p| p.regression.is_some());
+            || self.verifier.iter().any(|p| p.regression.is_some())
+            || self.cost.iter().any(|c| c.status == Status::Bad);
         let kernels = self.kernels.iter().map(|k| k.status);
+        let costs = self.cost.iter().map(|c| c.status);
         let status = if regressed {
             Status::Bad
         } else {
-            Status::combine(kernels.filter(|s| *s != Status::Bad))
+            Status::combine(kernels.chain(costs).filter(|s| *s != Status::Bad))
         };
         self.status = status;
         self.exit_status = status.code();

@@ -7,9 +7,13 @@ use std::path::Path;
 
 use anyhow::Result;
 
+use super::cost::Cost;
 use super::model::{Category, Change, Run, Side, TestChange, JSON, JUNIT, MARKDOWN};
 use super::verifier::{moved, ProgChange};
+use crate::results::bench::model::Clock;
+use crate::results::bench::{ab, compare};
 use crate::results::report::Outcome;
+use crate::support::status::Status;
 
 /// GitHub refuses a comment body longer than this many characters.
 pub const COMMENT_LIMIT: usize = 65_536;
@@ -144,8 +148,9 @@ struct Section {
 }
 
 /// The comment: the verdict, every regression (rows with their reasons, or without when that
-/// does not fit, or their names alone), then the other categories collapsed, each cut to what
-/// fits in `budget` characters; what was cut is said at the end, with change.json named.
+/// does not fit, or their names alone), the cost (every row, or only those that changed when
+/// that does not fit), then the other categories collapsed, each cut to what fits in `budget`
+/// characters; what was cut is said at the end, with change.json named.
 pub fn markdown(change: &Change, budget: usize) -> String {
     let head = head_part(change);
     let regressions: Vec<&TestChange> = change.of(Category::Regression).collect();
@@ -154,23 +159,34 @@ pub fn markdown(change: &Change, budget: usize) -> String {
         .iter()
         .filter(|p| p.regression.is_some())
         .collect();
+    let part = |tests: &[&TestChange], detail: u8, every_cost_row: bool| {
+        head.clone()
+            + &regression_part(tests, &verifier_regressions, detail)
+            + &cost_part(&change.cost, every_cost_row)
+    };
     let cut_note_reserve = 600;
     let fits = |s: &str| s.chars().count() + cut_note_reserve <= budget;
-    let mut md = head.clone() + &regression_part(&regressions, &verifier_regressions, 2);
+    let mut md = part(&regressions, 2, true);
     let mut cut = vec![];
+    let within: usize = change.cost.iter().map(within_threshold).sum();
+    if !fits(&md) && within > 0 {
+        md = part(&regressions, 2, false);
+        cut.push(format!("{within} cost rows within the threshold"));
+    }
     if !fits(&md) {
-        md = head.clone() + &regression_part(&regressions, &verifier_regressions, 1);
+        md = part(&regressions, 1, false);
         cut.push("the regressions' reasons".to_string());
     }
     if !fits(&md) {
-        md = head.clone() + &regression_part(&regressions, &verifier_regressions, 0);
+        md = part(&regressions, 0, false);
         cut.push("the regressions' table (their names are listed)".to_string());
     }
     // Only when even the names overflow the comment are regressions cut: the limit is GitHub's.
+    // The cost rows that changed stay: a few hundred rows at most.
     let mut kept = regressions.len();
     while !fits(&md) && kept > 0 {
         kept = kept * 9 / 10;
-        md = head.clone() + &regression_part(&regressions[..kept], &verifier_regressions, 0);
+        md = part(&regressions[..kept], 0, false);
     }
     if kept < regressions.len() {
         cut.insert(
@@ -229,7 +245,8 @@ pub fn markdown(change: &Change, budget: usize) -> String {
     md
 }
 
-/// The terminal's account: the verdict, the counts and every regression with its runs.
+/// The terminal's account: the verdict, the counts, every regression with its runs and the
+/// cost rows that changed.
 pub fn brief(change: &Change) -> String {
     let regressions: Vec<&TestChange> = change.of(Category::Regression).collect();
     let progs: Vec<&ProgChange> = change
@@ -237,7 +254,7 @@ pub fn brief(change: &Change) -> String {
         .iter()
         .filter(|p| p.regression.is_some())
         .collect();
-    head_part(change) + &regression_part(&regressions, &progs, 2)
+    head_part(change) + &regression_part(&regressions, &progs, 2) + &cost_part(&change.cost, false)
 }
 
 /// The title and the verdict with the count per category.
@@ -250,8 +267,11 @@ fn head_part(c: &Change) -> String {
         cell(&c.base.name, 80),
         short(&c.base.commit)
     );
+    // A cost that failed counts its changed rows, or itself when head's own boots failed it.
+    let costs = c.cost.iter().filter(|x| x.status == Status::Bad);
     let regressions = c.of(Category::Regression).count()
-        + c.verifier.iter().filter(|p| p.regression.is_some()).count();
+        + c.verifier.iter().filter(|p| p.regression.is_some()).count()
+        + costs.map(|x| x.changed().len().max(1)).sum::<usize>();
     let verdict = match c.exit_status {
         0 => "no regression".to_string(),
         1 => format!(
@@ -322,6 +342,94 @@ fn regression_part(tests: &[&TestChange], progs: &[&ProgChange], detail: u8) -> 
     md
 }
 
+/// How many of a cost's rows lie within its threshold.
+fn within_threshold(c: &Cost) -> usize {
+    let rows = c.compared.as_ref().map_or(0, |m| m.comparison.rows.len());
+    rows - c.changed().len()
+}
+
+/// Each kernel's A/B (`--bench`): its verdict, the rows that changed and the table of every
+/// row (`every_row`), or of the changed ones only.
+fn cost_part(costs: &[Cost], every_row: bool) -> String {
+    let mut md = String::new();
+    for c in costs {
+        let _ = write!(
+            md,
+            "\n### Cost on {} (`bench-vm --against`, {})\n\n",
+            cell(&c.kernel, 40),
+            c.size.name()
+        );
+        let problem = c.problem.as_deref().map(|p| cell(p, 600));
+        let Some(m) = &c.compared else {
+            let _ = writeln!(md, "Not judged: {}", problem.unwrap_or_default());
+            continue;
+        };
+        let threshold = c.threshold_pct;
+        let changed = ab::changed(&m.comparison);
+        let verdict = match c.status {
+            Status::Good => format!("no row changed beyond {threshold} % either way"),
+            Status::Bad if !changed.is_empty() => format!(
+                "**{} row{} changed beyond {threshold} %** (either way fails, as `bench-vm \
+                 --against` does)",
+                changed.len(),
+                if changed.len() == 1 { "" } else { "s" }
+            ),
+            Status::Bad => "**head's own bench boots failed**".to_string(),
+            _ => "**not judged**".to_string(),
+        };
+        let _ = writeln!(
+            md,
+            "A is the base, {}; B is head, {}; {}.\n\nCost verdict: {verdict}.",
+            cell(&m.base, 120),
+            cell(&m.head, 120),
+            match m.clock {
+                Clock::Icount => "figures are instruction counts",
+                Clock::Wall => "figures are wall-clock times",
+            }
+        );
+        if let Some(p) = problem {
+            let _ = writeln!(md, "\n- {p}");
+        }
+        if !changed.is_empty() {
+            let _ = writeln!(md, "\nChanged beyond {threshold} % (B against A):\n");
+            for x in &changed {
+                let _ = writeln!(md, "- {}: {:+.2} %", x.row, x.pct);
+            }
+        }
+        let rows: Vec<&compare::Row> = match every_row {
+            true => m.comparison.rows.iter().collect(),
+            false => c.changed(),
+        };
+        if !rows.is_empty() {
+            let _ = write!(
+                md,
+                "\n{}\n\n{}",
+                compare::method(&m.comparison),
+                compare::TABLE_HEAD
+            );
+            for r in rows {
+                md += &compare::row_line(r, threshold);
+            }
+        }
+        for note in &m.comparison.notes {
+            let _ = writeln!(md, "\nNote: {}.", cell(note, 600));
+        }
+        let left_out = within_threshold(c);
+        if !every_row && left_out > 0 {
+            let _ = write!(
+                md,
+                "\n{left_out} rows within the threshold are not shown here."
+            );
+        }
+        let _ = writeln!(
+            md,
+            "\nEvery row is in `change.json` and in the A/B's report, `{}`.",
+            cell(&m.report, 300)
+        );
+    }
+    md
+}
+
 /// The collapsed sections, in the order they are kept when space runs out.
 fn sections(c: &Change) -> Vec<Section> {
     let tests = |cat: Category, title: &str| Section {
@@ -385,6 +493,28 @@ pub fn junit(change: &Change) -> Result<String> {
             };
             let message = p.regression.clone().unwrap_or_else(|| "moved".into());
             add(format!("verifier:{}", p.program), status, message);
+        }
+        for c in change.cost.iter().filter(|c| c.kernel == k.kernel) {
+            if let Some(p) = &c.problem {
+                let kind = match c.status {
+                    Status::Bad => NonSuccessKind::Failure,
+                    _ => NonSuccessKind::Error,
+                };
+                add(
+                    format!("cost:{}", k.kernel),
+                    TestCaseStatus::non_success(kind),
+                    p.clone(),
+                );
+            }
+            let rows = c.compared.iter().flat_map(|m| &m.comparison.rows);
+            for r in rows {
+                let status = match ab::is_changed(r) {
+                    true => TestCaseStatus::non_success(NonSuccessKind::Failure),
+                    false => TestCaseStatus::success(),
+                };
+                let verdict = compare::verdict(r, c.threshold_pct);
+                add(format!("cost:{}", r.name()), status, verdict);
+            }
         }
         report.add_test_suite(suite);
     }

@@ -1,8 +1,11 @@
 use test_case::test_case;
 
+use super::cost::Cost;
 use super::render::{self, BUDGET, COMMENT_LIMIT};
 use super::verifier::{self, ProgChange};
 use super::*;
+use crate::results::bench::compare;
+use crate::results::bench::model::{BenchReport, Mode, Size};
 use crate::results::report::Outcome::{self, Fail, Pass, Skip};
 use crate::results::verifier::{ProgStats, Verdict};
 use crate::support::status::Status;
@@ -137,6 +140,7 @@ fn sample(tests: Vec<TestChange>) -> Change {
         tests,
         verifier: vec![],
         verifier_threshold_pct: None,
+        cost: vec![],
         status: Status::Good,
         exit_status: 0,
     }
@@ -184,6 +188,11 @@ fn the_comment_puts_regressions_first_and_the_rest_collapsed() {
 
 /// `regressions` regressions on 6.1, 20000 flaky and 20000 unchanged tests on 6.12.
 fn huge(regressions: usize) -> (Change, String) {
+    huge_with(regressions, vec![])
+}
+
+/// [`huge`], with `cost` joined.
+fn huge_with(regressions: usize, cost: Vec<Cost>) -> (Change, String) {
     let mut tests = vec![];
     for i in 0..regressions {
         tests.push(test(
@@ -205,6 +214,7 @@ fn huge(regressions: usize) -> (Change, String) {
         ));
     }
     let mut c = sample(tests);
+    c.cost = cost;
     c.judge();
     let md = render::markdown(&c, BUDGET);
     assert!(
@@ -334,4 +344,191 @@ fn junit_fails_only_regressions_and_json_round_trips() {
     assert!(json.contains("\"category\":\"still_failing\""), "{json}");
     let back: Change = serde_json::from_str(&json).unwrap();
     assert_eq!(back, c);
+}
+
+/// Two recorded `bench-vm --quick` runs of identical code on 6.1 under the instruction clock
+/// (docs/benchmarks.md's runs B and C), as the base's (A) and head's (B) reports of an A/B.
+fn icount_runs() -> (BenchReport, BenchReport) {
+    let run = |json: &str| serde_json::from_str::<BenchReport>(json).unwrap();
+    (
+        run(include_str!(
+            "../../../tests/data/bench-6.1-quick-icount-a.json"
+        )),
+        run(include_str!(
+            "../../../tests/data/bench-6.1-quick-icount-b.json"
+        )),
+    )
+}
+
+/// The headline row `LOOKUP` in `mode` of `b` costs `by` times the instructions (its
+/// throughput divided by it).
+fn costlier(b: &mut BenchReport, mode: Mode, by: f64) {
+    for run in b.runs.iter_mut().filter(|r| r.mode == mode) {
+        for bloom in &mut run.results.bloom {
+            let (k, n, v) = (bloom.hash_funcs, bloom.entries, bloom.value_size);
+            if format!("bloom lookup k={k} entries={n} value={v}B") == LOOKUP {
+                bloom.lookup.samples.iter_mut().for_each(|x| *x /= by);
+                bloom.lookup.mean /= by;
+            }
+        }
+    }
+}
+
+const LOOKUP: &str = "bloom lookup k=3 entries=50000 value=8B";
+
+/// The A/B of `a` (base) and `b` (head) as a change's cost on kernel `tree-6.12`.
+fn cost_of(a: &BenchReport, b: &BenchReport) -> Cost {
+    let c = compare::compare(a, b, 1.0).unwrap();
+    let report = std::path::Path::new("target/bench-vm/ab-x-vs-y/ab.md");
+    Cost::of("tree-6.12", Size::Quick, (a, b), c, report)
+}
+
+fn with_cost(cost: Cost) -> Change {
+    let mut c = sample(vec![test("tree-6.12", "maps::same", Category::Unchanged)]);
+    c.kernels[0].kernel = "tree-6.12".into();
+    c.cost = vec![cost];
+    c.judge();
+    c
+}
+
+/// Identical kernels: every row of the A/B is in change.md's cost section, base against head,
+/// none changed, exit 0; change.md renders the same from change.json.
+#[test]
+fn the_cost_joins_every_row_of_the_ab_and_identical_kernels_pass() {
+    let (a, b) = icount_runs();
+    let c = with_cost(cost_of(&a, &b));
+    assert_eq!(c.exit_status, 0);
+    let rows = c.cost[0].compared.as_ref().unwrap().comparison.rows.len();
+    assert!(rows >= 30, "{rows} rows");
+    let md = render::markdown(&c, BUDGET);
+    let section = &md[md
+        .find("### Cost on tree-6.12 (`bench-vm --against`, quick)")
+        .unwrap()..];
+    assert!(
+        section.contains("Cost verdict: no row changed beyond 1 % either way."),
+        "{section}"
+    );
+    assert!(
+        section.contains("figures are instruction counts"),
+        "{section}"
+    );
+    let table_rows = section.lines().filter(|l| l.contains("(spectre_v2="));
+    assert_eq!(table_rows.count(), rows, "{section}");
+    assert!(
+        section.contains("`target/bench-vm/ab-x-vs-y/ab.md`"),
+        "{section}"
+    );
+    // merge --change renders again from change.json: the same comment (a float may lose its
+    // last bit through JSON, never a shown digit).
+    let json = serde_json::to_string(&c).unwrap();
+    assert!(
+        json.contains("\"cost\":[{\"kernel\":\"tree-6.12\""),
+        "{json}"
+    );
+    let back: Change = serde_json::from_str(&json).unwrap();
+    assert_eq!(render::markdown(&back, BUDGET), md);
+}
+
+/// A row 2 % costlier at head is bench-vm --against's change beyond 1 %: the change fails
+/// (exit 1) naming it, in change.md and as a failing JUnit case; the other rows pass.
+#[test]
+fn a_row_changed_beyond_the_threshold_fails_the_change_as_the_ab_does() {
+    let (a, mut b) = icount_runs();
+    costlier(&mut b, Mode::Retpoline, 1.02);
+    let cost = cost_of(&a, &b);
+    assert_eq!(cost.status, Status::Bad);
+    let c = with_cost(cost);
+    assert_eq!(c.exit_status, 1);
+    let row = format!("{LOOKUP} (spectre_v2=retpoline)");
+    let md = render::markdown(&c, BUDGET);
+    assert!(
+        md.contains("Verdict: **1 regression** (exit status 1)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("Cost verdict: **1 row changed beyond 1 %**"),
+        "{md}"
+    );
+    assert!(md.contains(&format!("- {row}: +2.00 %")), "{md}");
+    let xml = render::junit(&c).unwrap();
+    assert!(xml.contains("failures=\"1\""), "{xml}");
+    assert!(xml.contains(&format!("name=\"cost:{row}\"")), "{xml}");
+    // 2 % cheaper fails too: the A/B's rule is either way.
+    let (a, mut b) = icount_runs();
+    costlier(&mut b, Mode::Off, 1.0 / 1.02);
+    assert_eq!(with_cost(cost_of(&a, &b)).exit_status, 1);
+}
+
+/// The base failing its own boots judges nothing (255), as bench-vm --against says; head's own
+/// boots failing is head's (1); an A/B that did not run is its status, named; a regression of
+/// a test still wins over a cost not judged.
+#[test]
+fn a_cost_is_judged_as_bench_vm_against_judges_its_two_sides() {
+    let invalid = |r: &mut BenchReport| {
+        r.runs[0].valid = false;
+        r.runs[0].invalid_reason = Some("kernel:warning: kernel warning during bench".into());
+    };
+    let (mut a, b) = icount_runs();
+    invalid(&mut a);
+    let c = with_cost(cost_of(&a, &b));
+    assert_eq!(c.exit_status, 255);
+    let md = render::markdown(&c, BUDGET);
+    assert!(md.contains("Cost verdict: **not judged**"), "{md}");
+    assert!(md.contains("the base's own bench boots failed"), "{md}");
+    let (a, mut b) = icount_runs();
+    invalid(&mut b);
+    let c = with_cost(cost_of(&a, &b));
+    assert_eq!(c.exit_status, 1);
+    let md = render::markdown(&c, BUDGET);
+    assert!(md.contains("**head's own bench boots failed**"), "{md}");
+    assert!(
+        md.contains("the A/B cannot vouch for head: B: boot 1"),
+        "{md}"
+    );
+
+    let why = "the A/B did not end: qemu crashed".to_string();
+    let not_run = Cost::not_judged("tree-6.12", Size::Quick, 1.0, Status::Stopped, why);
+    let mut c = with_cost(not_run);
+    assert_eq!(c.exit_status, 255);
+    let md = render::markdown(&c, BUDGET);
+    assert!(
+        md.contains("Not judged: the A/B did not end: qemu crashed"),
+        "{md}"
+    );
+    let xml = render::junit(&c).unwrap();
+    assert!(xml.contains("name=\"cost:tree-6.12\""), "{xml}");
+    c.tests
+        .push(test("tree-6.12", "maps::broken", Category::Regression));
+    c.judge();
+    assert_eq!(c.exit_status, 1);
+}
+
+/// Over the comment limit, the cost rows within the threshold go (said), the row that changed
+/// stays in the table and the list, even when regressions' names alone overflow it.
+#[test]
+fn a_huge_change_keeps_the_cost_rows_that_changed() {
+    let (a, mut b) = icount_runs();
+    costlier(&mut b, Mode::Retpoline, 1.02);
+    let row = format!("{LOOKUP} (spectre_v2=retpoline)");
+    let kept = |md: &str| {
+        md.contains(&format!("- {row}: +2.00 %"))
+            && md.lines().any(|l| l.starts_with(&format!("| {row} |")))
+    };
+    let (_, md) = huge_with(300, vec![cost_of(&a, &b)]);
+    assert!(kept(&md), "{md}");
+    assert!(
+        md.contains(&format!("| {LOOKUP} (spectre_v2=off) |")),
+        "all rows fit"
+    );
+    let (_, md) = huge_with(1500, vec![cost_of(&a, &b)]);
+    assert!(kept(&md));
+    assert!(!md.contains(&format!("| {LOOKUP} (spectre_v2=off) |")));
+    assert!(
+        md.contains("cost rows within the threshold"),
+        "{}",
+        &md[md.len() - 600..]
+    );
+    let (_, md) = huge_with(3000, vec![cost_of(&a, &b)]);
+    assert!(md.contains("regressions** (their names alone exceed the limit)"));
+    assert!(kept(&md));
 }

@@ -46,16 +46,22 @@ fn walk(dir: &Path, found: &mut Vec<Found>) -> Result<()> {
         .map(|e| e.map(|e| e.path()))
         .collect::<std::io::Result<_>>()?;
     entries.sort();
-    for path in entries {
-        if path.is_dir() && path.file_name().is_some_and(|n| n != "guest") {
-            walk(&path, found)?;
-        } else if path.file_name().is_some_and(|n| n == "report.json") {
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("read {}", path.display()))?;
-            let report = serde_json::from_str(&text)
-                .with_context(|| format!("{} is not a report", path.display()))?;
-            found.push(Found { path, report });
-        }
+    // A run's directory: its report, and below it the run's own files (`guest/`, and a
+    // selftests run's `boots/N/report.json`, each boot's part of that report), not pieces.
+    let report = dir.join("report.json");
+    if entries.contains(&report) {
+        let text = std::fs::read_to_string(&report)
+            .with_context(|| format!("read {}", report.display()))?;
+        let parsed = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a report", report.display()))?;
+        found.push(Found {
+            path: report,
+            report: parsed,
+        });
+        return Ok(());
+    }
+    for path in entries.into_iter().filter(|p| p.is_dir()) {
+        walk(&path, found)?;
     }
     Ok(())
 }
@@ -655,8 +661,10 @@ mod tests {
         assert!(got[0].contains("is not a piece's report"), "{got:?}");
     }
 
+    /// A piece's directory is its report: its guest files and a selftests piece's boots
+    /// (`boots/N/report.json`, reports without a piece) are the piece's own, not pieces.
     #[test]
-    fn reports_are_found_under_artifact_directories_but_not_in_guest_files() {
+    fn reports_are_found_under_artifact_directories_but_not_in_a_runs_own_files() {
         let p = plan();
         let d = tempfile::tempdir().unwrap();
         for i in [1, 2] {
@@ -664,6 +672,9 @@ mod tests {
             crate::results::report::write(&piece(&p, i).report, &dir).unwrap();
             std::fs::create_dir_all(dir.join("guest")).unwrap();
             std::fs::write(dir.join("guest/report.json"), "not JSON").unwrap();
+            let mut boot = piece(&p, i).report;
+            boot.piece = None;
+            crate::results::report::write(&boot, &dir.join("boots/1")).unwrap();
         }
         let found = find(&[d.path().to_path_buf()]).unwrap();
         assert_eq!(found.len(), 2);

@@ -192,9 +192,14 @@ impl Cache {
 
     /// The extracted tree of a pin: `kernels/<version>-<short id>`.
     pub(super) fn tree_dir(&self, pin: &Pin) -> PathBuf {
-        let (arch, id) = match pin.arch {
-            Arch::X86_64 => (String::new(), pin.short_id()),
-            a => (format!("{a}-"), super::userland::root_id(&pin.short_id())),
+        let arch = match pin.arch {
+            Arch::X86_64 => String::new(),
+            a => format!("{a}-"),
+        };
+        // The same test as `extract`'s: a tree that is also a root made here is keyed by it.
+        let id = match pin.arch.boots_host_root() {
+            true => pin.short_id(),
+            false => super::userland::root_id(&pin.short_id()),
         };
         self.kernels().join(format!("{}-{arch}{id}", pin.version))
     }

@@ -34,9 +34,9 @@ impl Costs {
 
     /// The costs a run or a plan of `kernel` on `arch` under `accel` is cut by: its own file;
     /// while that is not measured, TCG's of the same architecture (a test's share of the whole
-    /// is much the same under both accelerators), then x86_64's (an arm64 guest ran a slice of
-    /// 6.12's selftests in 0.59 times x86_64's costs, the long tests long on both). Falling
-    /// back keeps a long test's watchdog and its piece from [`Costs::DEFAULT_MS`]'s guess.
+    /// is much the same under both accelerators), then x86_64's (a test long on one
+    /// architecture is long on the other): a long test's watchdog and piece are then not
+    /// [`Costs::DEFAULT_MS`]'s guess.
     pub fn measured(root: &Path, kernel: &str, arch: Arch, accel: &str) -> Result<Costs> {
         let tried = [
             (arch, accel),
